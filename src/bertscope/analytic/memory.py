@@ -1,0 +1,89 @@
+"""Memory model: weights, gradients, optimizer state, saved activations, and a peak estimate.
+
+Static memory per parameter (Rajbhandari et al. 2020, ZeRO, section 3.1: mixed-precision
+Adam keeps 2 + 2 + 12 = 16 bytes per parameter):
+
+| precision | weights          | gradients | optimizer state             |
+|-----------|------------------|-----------|-----------------------------|
+| fp32      | 4                | 4         | 4 x states (SGD 1, Adam 2)  |
+| fp16/bf16 | 2 + 4 (master)   | 2         | 4 x states                  |
+
+Saved activations are the op table's `saved_bytes` of one micro-batch's forward rows
+(micro-batches run one after another). With full checkpointing each encoder layer keeps
+only its input, and one layer's activations are live again while it is recomputed.
+The peak adds the largest single op output (a transient buffer) to everything above.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from bertscope.analytic.params import parameter_count
+from bertscope.config import ModelConfig, RunConfig
+from bertscope.optable import Op
+from bertscope.taxonomy import Phase
+
+MASTER_BYTES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEstimate:
+    """Bytes of each part of training memory on one device."""
+
+    params: int
+    """Unique trainable parameters."""
+    weights: int
+    """Working weights (fp32, or 16-bit in mixed precision)."""
+    master_weights: int
+    """fp32 master copy (mixed precision only)."""
+    gradients: int
+    optimizer_states: int
+    activations: int
+    """Saved for backward by one micro-batch (peak of the forward pass)."""
+    activations_per_layer: int
+    """Saved by one encoder layer without checkpointing."""
+    transient: int
+    """Largest single op output, held while the next op consumes it."""
+
+    @property
+    def static(self) -> int:
+        """Weights, master weights, gradients and optimizer states."""
+        return self.weights + self.master_weights + self.gradients + self.optimizer_states
+
+    @property
+    def peak(self) -> int:
+        """Static memory plus saved activations plus the largest transient buffer."""
+        return self.static + self.activations + self.transient
+
+    def as_dict(self) -> dict[str, int]:
+        """All fields plus `static` and `peak`."""
+        return {**asdict(self), "static": self.static, "peak": self.peak}
+
+
+def memory_estimate(m: ModelConfig, run: RunConfig, ops: list[Op]) -> MemoryEstimate:
+    """Memory of training `m` with `run`, from the iteration's op rows."""
+    n = parameter_count(m)
+    ab = run.precision.act_bytes
+    fwd = [op for op in ops if op.phase is Phase.FORWARD]
+    per_layer = sum(op.saved_bytes for op in fwd if op.layer == 0)
+    outside = sum(op.saved_bytes for op in fwd if op.layer < 0)
+    if run.checkpointing:
+        layer_input = ab * run.batch * run.seq * m.hidden
+        acts = outside + m.num_layers * layer_input + per_layer
+    else:
+        acts = outside + m.num_layers * per_layer
+    transient = max((op.bytes_written / op.count for op in ops if op.phase is not Phase.OPTIMIZER),
+                    default=0)
+    return MemoryEstimate(
+        params=n,
+        weights=ab * n,
+        master_weights=MASTER_BYTES * n if run.precision.mixed else 0,
+        gradients=ab * n,
+        optimizer_states=4 * run.optimizer.states * n,
+        activations=int(acts),
+        activations_per_layer=int(per_layer),
+        transient=int(transient),
+    )
+
+
+__all__ = ["MemoryEstimate", "memory_estimate"]

@@ -1,0 +1,68 @@
+"""Rows of the optimizer update, one set per parameter group (embeddings, each layer, heads).
+
+Weights and optimizer state are fp32 (in mixed precision: fp32 master weights; gradients
+arrive in 16 bits and the updated weights are copied back to 16 bits). Per element:
+
+| optimizer | reads (fp32 words + grad)    | writes        | FLOPs (approx.)         |
+|-----------|------------------------------|---------------|-------------------------|
+| SGD       | w, momentum, g               | w, momentum   | 4                       |
+| Adam      | w, m, v, g                   | w, m, v       | 12                      |
+| AdamW     | w, m, v, g                   | w, m, v       | 14 (decoupled decay)    |
+| LAMB      | global grad norm (NVLAMB), then Adam-style moments writing the update u,
+|           | per-tensor norms of w and u (reductions), then w -= lr * ratio * u       |
+
+LAMB: You et al. 2019 (Large Batch Optimization for Deep Learning), Algorithm 2; the
+global gradient-norm pre-normalization is NVIDIA's NVLAMB.
+"""
+
+from __future__ import annotations
+
+from bertscope.analytic.params import param_groups
+from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
+from bertscope.optable import Op
+from bertscope.taxonomy import Category, Phase, Sublayer
+
+W = 4
+"""Bytes of an fp32 master weight / optimizer-state element."""
+
+_UPDATE_FLOPS = {Optimizer.SGD: 4, Optimizer.ADAM: 12, Optimizer.ADAMW: 14, Optimizer.LAMB: 14}
+
+
+def _row(name: str, layer: int, cat: Category, n: int, flops: float, read: float,
+         written: float) -> Op:
+    return Op(name, layer, Sublayer.OPTIMIZER, cat, Phase.OPTIMIZER, elements=n,
+              flops=flops, bytes_read=read, bytes_written=written)
+
+
+def optimizer_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
+    """The optimizer step's rows for every parameter group of the model."""
+    gb = run.precision.act_bytes  # gradient element bytes
+    opt = run.optimizer
+    states = W * opt.states  # state bytes per element
+    rows: list[Op] = []
+    for grp in param_groups(m):
+        n, layer, name = grp.params, grp.layer, grp.name
+        if run.precision is Precision.FP16:  # loss scaling: unscale and check for inf/nan
+            rows.append(_row(f"{name}.grad_unscale", layer, Category.OPTIMIZER, n, 2 * n,
+                             gb * n, gb * n))
+        if opt is Optimizer.LAMB:
+            rows.append(_row(f"{name}.grad_norm", layer, Category.REDUCTION, n, 2 * n,
+                             gb * n, W))
+            rows.append(_row(f"{name}.lamb_moments", layer, Category.OPTIMIZER, n,
+                             _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
+                             (states + W) * n))  # writes m, v and the update u
+            rows.append(_row(f"{name}.lamb_norms", layer, Category.REDUCTION, n, 4 * n,
+                             2 * W * n, 2 * W * grp.tensors))  # ||w||, ||u|| per tensor
+            rows.append(_row(f"{name}.lamb_update", layer, Category.OPTIMIZER, n, 3 * n,
+                             2 * W * n + W * grp.tensors, W * n))
+        else:
+            rows.append(_row(f"{name}.{opt.value}_update", layer, Category.OPTIMIZER, n,
+                             _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
+                             (W + states) * n))
+        if run.precision.mixed:
+            rows.append(_row(f"{name}.copy_to_half", layer, Category.DATA_MOVEMENT, n, 0,
+                             W * n, gb * n))
+    return rows
+
+
+__all__ = ["optimizer_ops"]

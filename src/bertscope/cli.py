@@ -1,0 +1,113 @@
+"""The `bertscope` command: parse, call the API, render. Bad input: one line, exit 2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bertscope.config import PRESETS, Optimizer, Precision
+from bertscope.errors import BertscopeError
+from bertscope.optable import Format
+
+try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itself
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
+
+app = typer.Typer(
+    name="bertscope",
+    help="Where the time, bytes and FLOPs of Transformer training go.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+
+
+@app.command()
+def models() -> None:
+    """List the model presets."""
+    from bertscope.analytic import parameter_count
+
+    t = Table(title="Model presets", title_justify="left", header_style="bold")
+    for col in ("name", "family", "layers", "hidden", "heads", "FFN", "vocab", "params"):
+        t.add_column(col, justify="left" if col in ("name", "family") else "right",
+                     no_wrap=col == "name")
+    for m in PRESETS.values():
+        t.add_row(m.name, m.family.value, str(m.num_layers), str(m.hidden), str(m.heads),
+                  str(m.intermediate), str(m.vocab_size), f"{parameter_count(m) / 1e6:.1f} M")
+    console.print(t)
+    console.print("Any Hugging Face config.json (bert, roberta, albert) works too: "
+                  "bertscope ops path/to/config.json")
+
+
+@app.command()
+def ops(
+    model: Annotated[str, typer.Argument(help="Preset name or path to a HF config.json.")],
+    batch: Annotated[int, typer.Option(help="Sequences per micro-batch.")] = 8,
+    seq: Annotated[int, typer.Option(help="Tokens per sequence.")] = 128,
+    precision: Annotated[Precision, typer.Option(help="fp32, or mixed fp16/bf16.")] = (
+        Precision.FP32),
+    optimizer: Annotated[Optimizer, typer.Option(help="Optimizer of the update step.")] = (
+        Optimizer.ADAM),
+    dropout: Annotated[bool, typer.Option(help="Dropout layers on or off.")] = True,
+    checkpointing: Annotated[bool, typer.Option(
+        help="Full activation checkpointing of each encoder layer.")] = False,
+    micro_batches: Annotated[int, typer.Option(
+        help="Gradient accumulation: micro-batches per optimizer step.")] = 1,
+    masked_lm_only: Annotated[bool, typer.Option(
+        help="MLM head on the 15% masked positions only (NVIDIA BERT).")] = False,
+    top: Annotated[int, typer.Option(help="Show the N largest ops.")] = 10,
+    fmt: Annotated[Format | None, typer.Option(
+        "--format", help="Export format (default: from the output suffix).")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write the op table to this file.")] = None,
+) -> None:
+    """Every op of one training iteration, with totals by category, sublayer and phase."""
+    from bertscope.analytic import ops as build_ops
+    from bertscope.report.tables import print_optable
+
+    if fmt is not None and output is None:
+        raise BertscopeError("--format needs --output FILE")
+    if top < 0:
+        raise BertscopeError(f"--top must be >= 0, got {top}")
+    table = build_ops(model, batch=batch, seq=seq, precision=precision, optimizer=optimizer,
+                      dropout=dropout, checkpointing=checkpointing, micro_batches=micro_batches,
+                      masked_lm_only=masked_lm_only)
+    print_optable(table, console, top=top)
+    if output is not None:
+        path = table.export(output, fmt)
+        console.print(f"wrote {len(table)} rows to {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except BertscopeError as e:
+        print(f"bertscope: error: {e}", file=sys.stderr)
+        return 2
+    except NoArgsIsHelpError:
+        return 0
+    except UsageError as e:
+        cmd = e.ctx.command_path if e.ctx is not None else "bertscope"
+        msg = " ".join(e.format_message().split())
+        print(f"bertscope: error: {msg} (see: {cmd} --help)", file=sys.stderr)
+        return 2
+    except typer.Abort:
+        print("bertscope: aborted", file=sys.stderr)
+        return 130
+    except typer.Exit as e:
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("bertscope: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,343 @@
+"""Model and run configuration: typed, validated on construction, presets, HF config.json loader.
+
+Sizes follow Hugging Face's names where a user would compare (`hidden`, `heads`,
+`intermediate`, `vocab_size`, `max_positions`); the presets reproduce the published
+checkpoints' config.json files exactly, so parameter counts match Hugging Face's.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bertscope.errors import BertscopeError
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class Family(StrEnum):
+    """Encoder family: decides the embedding layout, weight sharing and pretraining heads."""
+
+    BERT = "bert"
+    ROBERTA = "roberta"
+    ALBERT = "albert"
+
+
+class Activation(StrEnum):
+    """Feed-forward activation (Hugging Face `hidden_act` names)."""
+
+    GELU = "gelu"
+    GELU_NEW = "gelu_new"
+    GELU_FAST = "gelu_fast"
+    GELU_PYTORCH_TANH = "gelu_pytorch_tanh"
+    RELU = "relu"
+    SILU = "silu"
+
+
+class Precision(StrEnum):
+    """Numeric precision of a training run.
+
+    `fp16` and `bf16` mean mixed precision: 16-bit activations, weights and gradients with
+    fp32 master weights and fp32 optimizer state (Micikevicius et al. 2018; ZeRO's 16 bytes
+    per parameter for Adam, Rajbhandari et al. 2020, section 3.1).
+    """
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+    @property
+    def act_bytes(self) -> int:
+        """Bytes per activation / working weight / gradient element."""
+        return 4 if self is Precision.FP32 else 2
+
+    @property
+    def mixed(self) -> bool:
+        """True for 16-bit mixed precision (fp32 master weights kept)."""
+        return self is not Precision.FP32
+
+
+class Optimizer(StrEnum):
+    """Optimizer of the update step. `sgd` is SGD with momentum (one fp32 state per weight)."""
+
+    SGD = "sgd"
+    ADAM = "adam"
+    ADAMW = "adamw"
+    LAMB = "lamb"
+
+    @property
+    def states(self) -> int:
+        """fp32 state tensors kept per parameter (momentum; or Adam's m and v)."""
+        return 1 if self is Optimizer.SGD else 2
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class ModelConfig:
+    """An encoder Transformer (BERT, RoBERTa or ALBERT) as its sizes.
+
+    Raises `BertscopeError` (a ValueError) on construction when the sizes are invalid.
+    """
+
+    name: str
+    """Preset or user-given name, used in reports."""
+    family: Family
+    """BERT (MLM + NSP heads), RoBERTa (MLM only), ALBERT (factorized embeddings, MLM + SOP)."""
+    num_layers: int
+    """Encoder layers L."""
+    hidden: int
+    """Hidden size h."""
+    heads: int
+    """Attention heads a; head size is h / a."""
+    intermediate: int
+    """Feed-forward inner size (4h in BERT)."""
+    vocab_size: int
+    """Vocabulary size V."""
+    max_positions: int
+    """Position-embedding rows (RoBERTa's 514 includes its 2-row padding offset)."""
+    type_vocab_size: int = 2
+    """Token-type (segment) embedding rows."""
+    embedding_size: int | None = None
+    """ALBERT's factorized embedding size E (None: embeddings are h wide)."""
+    share_layers: bool = False
+    """ALBERT's cross-layer parameter sharing: one set of layer weights used L times."""
+    activation: Activation = Activation.GELU
+    """Feed-forward activation."""
+    position_offset: int = 0
+    """Position rows unusable for tokens (RoBERTa: padding_idx + 1 = 2)."""
+
+    def __post_init__(self) -> None:
+        for f in ("num_layers", "hidden", "heads", "intermediate", "vocab_size",
+                  "max_positions", "type_vocab_size"):
+            value = getattr(self, f)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise BertscopeError(f"model {self.name!r}: {f} must be a positive integer, "
+                                     f"got {value!r}")
+        if self.embedding_size is not None and (
+            not isinstance(self.embedding_size, int) or self.embedding_size <= 0
+        ):
+            raise BertscopeError(f"model {self.name!r}: embedding_size must be a positive "
+                                 f"integer or None, got {self.embedding_size!r}")
+        if self.hidden % self.heads:
+            raise BertscopeError(f"model {self.name!r}: hidden size {self.hidden} is not "
+                                 f"divisible by {self.heads} heads; pick heads that divide it")
+        if not isinstance(self.family, Family):
+            object.__setattr__(self, "family", _enum(Family, self.family, "family"))
+        if not isinstance(self.activation, Activation):
+            object.__setattr__(self, "activation",
+                               _enum(Activation, self.activation, "activation"))
+        if self.position_offset < 0 or self.position_offset >= self.max_positions:
+            raise BertscopeError(f"model {self.name!r}: position_offset {self.position_offset} "
+                                 f"must be in [0, max_positions)")
+
+    @property
+    def head_dim(self) -> int:
+        """Size of one attention head, h / a."""
+        return self.hidden // self.heads
+
+    @property
+    def emb(self) -> int:
+        """Embedding width: E for ALBERT, h otherwise."""
+        return self.embedding_size if self.embedding_size is not None else self.hidden
+
+    @property
+    def max_seq(self) -> int:
+        """Longest sequence the position embeddings allow."""
+        return self.max_positions - self.position_offset
+
+    @property
+    def has_pooler_head(self) -> bool:
+        """BERT (NSP) and ALBERT (SOP) pretrain a sentence-level head on the pooled [CLS]."""
+        return self.family is not Family.ROBERTA
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class RunConfig:
+    """One training iteration's settings (one optimizer step)."""
+
+    batch: int
+    """Sequences per micro-batch."""
+    seq: int
+    """Tokens per sequence."""
+    precision: Precision = Precision.FP32
+    """fp32, or mixed fp16/bf16 (fp32 master weights and optimizer state)."""
+    optimizer: Optimizer = Optimizer.ADAM
+    """Optimizer of the update step."""
+    dropout: bool = True
+    """Dropout layers on (training as published) or off."""
+    checkpointing: bool = False
+    """Full activation checkpointing per encoder layer: only layer inputs are kept and each
+    layer's forward is recomputed in backward (rows with phase `recompute`)."""
+    micro_batches: int = 1
+    """Gradient accumulation: micro-batches per optimizer step."""
+    masked_lm_only: bool = False
+    """Run the MLM head on the masked 15% of positions only (NVIDIA's BERT) instead of every
+    position (Hugging Face's BertForPreTraining)."""
+
+    def __post_init__(self) -> None:
+        for f in ("batch", "seq", "micro_batches"):
+            value = getattr(self, f)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise BertscopeError(f"{f} must be a positive integer, got {value!r}")
+        if not isinstance(self.precision, Precision):
+            object.__setattr__(self, "precision", _enum(Precision, self.precision, "precision"))
+        if not isinstance(self.optimizer, Optimizer):
+            object.__setattr__(self, "optimizer", _enum(Optimizer, self.optimizer, "optimizer"))
+
+    @property
+    def tokens(self) -> int:
+        """Tokens per optimizer step: batch * seq * micro_batches."""
+        return self.batch * self.seq * self.micro_batches
+
+    def check(self, model: ModelConfig) -> None:
+        """Raise if this run does not fit the model (sequence longer than its positions)."""
+        if self.seq > model.max_seq:
+            raise BertscopeError(f"seq {self.seq} exceeds {model.name}'s {model.max_seq} "
+                                 f"positions; use --seq {model.max_seq} or less")
+
+
+def _enum(kind: type[E], value: Any, what: str) -> E:
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(m.value for m in kind)
+        raise BertscopeError(f"unknown {what} {value!r}; choose one of: {choices}") from None
+
+
+def _bert(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
+    return ModelConfig(name=name, family=Family.BERT, num_layers=layers, hidden=hidden,
+                       heads=heads, intermediate=4 * hidden, vocab_size=30522,
+                       max_positions=512)
+
+
+def _roberta(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
+    return ModelConfig(name=name, family=Family.ROBERTA, num_layers=layers, hidden=hidden,
+                       heads=heads, intermediate=4 * hidden, vocab_size=50265,
+                       max_positions=514, type_vocab_size=1, position_offset=2)
+
+
+def _albert(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
+    return ModelConfig(name=name, family=Family.ALBERT, num_layers=layers, hidden=hidden,
+                       heads=heads, intermediate=4 * hidden, vocab_size=30000,
+                       max_positions=512, embedding_size=128, share_layers=True,
+                       activation=Activation.GELU_NEW)
+
+
+# The published checkpoints' config.json values (google-research/bert README for the
+# compact models: bert_uncased_L-{2,4,4,8}_H-{128,256,512,512}; bert-base/large-uncased;
+# FacebookAI/roberta-*; albert/albert-*-v2).
+PRESETS: dict[str, ModelConfig] = {
+    m.name: m
+    for m in (
+        _bert("bert-tiny", 2, 128, 2),
+        _bert("bert-mini", 4, 256, 4),
+        _bert("bert-small", 4, 512, 8),
+        _bert("bert-medium", 8, 512, 8),
+        _bert("bert-base", 12, 768, 12),
+        _bert("bert-large", 24, 1024, 16),
+        _roberta("roberta-base", 12, 768, 12),
+        _roberta("roberta-large", 24, 1024, 16),
+        _albert("albert-base-v2", 12, 768, 12),
+        _albert("albert-large-v2", 24, 1024, 16),
+        _albert("albert-xlarge-v2", 24, 2048, 16),
+        _albert("albert-xxlarge-v2", 12, 4096, 64),
+    )
+}
+
+
+_HF_FAMILY = {"bert": Family.BERT, "roberta": Family.ROBERTA, "albert": Family.ALBERT}
+
+
+def from_hf_config(path: str | Path) -> ModelConfig:
+    """Build a ModelConfig from a Hugging Face `config.json` (a file or a folder holding one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        raw = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise BertscopeError(f"{p}: no such file; give a preset name (see `bertscope models`) "
+                             f"or a path to a Hugging Face config.json") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BertscopeError(f"{p}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise BertscopeError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); "
+                             f"give a Hugging Face config.json") from None
+    if not isinstance(raw, dict):
+        raise BertscopeError(f"{p}: expected a JSON object, got {type(raw).__name__}")
+    kind = raw.get("model_type")
+    if kind not in _HF_FAMILY:
+        raise BertscopeError(f"{p}: model_type {kind!r} is not supported; "
+                             f"supported: {', '.join(_HF_FAMILY)}")
+    family = _HF_FAMILY[kind]
+    required = ["num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+                "vocab_size", "max_position_embeddings"]
+    missing = [k for k in required if k not in raw]
+    if missing:
+        raise BertscopeError(f"{p}: missing {', '.join(missing)}")
+    if family is Family.ALBERT and raw.get("inner_group_num", 1) != 1:
+        raise BertscopeError(f"{p}: inner_group_num {raw['inner_group_num']} is not supported "
+                             f"(only 1, as in every published ALBERT)")
+    groups = raw.get("num_hidden_groups", 1)
+    if family is Family.ALBERT and groups != 1:
+        raise BertscopeError(f"{p}: num_hidden_groups {groups} is not supported (only 1, "
+                             f"full cross-layer sharing, as in every published ALBERT)")
+    pad = raw.get("pad_token_id", 1)
+    name = raw.get("_name_or_path") or p.parent.name or p.stem
+    return ModelConfig(
+        name=str(name),
+        family=family,
+        num_layers=raw["num_hidden_layers"],
+        hidden=raw["hidden_size"],
+        heads=raw["num_attention_heads"],
+        intermediate=raw["intermediate_size"],
+        vocab_size=raw["vocab_size"],
+        max_positions=raw["max_position_embeddings"],
+        type_vocab_size=raw.get("type_vocab_size", 2),
+        embedding_size=raw.get("embedding_size") if family is Family.ALBERT else None,
+        share_layers=family is Family.ALBERT and groups == 1,
+        activation=_enum(Activation, raw.get("hidden_act", "gelu"), f"{p}: hidden_act"),
+        position_offset=(pad + 1) if family is Family.ROBERTA else 0,
+    )
+
+
+def get_model(name_or_path: str | Path) -> ModelConfig:
+    """A preset by name, or a Hugging Face config.json by path.
+
+    Unknown names raise with the closest preset names suggested.
+    """
+    key = str(name_or_path)
+    if key in PRESETS:
+        return PRESETS[key]
+    p = Path(key)
+    if p.suffix == ".json" or p.is_dir() or p.exists() or "/" in key:
+        return from_hf_config(p)
+    close = difflib.get_close_matches(key, list(PRESETS), n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else "see `bertscope models`"
+    raise BertscopeError(f"unknown model {key!r}; {hint}")
+
+
+def with_changes(model: ModelConfig, **changes: Any) -> ModelConfig:
+    """A copy of `model` with some sizes changed (validated again)."""
+    known = {f.name for f in fields(model)}
+    bad = sorted(set(changes) - known)
+    if bad:
+        raise BertscopeError(f"unknown model field(s) {', '.join(bad)}")
+    return replace(model, **changes)
+
+
+__all__ = [
+    "PRESETS",
+    "Activation",
+    "Family",
+    "ModelConfig",
+    "Optimizer",
+    "Precision",
+    "RunConfig",
+    "from_hf_config",
+    "get_model",
+    "with_changes",
+]

@@ -1,0 +1,117 @@
+"""The taxonomy every producer of op tables shares: phases, sublayers, categories.
+
+All three are `StrEnum`s, so a DataFrame column of them compares equal to plain strings
+(`df.category == "gemm"`) and exports as text, while code names them as enum members.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Phase(StrEnum):
+    """When in the iteration an op runs."""
+
+    FORWARD = "forward"
+    BACKWARD_DATA = "backward_data"
+    """Gradient with respect to activations (inputs)."""
+    BACKWARD_WEIGHT = "backward_weight"
+    """Gradient with respect to parameters."""
+    BACKWARD = "backward"
+    """Backward, where a producer cannot tell data- from weight-gradient work."""
+    RECOMPUTE = "recompute"
+    """Forward work rerun in backward by activation checkpointing."""
+    OPTIMIZER = "optimizer"
+    COMMUNICATION = "communication"
+
+    @property
+    def is_backward(self) -> bool:
+        """True for any backward phase."""
+        return self in (Phase.BACKWARD, Phase.BACKWARD_DATA, Phase.BACKWARD_WEIGHT)
+
+
+class SublayerGroup(StrEnum):
+    """Coarse sublayers, as the paper's breakdowns group them."""
+
+    EMBEDDING = "embedding"
+    ATTENTION_LINEAR = "attention linear"
+    ATTENTION_CORE = "attention core"
+    FEED_FORWARD = "feed-forward"
+    ADD_NORM = "add & norm"
+    HEADS = "pretraining heads"
+    LOSS = "loss"
+    OPTIMIZER = "optimizer"
+    OTHER = "other"
+
+
+class Sublayer(StrEnum):
+    """Where in the model an op belongs."""
+
+    EMBEDDING = "embedding"
+    QKV = "qkv"
+    ATTN_SCORE = "attn_score"
+    ATTN_SOFTMAX = "attn_softmax"
+    ATTN_CONTEXT = "attn_context"
+    ATTN_OUTPUT = "attn_output"
+    ATTN_ADD_NORM = "attn_add_norm"
+    FFN1 = "ffn1"
+    FFN_ACT = "ffn_act"
+    FFN2 = "ffn2"
+    FFN_ADD_NORM = "ffn_add_norm"
+    MLM_HEAD = "mlm_head"
+    NSP_HEAD = "nsp_head"
+    LOSS = "loss"
+    OPTIMIZER = "optimizer"
+    OTHER = "other"
+
+    @property
+    def group(self) -> SublayerGroup:
+        """The coarse group this sublayer belongs to."""
+        return _GROUP[self]
+
+
+_GROUP = {
+    Sublayer.EMBEDDING: SublayerGroup.EMBEDDING,
+    Sublayer.QKV: SublayerGroup.ATTENTION_LINEAR,
+    Sublayer.ATTN_OUTPUT: SublayerGroup.ATTENTION_LINEAR,
+    Sublayer.ATTN_SCORE: SublayerGroup.ATTENTION_CORE,
+    Sublayer.ATTN_SOFTMAX: SublayerGroup.ATTENTION_CORE,
+    Sublayer.ATTN_CONTEXT: SublayerGroup.ATTENTION_CORE,
+    Sublayer.FFN1: SublayerGroup.FEED_FORWARD,
+    Sublayer.FFN_ACT: SublayerGroup.FEED_FORWARD,
+    Sublayer.FFN2: SublayerGroup.FEED_FORWARD,
+    Sublayer.ATTN_ADD_NORM: SublayerGroup.ADD_NORM,
+    Sublayer.FFN_ADD_NORM: SublayerGroup.ADD_NORM,
+    Sublayer.MLM_HEAD: SublayerGroup.HEADS,
+    Sublayer.NSP_HEAD: SublayerGroup.HEADS,
+    Sublayer.LOSS: SublayerGroup.LOSS,
+    Sublayer.OPTIMIZER: SublayerGroup.OPTIMIZER,
+    Sublayer.OTHER: SublayerGroup.OTHER,
+}
+
+
+class Category(StrEnum):
+    """What kind of work an op is; says whether it is compute- or memory-bound by nature."""
+
+    GEMM = "gemm"
+    BATCHED_GEMM = "batched_gemm"
+    SOFTMAX = "softmax"
+    LAYERNORM = "layernorm"
+    DROPOUT = "dropout"
+    ACTIVATION = "activation"
+    ELEMENTWISE = "elementwise"
+    EMBEDDING = "embedding"
+    REDUCTION = "reduction"
+    LOSS = "loss"
+    OPTIMIZER = "optimizer"
+    COMMUNICATION = "communication"
+    DATA_MOVEMENT = "data_movement"
+    OTHER = "other"
+
+    @property
+    def is_gemm(self) -> bool:
+        """GEMM or batched GEMM: compute-bound by nature."""
+        return self in (Category.GEMM, Category.BATCHED_GEMM)
+
+
+__all__ = ["Category", "Phase", "Sublayer", "SublayerGroup"]

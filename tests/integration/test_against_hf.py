@@ -1,0 +1,104 @@
+"""Cross-checks against independent implementations: Hugging Face transformers' models
+(parameter counts) and torch's FlopCounterMode (GEMM FLOPs of forward and backward)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertscope.analytic import build, parameter_count
+from bertscope.config import PRESETS, Family, ModelConfig, RunConfig
+from tests.conftest import tiny
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def hf_config(m: ModelConfig) -> object:
+    """The Hugging Face config of the same sizes."""
+    common = dict(vocab_size=m.vocab_size, hidden_size=m.hidden,
+                  num_hidden_layers=m.num_layers, num_attention_heads=m.heads,
+                  intermediate_size=m.intermediate, max_position_embeddings=m.max_positions,
+                  type_vocab_size=m.type_vocab_size, hidden_act=m.activation.value,
+                  attn_implementation="eager")
+    if m.family is Family.BERT:
+        return transformers.BertConfig(**common)
+    if m.family is Family.ROBERTA:
+        return transformers.RobertaConfig(**common, pad_token_id=m.position_offset - 1)
+    return transformers.AlbertConfig(**common, embedding_size=m.emb)
+
+
+def hf_model(m: ModelConfig, *, pretraining: bool) -> torch.nn.Module:
+    """BertForPreTraining / RobertaForMaskedLM / AlbertForPreTraining, or the bare encoder."""
+    cfg = hf_config(m)
+    kinds = {
+        Family.BERT: (transformers.BertModel, transformers.BertForPreTraining),
+        Family.ROBERTA: (transformers.RobertaModel, transformers.RobertaForMaskedLM),
+        Family.ALBERT: (transformers.AlbertModel, transformers.AlbertForPreTraining),
+    }
+    return kinds[m.family][pretraining](cfg)
+
+
+def n_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize(
+    ("preset", "pretraining", "published"),
+    [
+        # the counts Hugging Face reports for the published checkpoints
+        ("bert-base", False, 109_482_240),
+        ("bert-base", True, 110_106_428),
+        ("bert-large", False, 335_141_888),
+        ("roberta-base", False, 124_645_632),
+        ("albert-base-v2", False, 11_683_584),
+    ],
+)
+def test_parameter_counts_equal_hugging_face(preset: str, pretraining: bool,
+                                             published: int) -> None:
+    m = PRESETS[preset]
+    assert parameter_count(m, pretraining=pretraining) == published
+    with torch.device("meta"):  # shapes only: no memory, no init cost
+        model = hf_model(m, pretraining=pretraining)
+    assert n_params(model) == published
+
+
+@pytest.mark.parametrize("preset", ["roberta-large", "albert-xxlarge-v2", "bert-mini"])
+def test_pretraining_parameter_counts_equal_hugging_face(preset: str) -> None:
+    m = PRESETS[preset]
+    with torch.device("meta"):
+        model = hf_model(m, pretraining=True)
+    assert parameter_count(m) == n_params(model)
+
+
+def _labels(m: ModelConfig, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    kw = {"input_ids": ids, "labels": ids.clone()}
+    b = ids.shape[0]
+    if m.family is Family.BERT:
+        kw["next_sentence_label"] = torch.zeros(b, dtype=torch.long)
+    elif m.family is Family.ALBERT:
+        kw["sentence_order_label"] = torch.zeros(b, dtype=torch.long)
+    return kw
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize(("batch", "seq"), [(2, 16), (3, 24)])
+def test_gemm_flops_match_flop_counter_mode(family: Family, batch: int, seq: int) -> None:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    m = tiny(family)
+    model = hf_model(m, pretraining=True)
+    ids = torch.randint(5, m.vocab_size, (batch, seq))
+    fwd_counter = FlopCounterMode(display=False)
+    with fwd_counter:
+        loss = model(**_labels(m, ids)).loss
+    bwd_counter = FlopCounterMode(display=False)
+    with bwd_counter:
+        loss.backward()
+
+    d = build(m, RunConfig(batch=batch, seq=seq)).df
+    gemm = d[d["category"].isin(["gemm", "batched_gemm"])]
+    fwd = gemm.loc[gemm["phase"] == "forward", "flops"].sum()
+    bwd = gemm.loc[gemm["phase"].isin(["backward_data", "backward_weight"]), "flops"].sum()
+    assert fwd == pytest.approx(fwd_counter.get_total_flops(), rel=0.01)
+    assert bwd == pytest.approx(bwd_counter.get_total_flops(), rel=0.01)
