@@ -1,0 +1,373 @@
+"""Accelerator descriptions: peak throughput per number format, memory, on-chip memory, links.
+
+A `Device` holds SI units inside: FLOP/s, bytes/s, bytes. Data files (TOML or JSON, one
+device per file) carry the unit in each field name at the edge, as published:
+
+    memory_GB = 80                     # or memory_GiB: capacities in the vendor's own unit
+    memory_bandwidth_GBps = 2039       # or _TBps
+    on_chip_MiB = 40                   # optional; or _MB, _KiB, _GB, _GiB
+    interconnect_GBps = 600            # optional; or _TBps, _Gbitps
+    [peak_TFLOPS]                      # DENSE peaks (no 2:4 structured sparsity); int8 in TOPS
+    bf16 = 312
+    [sources]                          # one citation per figure, keyed by the field name
+    "peak_TFLOPS.bf16" = "NVIDIA A100 datasheet (2021), https://..."
+    memory_GB = "@datasheet"           # "@id" or "@id, detail" expands from [references]
+
+Every numeric figure must have a source; the loader rejects a file where one is missing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from bertscope.errors import BertscopeError
+
+
+class NumberFormat(StrEnum):
+    """Number format of the math a peak applies to. `int8` peaks count integer ops (TOPS)."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+    INT8 = "int8"
+
+
+class DeviceKind(StrEnum):
+    """Broad class of processor."""
+
+    GPU = "gpu"
+    TPU = "tpu"
+    CPU = "cpu"
+
+
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Device:
+    """One accelerator SKU, its published peaks in SI units, and a citation per figure.
+
+    Raises `BertscopeError` on construction when a figure is not a positive number, a peak's
+    format is unknown, or a figure has no source.
+    """
+
+    name: str
+    """Catalog key, lowercase, e.g. "a100-sxm4-80gb"."""
+    sku: str
+    """The exact product the figures describe, e.g. "NVIDIA A100 SXM4 80GB"."""
+    vendor: str
+    """Maker, e.g. "NVIDIA", "AMD", "Google"."""
+    kind: DeviceKind
+    """gpu, tpu or cpu."""
+    peaks: dict[NumberFormat, float]
+    """Dense (no structured sparsity) peak throughput per format, FLOP/s (int8: op/s).
+    A format the chip has no published peak for is absent."""
+    memory_bytes: float
+    """Device memory capacity (HBM, or DDR for TPU v1), bytes."""
+    memory_bandwidth: float
+    """Peak device-memory bandwidth, bytes/s."""
+    memory_kind: str = ""
+    """Memory technology, e.g. "HBM2e"."""
+    on_chip_bytes: float | None = None
+    """Largest on-chip memory level as documented (L2, Infinity Cache, CMEM, unified
+    buffer...), bytes; None where the vendor does not publish it."""
+    on_chip_note: str = ""
+    """What `on_chip_bytes` is, e.g. "L2 cache"."""
+    interconnect_bandwidth: float | None = None
+    """Device-to-device link bandwidth per device (NVLink, Infinity Fabric, ICI), bytes/s,
+    as the vendor quotes it (usually both directions summed, see `interconnect_note`);
+    None where the device has no such link or the figure is not published."""
+    interconnect_note: str = ""
+    """What `interconnect_bandwidth` counts: links, generation, direction convention."""
+    sources: dict[str, str] = field(repr=False)
+    """Citation per figure, keyed by `figures()` keys ("peaks.bf16", "memory_bytes", ...)."""
+    aliases: tuple[str, ...] = ()
+    """Other lowercase names `load_device` accepts, e.g. ("a100",)."""
+    notes: str = field(default="", repr=False)
+    """Caveats: which figures were omitted and why, how dense figures were derived."""
+    origin: str = field(default="", compare=False, repr=False)
+    """File the device was loaded from ("" when built in code)."""
+
+    def __post_init__(self) -> None:
+        peaks: dict[NumberFormat, float] = {}
+        for fmt, value in dict(self.peaks).items():
+            peaks[_number_format(fmt, self.name)] = value
+        object.__setattr__(self, "peaks", peaks)
+        object.__setattr__(self, "sources", dict(self.sources))
+        object.__setattr__(self, "aliases", tuple(self.aliases))
+        if not isinstance(self.kind, DeviceKind):
+            if self.kind not in set(DeviceKind):
+                kinds = ", ".join(k.value for k in DeviceKind)
+                raise BertscopeError(f"device {self.name!r}: unknown kind {self.kind!r}; "
+                                     f"choose one of: {kinds}")
+            object.__setattr__(self, "kind", DeviceKind(self.kind))
+        for text in ("name", "sku", "vendor"):
+            if not isinstance(getattr(self, text), str) or not getattr(self, text).strip():
+                raise BertscopeError(f"device {self.name!r}: {text} must be a non-empty string")
+        if not peaks:
+            raise BertscopeError(f"device {self.name!r}: give at least one peak throughput")
+        for key, value in self.figures().items():
+            if not _positive(value):
+                raise BertscopeError(f"device {self.name!r}: {key} must be a positive number, "
+                                     f"got {value!r}")
+            source = self.sources.get(key)
+            if not isinstance(source, str) or not source.strip():
+                raise BertscopeError(f"device {self.name!r}: {key} has no source; cite where "
+                                     f"the figure comes from")
+
+    def __hash__(self) -> int:
+        """Hash of the identifying figures (the dict fields are not hashable themselves)."""
+        return hash((self.name, self.sku, self.memory_bytes, self.memory_bandwidth))
+
+    def figures(self) -> dict[str, float]:
+        """Every numeric figure in SI units, keyed as in `sources` ("peaks.bf16", ...)."""
+        out = {f"peaks.{fmt.value}": value for fmt, value in self.peaks.items()}
+        out["memory_bytes"] = self.memory_bytes
+        out["memory_bandwidth"] = self.memory_bandwidth
+        if self.on_chip_bytes is not None:
+            out["on_chip_bytes"] = self.on_chip_bytes
+        if self.interconnect_bandwidth is not None:
+            out["interconnect_bandwidth"] = self.interconnect_bandwidth
+        return out
+
+    @property
+    def formats(self) -> tuple[NumberFormat, ...]:
+        """Formats with a published peak, in `NumberFormat` order."""
+        return tuple(f for f in NumberFormat if f in self.peaks)
+
+    def has(self, fmt: NumberFormat | str) -> bool:
+        """True when the device has a published peak for `fmt`."""
+        return _number_format(fmt, self.name) in self.peaks
+
+    def peak_flops(self, fmt: NumberFormat | str) -> float:
+        """Dense peak throughput for `fmt`, FLOP/s (int8: op/s).
+
+        Raises `BertscopeError` naming the formats the device has when it lacks `fmt`.
+        """
+        key = _number_format(fmt, self.name)
+        if key not in self.peaks:
+            have = ", ".join(f.value for f in self.formats)
+            raise BertscopeError(f"{self.sku} ({self.name}) has no published dense {key.value} "
+                                 f"peak; it has: {have}")
+        return self.peaks[key]
+
+    def ridge_point(self, fmt: NumberFormat | str) -> float:
+        """Roofline ridge point for `fmt`: peak FLOP/s / memory bytes/s, in FLOP/byte."""
+        return self.peak_flops(fmt) / self.memory_bandwidth
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading from TOML / JSON
+
+# Unit -> SI scale, as exact integers (scaled in Decimal so 66.9 TFLOPS is 66.9e12 exactly).
+_CAPACITY_UNITS = {"GB": 10**9, "GiB": 2**30, "MB": 10**6, "MiB": 2**20, "KiB": 2**10}
+_BANDWIDTH_UNITS = {"TBps": 10**12, "GBps": 10**9, "Gbitps": 10**9 // 8}
+_TERA = 10**12
+# Device field -> (data-file stem, units, required). The file key is f"{stem}_{unit}".
+_QUANTITIES: dict[str, tuple[str, dict[str, int], bool]] = {
+    "memory_bytes": ("memory", _CAPACITY_UNITS, True),
+    "memory_bandwidth": ("memory_bandwidth", _BANDWIDTH_UNITS, True),
+    "on_chip_bytes": ("on_chip", _CAPACITY_UNITS, False),
+    "interconnect_bandwidth": ("interconnect", _BANDWIDTH_UNITS, False),
+}
+_PEAKS_TABLE = "peak_TFLOPS"
+_TEXT_FIELDS = ("name", "sku", "vendor", "kind", "memory_kind", "on_chip_note",
+                "interconnect_note", "notes")
+_REQUIRED_TEXT = ("name", "vendor", "kind")
+_KNOWN_KEYS = frozenset(
+    [*_TEXT_FIELDS, "aliases", _PEAKS_TABLE, "sources", "references"]
+    + [f"{stem}_{unit}" for stem, units, _ in _QUANTITIES.values() for unit in units]
+)
+_SUFFIXES = (".toml", ".json")
+
+
+def read_device_file(path: str | Path) -> Device:
+    """Load one device from a TOML or JSON file in the data-file schema (see module docs).
+
+    Raises `BertscopeError` with a one-line message naming the file, the problem and the fix.
+    """
+    p = Path(path)
+    if p.suffix.lower() not in _SUFFIXES:
+        raise BertscopeError(f"{p}: device files must end in .toml or .json")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BertscopeError(f"{p}: no such file; give a catalog device name or a path to a "
+                             f".toml/.json device file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BertscopeError(f"{p}: cannot read: {e}") from None
+    return parse_device_text(text, json_format=p.suffix.lower() == ".json", origin=str(p))
+
+
+def parse_device_text(text: str, *, json_format: bool = False, origin: str = "<text>") -> Device:
+    """Parse one device from TOML (or JSON when `json_format`) text in the data-file schema."""
+    if json_format:
+        try:
+            raw: Any = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise BertscopeError(f"{origin}: not valid JSON ({e.msg} at line {e.lineno}); use "
+                                 f"the fields of bertscope/data/devices/*.toml") from None
+    else:
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise BertscopeError(f"{origin}: not valid TOML ({e}); see the catalog files in "
+                                 f"bertscope/data/devices/ for the format") from None
+    if not isinstance(raw, dict):
+        raise BertscopeError(f"{origin}: expected a table/object of device fields, "
+                             f"got {type(raw).__name__}")
+    return device_from_dict(raw, origin=origin)
+
+
+def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Device:
+    """Build a `Device` from a parsed data file (units in field names, sources per figure)."""
+    where = origin
+
+    def fail(problem: str) -> BertscopeError:
+        return BertscopeError(f"{where}: {problem}")
+
+    unknown = sorted(set(raw) - _KNOWN_KEYS)
+    if unknown:
+        key = unknown[0]
+        by_case = {k.lower(): k for k in _KNOWN_KEYS}
+        close = ([by_case[key.lower()]] if key.lower() in by_case
+                 else difflib.get_close_matches(key, sorted(_KNOWN_KEYS), n=1, cutoff=0.6))
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise fail(f"unknown field {key!r}{hint} (units go in field names, e.g. memory_GB)")
+    missing = [k for k in _REQUIRED_TEXT if k not in raw]
+    if missing:
+        raise fail(f"missing field {', '.join(missing)}")
+    text: dict[str, str] = {}
+    for key in _TEXT_FIELDS:
+        if key in raw:
+            if not isinstance(raw[key], str) or not raw[key].strip():
+                raise fail(f"{key} must be a non-empty string, got {raw[key]!r}")
+            text[key] = raw[key].strip()
+    name = text["name"].lower()
+    kinds = ", ".join(k.value for k in DeviceKind)
+    if text["kind"].lower() not in set(DeviceKind):
+        raise fail(f"unknown kind {text['kind']!r}; choose one of: {kinds}")
+    aliases = raw.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
+        raise fail("aliases must be a list of names, e.g. aliases = [\"a100\"]")
+
+    references = raw.get("references", {})
+    if not isinstance(references, dict) or not all(
+        isinstance(v, str) and v.strip() for v in references.values()
+    ):
+        raise fail("[references] must map short ids to citation strings")
+    sources_raw = raw.get("sources")
+    if sources_raw is None:
+        raise fail("missing [sources]; cite a datasheet, whitepaper or paper for every figure")
+    if not isinstance(sources_raw, dict):
+        raise fail("[sources] must map figure names (e.g. \"peak_TFLOPS.bf16\") to citations")
+
+    def cite(file_key: str) -> str:
+        value = sources_raw.get(file_key)
+        if not isinstance(value, str) or not value.strip():
+            raise fail(f"{file_key} has no source; add {file_key!r} = \"<datasheet title, URL>\" "
+                       f"under [sources]")
+        value = value.strip()
+        if not value.startswith("@"):
+            return value
+        ref, _, detail = value[1:].partition(",")
+        ref = ref.strip()
+        if ref not in references:
+            known = ", ".join(sorted(references)) or "none defined"
+            raise fail(f"source of {file_key} refers to unknown reference @{ref} "
+                       f"(known: {known}); define it under [references]")
+        return f"{references[ref]}; {detail.strip()}" if detail.strip() else references[ref]
+
+    def number(file_key: str, value: Any, scale: int) -> float:
+        if not _positive(value):
+            raise fail(f"{file_key} must be a positive number, got {value!r}")
+        return float(Decimal(str(value)) * scale)
+
+    used: set[str] = set()
+    peaks_raw = raw.get(_PEAKS_TABLE)
+    if not isinstance(peaks_raw, dict) or not peaks_raw:
+        raise fail(f"missing [{_PEAKS_TABLE}]; give at least one dense peak, e.g. bf16 = 312")
+    peaks: dict[NumberFormat, float] = {}
+    sources: dict[str, str] = {}
+    formats = ", ".join(f.value for f in NumberFormat)
+    for fmt_name, value in peaks_raw.items():
+        if fmt_name not in set(NumberFormat):
+            raise fail(f"unknown number format {fmt_name!r} in [{_PEAKS_TABLE}]; "
+                       f"use one of: {formats}")
+        file_key = f"{_PEAKS_TABLE}.{fmt_name}"
+        fmt = NumberFormat(fmt_name)
+        peaks[fmt] = number(file_key, value, _TERA)
+        sources[f"peaks.{fmt.value}"] = cite(file_key)
+        used.add(file_key)
+
+    quantities: dict[str, float | None] = {}
+    for attr, (stem, units, required) in _QUANTITIES.items():
+        given = [u for u in units if f"{stem}_{u}" in raw]
+        if len(given) > 1:
+            both = " and ".join(f"{stem}_{u}" for u in given)
+            raise fail(f"{both} both given; keep one")
+        if not given:
+            if required:
+                choices = " or ".join(f"{stem}_{u}" for u in units)
+                raise fail(f"missing field {stem} (give {choices})")
+            quantities[attr] = None
+            continue
+        file_key = f"{stem}_{given[0]}"
+        quantities[attr] = number(file_key, raw[file_key], units[given[0]])
+        sources[attr] = cite(file_key)
+        used.add(file_key)
+    stray = sorted(set(sources_raw) - used)
+    if stray:
+        raise fail(f"[sources] has {stray[0]!r}, which is not a figure in this file; "
+                   f"remove it or fix its name")
+
+    memory_bytes = quantities["memory_bytes"]
+    memory_bandwidth = quantities["memory_bandwidth"]
+    assert memory_bytes is not None and memory_bandwidth is not None  # required above
+    try:
+        return Device(
+            name=name,
+            sku=text.get("sku", text["name"]),
+            vendor=text["vendor"],
+            kind=DeviceKind(text["kind"].lower()),
+            peaks=peaks,
+            memory_bytes=memory_bytes,
+            memory_bandwidth=memory_bandwidth,
+            memory_kind=text.get("memory_kind", ""),
+            on_chip_bytes=quantities["on_chip_bytes"],
+            on_chip_note=text.get("on_chip_note", ""),
+            interconnect_bandwidth=quantities["interconnect_bandwidth"],
+            interconnect_note=text.get("interconnect_note", ""),
+            sources=sources,
+            aliases=tuple(a.lower() for a in aliases),
+            notes=text.get("notes", ""),
+            origin=origin,
+        )
+    except BertscopeError as e:
+        raise fail(str(e)) from None
+
+
+def _positive(value: Any) -> bool:
+    """True for a finite, positive int or float (bools excluded)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def _number_format(fmt: NumberFormat | str, device: str) -> NumberFormat:
+    """Coerce a format name to `NumberFormat`, with a clear error listing the choices."""
+    if isinstance(fmt, NumberFormat):
+        return fmt
+    try:
+        return NumberFormat(str(fmt).lower())
+    except ValueError:
+        choices = ", ".join(f.value for f in NumberFormat)
+        raise BertscopeError(f"device {device!r}: unknown number format {fmt!r}; "
+                             f"choose one of: {choices}") from None
