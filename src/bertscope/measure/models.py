@@ -1,0 +1,514 @@
+"""Reference PyTorch pretraining models for the encoder family: BERT, RoBERTa, ALBERT.
+
+Written to be read in one sitting and profiled: every op the analytic model counts runs
+inside a submodule whose qualified name says its `Sublayer` (`module_sublayer`), e.g.
+
+    embeddings.{word,position,token_type,norm,drop,project}   embedding
+    layers.{i}.attn.{q,k,v}                                    Q, K, V projections
+    layers.{i}.attn.score / .softmax / .drop / .context        Q K^T * scale + mask, ...
+    layers.{i}.attn.out, layers.{i}.attn_norm.{drop,norm}      output proj, add & norm
+    layers.{i}.ffn.{fc1,act,fc2}, layers.{i}.ffn_norm.{drop,norm}
+    mlm.{dense,act,norm,decoder}   nsp.{pooler,act,classifier}   loss
+
+The math follows Hugging Face's eager implementations op for op (BertForPreTraining,
+RobertaForMaskedLM, AlbertForPreTraining in transformers 5.x), so with the same weights the
+losses agree to float rounding; `load_hf_state_dict` copies those weights in. Two places
+follow the original TF code (google-research/bert, google-research/albert) instead of HF:
+ALBERT's FFN output has a dropout before its residual add (HF defines it but never calls
+it), and ALBERT's SOP classifier has no dropout on the pooled output (HF adds one). Both
+are no-ops with dropout off.
+
+ALBERT shares one layer across depth (Lan et al. 2020, section 3.1): `layers` holds one
+module, called `num_layers` times; a profiler tells the calls apart by counting them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from bertscope.config import Activation, Family, ModelConfig, RunConfig
+from bertscope.errors import BertscopeError
+from bertscope.taxonomy import Sublayer
+
+DROPOUT_PROB = 0.1
+"""Hidden and attention dropout when a run has dropout on (BERT, RoBERTa, ALBERT v1)."""
+INIT_STD = 0.02
+"""Normal init std of weights (`initializer_range` in every published config)."""
+IGNORE_INDEX = -100
+"""MLM label of positions that are not predicted."""
+
+
+def pad_id(cfg: ModelConfig) -> int:
+    """Padding token id: RoBERTa's is 1 (position_offset - 1), BERT's and ALBERT's 0."""
+    return cfg.position_offset - 1 if cfg.family is Family.ROBERTA else 0
+
+
+def layer_norm_eps(cfg: ModelConfig) -> float:
+    """LayerNorm epsilon of the published configs: 1e-5 for RoBERTa, 1e-12 otherwise."""
+    return 1e-5 if cfg.family is Family.ROBERTA else 1e-12
+
+
+class NewGELU(nn.Module):
+    """GELU, tanh approximation, as Google's BERT/ALBERT code and HF's `gelu_new` write it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi)
+                                           * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class FastGELU(nn.Module):
+    """GELU, tanh approximation with the constants folded (HF's `gelu_fast`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
+
+
+def make_activation(act: Activation) -> nn.Module:
+    """The activation module for a config's `activation` (gelu is exact, erf-based)."""
+    match act:
+        case Activation.GELU:
+            return nn.GELU()
+        case Activation.GELU_NEW:
+            return NewGELU()
+        case Activation.GELU_FAST:
+            return FastGELU()
+        case Activation.GELU_PYTORCH_TANH:
+            return nn.GELU(approximate="tanh")
+        case Activation.RELU:
+            return nn.ReLU()
+        case Activation.SILU:
+            return nn.SiLU()
+    raise BertscopeError(f"unknown activation {act!r}")
+
+
+def _dropout(p: float) -> nn.Module:
+    # with dropout off no op is launched at all (not a p=0 dropout kernel)
+    return nn.Dropout(p) if p > 0 else nn.Identity()
+
+
+class Embeddings(nn.Module):
+    """Word + token type + position embeddings, LayerNorm, dropout (ALBERT: then E -> h)."""
+
+    def __init__(self, cfg: ModelConfig, dropout: float) -> None:
+        super().__init__()
+        e, self.pad = cfg.emb, pad_id(cfg)
+        self.roberta = cfg.family is Family.ROBERTA
+        self.word = nn.Embedding(cfg.vocab_size, e, padding_idx=self.pad)
+        self.position = nn.Embedding(cfg.max_positions, e,
+                                     padding_idx=self.pad if self.roberta else None)
+        self.token_type = nn.Embedding(cfg.type_vocab_size, e)
+        self.norm = nn.LayerNorm(e, eps=layer_norm_eps(cfg))
+        self.drop = _dropout(dropout)
+        albert = cfg.family is Family.ALBERT  # HF's ALBERT projects even when E == h
+        self.project = nn.Linear(e, cfg.hidden) if albert or e != cfg.hidden else None
+        self.register_buffer("position_ids", torch.arange(cfg.max_positions)[None],
+                             persistent=False)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        T = input_ids.size(1)
+        if self.roberta:
+            # fairseq's make_positions: non-pad tokens count up from pad + 1, pads stay pad
+            keep = input_ids.ne(self.pad).int()
+            pos = (torch.cumsum(keep, dim=1).type_as(keep) * keep).long() + self.pad  # (B, T)
+        else:
+            pos = self.position_ids[:, :T]  # (1, T)
+        x = self.word(input_ids) + self.token_type(token_type_ids)  # (B, T, E)
+        x = self.drop(self.norm(x + self.position(pos)))
+        return self.project(x) if self.project is not None else x  # (B, T, h)
+
+
+class Score(nn.Module):
+    """Attention scores Q K^T / sqrt(hs) + additive mask (Vaswani et al. 2017, eq. 1)."""
+
+    def __init__(self, head_dim: int) -> None:
+        super().__init__()
+        self.scale = head_dim**-0.5
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # q, k (B, nh, T, hs); mask (B, 1, 1, T) -> (B, nh, T, T)
+        return torch.matmul(q, k.transpose(2, 3)) * self.scale + mask
+
+
+class Context(nn.Module):
+    """Attention-weighted values P V, heads merged back."""
+
+    def forward(self, p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        B, nh, T, hs = v.shape
+        y = torch.matmul(p, v)  # (B, nh, T, hs)
+        return y.transpose(1, 2).contiguous().view(B, T, nh * hs)  # (B, T, h)
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with separate Q, K, V projections, explicit core ops."""
+
+    def __init__(self, cfg: ModelConfig, dropout: float) -> None:
+        super().__init__()
+        h, self.nh = cfg.hidden, cfg.heads
+        self.q, self.k, self.v = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+        self.score = Score(cfg.head_dim)
+        self.softmax = nn.Softmax(dim=-1)
+        self.drop = _dropout(dropout)
+        self.context = Context()
+        self.out = nn.Linear(h, h)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape  # (B, T, h)
+        q = self.q(x).view(B, T, self.nh, -1).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k(x).view(B, T, self.nh, -1).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.v(x).view(B, T, self.nh, -1).transpose(1, 2)  # (B, nh, T, hs)
+        p = self.drop(self.softmax(self.score(q, k, mask)))  # (B, nh, T, T)
+        return self.out(self.context(p, v))  # (B, T, h)
+
+
+class AddNorm(nn.Module):
+    """Post-LN residual: LayerNorm(residual + dropout(y))."""
+
+    def __init__(self, cfg: ModelConfig, dropout: float) -> None:
+        super().__init__()
+        self.drop = _dropout(dropout)
+        self.norm = nn.LayerNorm(cfg.hidden, eps=layer_norm_eps(cfg))
+
+    def forward(self, y: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.drop(y) + residual)
+
+
+class FeedForward(nn.Module):
+    """fc2(act(fc1(x))): h -> intermediate -> h."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(cfg.hidden, cfg.intermediate)
+        self.act = make_activation(cfg.activation)
+        self.fc2 = nn.Linear(cfg.intermediate, cfg.hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))  # (B, T, h), via (B, T, intermediate)
+
+
+class EncoderLayer(nn.Module):
+    """One post-LN Transformer encoder layer (Vaswani et al. 2017; Devlin et al. 2019)."""
+
+    def __init__(self, cfg: ModelConfig, dropout: float) -> None:
+        super().__init__()
+        self.attn = Attention(cfg, dropout)
+        self.attn_norm = AddNorm(cfg, dropout)
+        self.ffn = FeedForward(cfg)
+        self.ffn_norm = AddNorm(cfg, dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = self.attn_norm(self.attn(x, mask), x)  # (B, T, h)
+        return self.ffn_norm(self.ffn(x), x)  # (B, T, h)
+
+
+class MLMHead(nn.Module):
+    """Transform (dense, activation, LayerNorm) then the vocabulary decoder.
+
+    The decoder's weight is the word embedding matrix (tied); its bias is its own.
+    ALBERT's transform maps h -> E so the decoder is E -> V.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        e = cfg.emb
+        self.dense = nn.Linear(cfg.hidden, e)
+        # RoBERTa's head always uses exact GELU (fairseq's RobertaLMHead); the others hidden_act
+        self.act = nn.GELU() if cfg.family is Family.ROBERTA else make_activation(cfg.activation)
+        self.norm = nn.LayerNorm(e, eps=layer_norm_eps(cfg))
+        self.decoder = nn.Linear(e, cfg.vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.norm(self.act(self.dense(x))))  # (..., V)
+
+
+class NSPHead(nn.Module):
+    """Pooler (dense + tanh on [CLS]) and a 2-way classifier: NSP for BERT, SOP for ALBERT."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pooler = nn.Linear(cfg.hidden, cfg.hidden)
+        self.act = nn.Tanh()
+        self.classifier = nn.Linear(cfg.hidden, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.act(self.pooler(x[:, 0])))  # (B, 2)
+
+
+class PretrainingLoss(nn.Module):
+    """MLM cross-entropy (mean over predicted positions) + NSP/SOP cross-entropy."""
+
+    def forward(self, mlm_logits: torch.Tensor, mlm_labels: torch.Tensor,
+                nsp_logits: torch.Tensor | None, nsp_labels: torch.Tensor | None,
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        mlm = F.cross_entropy(mlm_logits.view(-1, mlm_logits.size(-1)), mlm_labels.view(-1),
+                              ignore_index=IGNORE_INDEX)
+        if nsp_logits is None or nsp_labels is None:
+            return mlm, None
+        return mlm, F.cross_entropy(nsp_logits, nsp_labels.view(-1))
+
+
+class PretrainingOutput(NamedTuple):
+    """What one forward pass returns; `loss` is what backward starts from."""
+
+    loss: torch.Tensor
+    mlm_loss: torch.Tensor
+    nsp_loss: torch.Tensor | None
+    mlm_logits: torch.Tensor
+    """(B, T, V), or (masked positions, V) with `masked_lm_only`."""
+    nsp_logits: torch.Tensor | None
+
+
+class EncoderForPretraining(nn.Module):
+    """BERT (MLM + NSP), RoBERTa (MLM) or ALBERT (MLM + SOP) with its pretraining loss.
+
+    `dropout` is the hidden and attention dropout probability (0 launches no dropout op);
+    `checkpointing` recomputes each encoder layer in backward (non-reentrant
+    torch.utils.checkpoint, RNG state preserved, so dropout masks repeat);
+    `masked_lm_only` runs the MLM head on the labelled positions only (NVIDIA's BERT).
+    """
+
+    def __init__(self, cfg: ModelConfig, *, dropout: float = DROPOUT_PROB,
+                 checkpointing: bool = False, masked_lm_only: bool = False) -> None:
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise BertscopeError(f"dropout must be in [0, 1), got {dropout!r}")
+        self.cfg, self.checkpointing, self.masked_lm_only = cfg, checkpointing, masked_lm_only
+        self.embeddings = Embeddings(cfg, dropout)
+        n = 1 if cfg.share_layers else cfg.num_layers
+        self.layers = nn.ModuleList(EncoderLayer(cfg, dropout) for _ in range(n))
+        self.mlm = MLMHead(cfg)
+        self.nsp = NSPHead(cfg) if cfg.has_pooler_head else None
+        self.loss = PretrainingLoss()
+        self.apply(self._init_weights)
+        self.mlm.decoder.weight = self.embeddings.word.weight  # tied (Press & Wolf 2017)
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=INIT_STD)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=INIT_STD)
+            if m.padding_idx is not None:
+                nn.init.zeros_(m.weight[m.padding_idx])
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    def layer(self, i: int) -> EncoderLayer:
+        """The module that runs as encoder layer `i` (ALBERT: always the shared one)."""
+        return self.layers[0 if self.cfg.share_layers else i]
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None,
+                mlm_labels: torch.Tensor | None = None,
+                nsp_labels: torch.Tensor | None = None) -> PretrainingOutput:
+        """Pretraining forward; all inputs (B, T) except `nsp_labels` (B,)."""
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        if mlm_labels is None:
+            raise BertscopeError("mlm_labels is required (use -100 for unpredicted positions)")
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, h)
+        mask = self._additive_mask(attention_mask, input_ids, x)  # (B, 1, 1, T)
+        for i in range(self.cfg.num_layers):
+            layer = self.layer(i)
+            if self.checkpointing and torch.is_grad_enabled():
+                x = checkpoint(layer, x, mask, use_reentrant=False)
+            else:
+                x = layer(x, mask)
+        labels, y = mlm_labels, x
+        if self.masked_lm_only:
+            rows = (mlm_labels.view(-1) != IGNORE_INDEX).nonzero().squeeze(1)  # (M,)
+            y, labels = x.view(-1, x.size(-1)).index_select(0, rows), mlm_labels.view(-1)[rows]
+        mlm_logits = self.mlm(y)  # (B, T, V) or (M, V)
+        nsp_logits = self.nsp(x) if self.nsp is not None else None  # (B, 2)
+        mlm_loss, nsp_loss = self.loss(mlm_logits, labels, nsp_logits, nsp_labels)
+        loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
+        return PretrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits)
+
+    @staticmethod
+    def _additive_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor,
+                       x: torch.Tensor) -> torch.Tensor:
+        # 0 where attended, the dtype's min where masked; in the dtype scores have (autocast's)
+        dev = x.device.type
+        dtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else x.dtype
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        keep = attention_mask[:, None, None, :].to(dtype)  # (B, 1, 1, T)
+        return (1.0 - keep) * torch.finfo(dtype).min
+
+
+def build_model(model: ModelConfig, run: RunConfig) -> EncoderForPretraining:
+    """The reference model for a run: dropout, checkpointing and MLM rows from `run`."""
+    run.check(model)
+    return EncoderForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
+                                 checkpointing=run.checkpointing,
+                                 masked_lm_only=run.masked_lm_only)
+
+
+# --- attribution: module path -> Sublayer --------------------------------------------
+
+_TOP_SUBLAYER: dict[str, Sublayer] = {
+    "embeddings": Sublayer.EMBEDDING,
+    "mlm": Sublayer.MLM_HEAD,
+    "nsp": Sublayer.NSP_HEAD,
+    "loss": Sublayer.LOSS,
+}
+LAYER_SUBLAYER: dict[str, Sublayer] = {
+    "attn.q": Sublayer.QKV,
+    "attn.k": Sublayer.QKV,
+    "attn.v": Sublayer.QKV,
+    "attn.score": Sublayer.ATTN_SCORE,
+    "attn.softmax": Sublayer.ATTN_SOFTMAX,
+    "attn.drop": Sublayer.ATTN_SOFTMAX,  # dropout on probabilities, as the analytic model
+    "attn.context": Sublayer.ATTN_CONTEXT,
+    "attn.out": Sublayer.ATTN_OUTPUT,
+    "attn_norm": Sublayer.ATTN_ADD_NORM,
+    "ffn.fc1": Sublayer.FFN1,
+    "ffn.act": Sublayer.FFN_ACT,
+    "ffn.fc2": Sublayer.FFN2,
+    "ffn_norm": Sublayer.FFN_ADD_NORM,
+}
+"""Module path inside `layers.{i}` -> sublayer; a path's longest listed prefix decides."""
+
+
+def module_sublayer(name: str) -> Sublayer:
+    """The sublayer of a module path of `EncoderForPretraining` (`layers.3.attn.q` -> qkv).
+
+    Parent modules with no work of their own (`layers.3`, `layers.3.attn`) and the model
+    itself (`""`, the attention mask) are `Sublayer.OTHER`.
+    """
+    parts = name.split(".") if name else []
+    if not parts:
+        return Sublayer.OTHER
+    if parts[0] != "layers":
+        return _TOP_SUBLAYER.get(parts[0], Sublayer.OTHER)
+    for end in range(len(parts), 2, -1):
+        sub = LAYER_SUBLAYER.get(".".join(parts[2:end]))
+        if sub is not None:
+            return sub
+    return Sublayer.OTHER
+
+
+def layer_index(name: str) -> int | None:
+    """The encoder layer a module path lies in (`layers.3.ffn.fc1` -> 3), else None.
+
+    For ALBERT this is the shared module's index (0); count its calls for the depth.
+    """
+    parts = name.split(".")
+    return int(parts[1]) if len(parts) > 1 and parts[0] == "layers" else None
+
+
+# --- Hugging Face: configs and weights ------------------------------------------------
+
+_HF_LAYER = {  # our path inside a layer -> HF's (BERT/RoBERTa, ALBERT)
+    "attn.q": ("attention.self.query", "attention.query"),
+    "attn.k": ("attention.self.key", "attention.key"),
+    "attn.v": ("attention.self.value", "attention.value"),
+    "attn.out": ("attention.output.dense", "attention.dense"),
+    "attn_norm.norm": ("attention.output.LayerNorm", "attention.LayerNorm"),
+    "ffn.fc1": ("intermediate.dense", "ffn"),
+    "ffn.fc2": ("output.dense", "ffn_output"),
+    "ffn_norm.norm": ("output.LayerNorm", "full_layer_layer_norm"),
+}
+_HF_TOP = {  # our module path -> HF's, per family
+    Family.BERT: {"embeddings": "bert.embeddings", "mlm.dense": "cls.predictions.transform.dense",
+                  "mlm.norm": "cls.predictions.transform.LayerNorm",
+                  "mlm.decoder": "cls.predictions.decoder", "nsp.pooler": "bert.pooler.dense",
+                  "nsp.classifier": "cls.seq_relationship"},
+    Family.ROBERTA: {"embeddings": "roberta.embeddings", "mlm.dense": "lm_head.dense",
+                     "mlm.norm": "lm_head.layer_norm", "mlm.decoder": "lm_head.decoder"},
+    Family.ALBERT: {"embeddings": "albert.embeddings",
+                    "embeddings.project": "albert.encoder.embedding_hidden_mapping_in",
+                    "mlm.dense": "predictions.dense", "mlm.norm": "predictions.LayerNorm",
+                    "mlm.decoder": "predictions.decoder", "nsp.pooler": "albert.pooler",
+                    "nsp.classifier": "sop_classifier.classifier"},
+}
+_HF_EMB = {"word": "word_embeddings", "position": "position_embeddings",
+           "token_type": "token_type_embeddings", "norm": "LayerNorm"}
+
+
+def hf_param_name(cfg: ModelConfig, name: str) -> str:
+    """The Hugging Face parameter name matching one of ours (`layers.0.attn.q.weight` ->
+    `bert.encoder.layer.0.attention.self.query.weight`)."""
+    module, _, leaf = name.rpartition(".")
+    parts = module.split(".")
+    if parts[0] == "layers":
+        albert = cfg.family is Family.ALBERT
+        inner = _HF_LAYER[".".join(parts[2:])][1 if albert else 0]
+        prefix = ("albert.encoder.albert_layer_groups.0.albert_layers.0" if albert
+                  else f"{cfg.family.value}.encoder.layer.{parts[1]}")
+        return f"{prefix}.{inner}.{leaf}"
+    top = _HF_TOP[cfg.family]
+    if module in top:
+        return f"{top[module]}.{leaf}"
+    if parts[0] == "embeddings" and len(parts) == 2:
+        return f"{top['embeddings']}.{_HF_EMB[parts[1]]}.{leaf}"
+    raise BertscopeError(f"no Hugging Face counterpart for parameter {name!r}")
+
+
+@torch.no_grad()
+def load_hf_state_dict(model: EncoderForPretraining, hf_model: nn.Module) -> None:
+    """Copy the weights of the matching HF model (BertForPreTraining, RobertaForMaskedLM,
+    AlbertForPreTraining) into `model`, every parameter; raises on any missing or misshapen."""
+    hf = dict(hf_model.named_parameters(remove_duplicate=False))
+    for name, p in model.named_parameters():  # tied decoder weight: listed once, as word
+        key = hf_param_name(model.cfg, name)
+        if key not in hf:
+            raise BertscopeError(f"{type(hf_model).__name__} has no parameter {key!r} "
+                                 f"(for {name!r}); is it the {model.cfg.family} model?")
+        if hf[key].shape != p.shape:
+            raise BertscopeError(f"{key}: shape {tuple(hf[key].shape)} != {name}: "
+                                 f"{tuple(p.shape)}; build both from the same config")
+        p.copy_(hf[key])
+    decoder = hf[hf_param_name(model.cfg, "mlm.decoder.weight")]
+    if not torch.equal(decoder, model.mlm.decoder.weight):
+        raise BertscopeError(f"{type(hf_model).__name__}'s decoder weight is not tied to its "
+                             f"word embeddings (tie_word_embeddings=False); ours always is")
+
+
+def hf_config(cfg: ModelConfig, *, dropout: float = 0.0) -> Any:
+    """The transformers config object (eager attention) of the HF model matching `cfg`."""
+    import transformers  # optional dependency, only for cross-checks and the HF adapter
+
+    common: dict[str, Any] = dict(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden, num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate,
+        hidden_act=cfg.activation.value, max_position_embeddings=cfg.max_positions,
+        type_vocab_size=cfg.type_vocab_size, layer_norm_eps=layer_norm_eps(cfg),
+        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+        initializer_range=INIT_STD, pad_token_id=pad_id(cfg), attn_implementation="eager")
+    match cfg.family:
+        case Family.BERT:
+            return transformers.BertConfig(**common)
+        case Family.ROBERTA:
+            return transformers.RobertaConfig(**common, bos_token_id=0, eos_token_id=2)
+        case Family.ALBERT:
+            if not cfg.share_layers:
+                raise BertscopeError("HF ALBERT always shares its layers; set share_layers")
+            return transformers.AlbertConfig(**common, embedding_size=cfg.emb,
+                                             num_hidden_groups=1, inner_group_num=1,
+                                             classifier_dropout_prob=dropout)
+    raise BertscopeError(f"unknown family {cfg.family!r}")
+
+
+__all__ = [
+    "DROPOUT_PROB",
+    "LAYER_SUBLAYER",
+    "EncoderForPretraining",
+    "EncoderLayer",
+    "PretrainingOutput",
+    "build_model",
+    "hf_config",
+    "hf_param_name",
+    "layer_index",
+    "load_hf_state_dict",
+    "make_activation",
+    "module_sublayer",
+    "pad_id",
+]
