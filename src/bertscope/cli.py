@@ -84,6 +84,74 @@ def ops(
         console.print(f"wrote {len(table)} rows to {path}")
 
 
+@app.command()
+def profile(
+    model: Annotated[str, typer.Argument(help="Preset name or path to a HF config.json.")],
+    batch: Annotated[int, typer.Option(help="Sequences per micro-batch.")] = 4,
+    seq: Annotated[int, typer.Option(help="Tokens per sequence.")] = 128,
+    precision: Annotated[Precision, typer.Option(
+        help="fp32, or autocast fp16 (with loss scaling) / bf16.")] = Precision.FP32,
+    optimizer: Annotated[Optimizer, typer.Option(help="Optimizer of the update step.")] = (
+        Optimizer.ADAM),
+    iters: Annotated[int, typer.Option(help="Measured iterations.")] = 3,
+    warmup: Annotated[int, typer.Option(help="Unmeasured warm-up iterations.")] = 1,
+    dropout: Annotated[bool, typer.Option(help="Dropout layers on or off.")] = True,
+    checkpointing: Annotated[bool, typer.Option(
+        help="Activation checkpointing of each encoder layer.")] = False,
+    micro_batches: Annotated[int, typer.Option(
+        help="Gradient accumulation: micro-batches per optimizer step.")] = 1,
+    hf: Annotated[bool, typer.Option(
+        "--hf", help="Profile the Hugging Face model instead of the reference one.")] = False,
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
+    top: Annotated[int, typer.Option(help="Show the N slowest ops.")] = 10,
+    output: Annotated[Path | None, typer.Option(
+        help="JSON result (default: profile-MODEL-bB-sS-PRECISION.json).")] = None,
+    trace_out: Annotated[Path | None, typer.Option(
+        help="Also write the Chrome/Perfetto trace (JSON) here.")] = None,
+) -> None:
+    """Run real pretraining iterations under torch.profiler and break them down."""
+    from bertscope.config import RunConfig, get_model
+    from bertscope.report.tables import print_profile
+
+    m = get_model(model)
+    run = RunConfig(batch=batch, seq=seq, precision=precision, optimizer=optimizer,
+                    dropout=dropout, checkpointing=checkpointing, micro_batches=micro_batches)
+    run.check(m)
+    for path in (output, trace_out):  # fail before minutes of work, not after
+        if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
+            raise BertscopeError(f"{path}: folder {path.parent} does not exist; create it first")
+    if threads is not None and threads < 1:
+        raise BertscopeError(f"--threads must be >= 1, got {threads}")
+    try:
+        import torch
+    except ImportError:
+        raise BertscopeError("profile needs PyTorch: pip install 'bertscope[torch]'") from None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from bertscope.measure.profile import profile as run_profile
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    err = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=err, transient=True) as bar:
+        tasks: dict[str, object] = {}
+
+        def tell(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)  # type: ignore[arg-type]
+
+        result = run_profile(m, run, iters=iters, warmup=warmup, device=device, hf=hf,
+                             trace_out=trace_out, progress=tell)
+    print_profile(result, console, top=top)
+    path = output or Path(f"profile-{m.name.replace('/', '_')}-b{batch}-s{seq}-"
+                          f"{precision.value}.json")
+    result.write_json(path)
+    console.print(f"wrote {path}" + (f" and trace {trace_out}" if trace_out else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
     try:

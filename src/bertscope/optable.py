@@ -185,6 +185,9 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise BertscopeError(f"{path}: folder {parent} does not exist; create it first")
     fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

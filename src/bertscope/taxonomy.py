@@ -6,7 +6,16 @@ All three are `StrEnum`s, so a DataFrame column of them compares equal to plain 
 
 from __future__ import annotations
 
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+
+from bertscope.errors import BertscopeError
 
 
 class Phase(StrEnum):
@@ -114,4 +123,74 @@ class Category(StrEnum):
         return self in (Category.GEMM, Category.BATCHED_GEMM)
 
 
-__all__ = ["Category", "Phase", "Sublayer", "SublayerGroup"]
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """One row of the name -> category table."""
+
+    regex: re.Pattern[str]
+    category: Category
+    note: str = ""
+
+
+def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BertscopeError(f"{origin}: not valid TOML ({e})") from None
+    rows = doc.get("pattern")
+    if not isinstance(rows, list) or not rows:
+        raise BertscopeError(f"{origin}: expected [[pattern]] tables with regex and category")
+    out = []
+    for i, row in enumerate(rows, 1):
+        try:
+            regex = re.compile(row["regex"])
+            category = Category(row["category"])
+        except KeyError as e:
+            raise BertscopeError(f"{origin}: pattern {i} lacks {e.args[0]!r}") from None
+        except re.error as e:
+            raise BertscopeError(f"{origin}: pattern {i}: bad regex ({e})") from None
+        except ValueError:
+            cats = ", ".join(c.value for c in Category)
+            raise BertscopeError(f"{origin}: pattern {i}: unknown category "
+                                 f"{row['category']!r}; use one of {cats}") from None
+        out.append(Pattern(regex, category, str(row.get("note", ""))))
+    return tuple(out)
+
+
+@cache
+def builtin_patterns() -> tuple[Pattern, ...]:
+    """The built-in ordered pattern table (`bertscope/data/patterns.toml`)."""
+    text = (files("bertscope") / "data" / "patterns.toml").read_text(encoding="utf-8")
+    return _parse_patterns(text, "patterns.toml")
+
+
+def load_patterns(path: str | Path) -> tuple[Pattern, ...]:
+    """A user pattern file (same shape as the built-in one)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise BertscopeError(f"{p}: cannot read pattern file ({e.strerror})") from None
+    return _parse_patterns(text, str(p))
+
+
+class Classifier:
+    """Maps op/kernel names to categories by the ordered pattern table (first match wins),
+    with user patterns tried before the built-in ones. Results are cached per name."""
+
+    def __init__(self, extra: Sequence[Pattern] = ()) -> None:
+        self.patterns = (*extra, *builtin_patterns())
+        self._cache: dict[str, Category] = {}
+
+    def __call__(self, name: str) -> Category:
+        """The category of `name`; `Category.OTHER` when no pattern matches."""
+        hit = self._cache.get(name)
+        if hit is None:
+            hit = next((p.category for p in self.patterns if p.regex.search(name)),
+                       Category.OTHER)
+            self._cache[name] = hit
+        return hit
+
+
+__all__ = ["Category", "Classifier", "Pattern", "Phase", "Sublayer", "SublayerGroup",
+           "builtin_patterns", "load_patterns"]

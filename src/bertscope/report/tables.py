@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
@@ -11,13 +12,16 @@ from rich.table import Table
 from bertscope.optable import OpTable
 
 
-def si(x: float, unit: str = "") -> str:
-    """A number with an SI prefix: 1.23 G, 45.6 M, ..."""
+def si(x: float | None, unit: str = "") -> str:
+    """A number with an SI prefix: 1.23 G, 45.6 M, 12.3 m, 4.5 µ ..."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    if x == 0:
+        return f"0 {unit}".rstrip()
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
+                           (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")):
         if abs(x) >= factor:
-            return f"{x / factor:.3g} {prefix}{unit}"
+            return f"{x / factor:.3g} {prefix}{unit}".rstrip()
     return f"{x:.3g} {unit}".rstrip()
 
 
@@ -30,40 +34,47 @@ def binary(x: float) -> str:
 
 
 def summary_table(summary: pd.DataFrame, title: str) -> Table:
-    """A rich table of an `OpTable.summary` frame: ops, FLOPs, bytes, shares (and time)."""
+    """A rich table of an `OpTable.summary` frame: time (where known), ops, FLOPs, bytes
+    (where known), their shares and intensity."""
     timed = "time_s" in summary.columns
+    has_bytes = bool(summary["bytes"].sum() > 0)
     t = Table(title=title, title_justify="left", header_style="bold")
     t.add_column(summary.index.name or "key", no_wrap=True)
-    for col in ("ops", "FLOPs", "FLOP %", "bytes", "bytes %", "FLOP/B"):
-        t.add_column(col, justify="right")
-    if timed:
-        t.add_column("time", justify="right")
-        t.add_column("time %", justify="right")
+    cols = (["time", "time %"] if timed else []) + ["ops", "FLOPs", "FLOP %"]
+    if has_bytes:
+        cols += ["bytes", "bytes %", "FLOP/B"]
+    for col in cols:
+        t.add_column(col, justify="right", no_wrap=True)
     for key, r in summary.iterrows():
-        intensity = r["flops"] / r["bytes"] if r["bytes"] else 0.0
-        cells = [str(key), f"{int(r['count'])}", si(r["flops"]), f"{100 * r['flops_share']:.1f}",
-                 binary(r["bytes"]), f"{100 * r['bytes_share']:.1f}", f"{intensity:.1f}"]
-        if timed:
-            cells += [si(r["time_s"], "s"), f"{100 * r['time_share']:.1f}"]
-        t.add_row(*cells)
+        cells = [si(r["time_s"], "s"), f"{100 * r['time_share']:.1f}"] if timed else []
+        cells += [f"{int(r['count'])}", si(r["flops"]), f"{100 * r['flops_share']:.1f}"]
+        if has_bytes:
+            intensity = r["flops"] / r["bytes"] if r["bytes"] else 0.0
+            cells += [binary(r["bytes"]), f"{100 * r['bytes_share']:.1f}", f"{intensity:.1f}"]
+        t.add_row(str(key), *cells)
     return t
 
 
 def top_table(table: OpTable, n: int, by: str = "flops") -> Table:
     """A rich table of the n largest rows."""
-    t = Table(title=f"Top {n} ops by {by} (shape: MxNxK\\[xbatch] for GEMMs, else elements)",
+    what = "time" if by == "time_s" else by
+    t = Table(title=f"Top {n} ops by {what} (shape: MxNxK\\[xbatch] for GEMMs, else elements)",
               title_justify="left", header_style="bold")
-    for col in ("op", "layer", "phase", "shape", "FLOPs", "bytes", "FLOP/B"):
-        t.add_column(col, justify="left" if col in ("op", "phase") else "right",
+    timed = by == "time_s"
+    cols = ["op", "layer", "sublayer", "phase", "shape", "FLOPs"]
+    cols += ["time"] if timed else ["bytes", "FLOP/B"]
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("op", "sublayer", "phase") else "right",
                      no_wrap=True)
     for _, r in table.top(n, by).iterrows():
         if r["batch"]:
             shape = f"{r['m']}x{r['n']}x{r['k']}" + (f"x{r['batch']}" if r["batch"] > 1 else "")
         else:
             shape = f"{r['elements']:,}"
-        t.add_row(r["name"], "-" if r["layer"] < 0 else str(r["layer"]), r["phase"], shape,
-                  si(r["flops"]), binary(r["bytes_read"] + r["bytes_written"]),
-                  f"{r['intensity']:.1f}")
+        tail = ([si(r["time_s"], "s")] if timed else
+                [binary(r["bytes_read"] + r["bytes_written"]), f"{r['intensity']:.1f}"])
+        t.add_row(r["name"], "-" if r["layer"] < 0 else str(r["layer"]), r["sublayer"],
+                  r["phase"], shape, si(r["flops"]), *tail)
     return t
 
 
@@ -95,4 +106,52 @@ def print_optable(table: OpTable, console: Console, top: int = 10) -> None:
         console.print(top_table(table, top))
 
 
-__all__ = ["binary", "print_optable", "si", "summary_table", "top_table"]
+def comparison_table(comp: pd.DataFrame) -> Table:
+    """Measured time per category beside measured and analytic FLOPs and achieved rates."""
+    t = Table(title="By category: measured vs analytic (bytes/s = analytic bytes / measured "
+              "time)", title_justify="left", header_style="bold")
+    for col in ("category", "time", "time %", "FLOPs measured", "FLOPs analytic",
+                "FLOP/s", "bytes/s"):
+        t.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
+    for key, r in comp.iterrows():
+        t.add_row(str(key), si(r["time_s"], "s"), f"{100 * r['time_share']:.1f}",
+                  si(r["flops_measured"]), si(r["flops_analytic"]),
+                  si(r["flops_per_s"], "FLOP/s") if r["flops_measured"] else "-",
+                  si(r["bytes_per_s"], "B/s"))
+    return t
+
+
+def print_profile(result: Any, console: Console, top: int = 10) -> None:
+    """Print a measured profile: iteration facts, category comparison, sublayer groups,
+    phases, top ops by time, and the unattributed share."""
+    meta, table = result.meta, result.table
+    run, model = meta["run"], meta["model"]
+    status = " [yellow](partial: interrupted)[/]" if meta.get("partial") else ""
+    console.print(
+        f"[bold]{model['name']}[/] batch {run['batch']} x seq {run['seq']} x "
+        f"{run['micro_batches']} micro-batch(es), {run['precision']}, {run['optimizer']} on "
+        f"{meta['device']} ({meta['threads']} threads), {meta['iters']} measured "
+        f"iteration(s){status}")
+    console.print(
+        f"iteration {si(meta['iteration_s'], 's')}   tokens/s {meta['tokens_per_s']:,.0f}   "
+        f"op time {si(meta['op_time_s'], 's')}   unattributed "
+        f"{100 * meta['unattributed_share']:.2f}%   framework/profiler gaps "
+        f"{100 * meta['framework_share']:.1f}% of the profiled iteration")
+    console.print(comparison_table(result.comparison()))
+    console.print(summary_table(table.summary("group"), "By sublayer group"))
+    console.print(summary_table(table.by_phase(), "By phase"))
+    layers = table.df[table.df["layer"] >= 0]["time_s"].sum()
+    console.print(f"encoder layers: {100 * layers / meta['op_time_s']:.1f}% of op time; "
+                  f"optimizer: {100 * _share(table, 'phase', 'optimizer'):.1f}%")
+    if top > 0:
+        console.print(top_table(table, top, by="time_s"))
+
+
+def _share(table: OpTable, col: str, value: str) -> float:
+    d = table.df
+    total = d["time_s"].sum()
+    return float(d.loc[d[col] == value, "time_s"].sum() / total) if total else 0.0
+
+
+__all__ = ["binary", "comparison_table", "print_optable", "print_profile", "si",
+           "summary_table", "top_table"]

@@ -1,0 +1,301 @@
+"""Profile real pretraining iterations and break them down in the op-table taxonomy.
+
+    result = profile(get_model("bert-base"), RunConfig(batch=4, seq=128), iters=3)
+    result.table.by_category()        # measured time, share, FLOPs per category
+    result.comparison()               # measured vs analytic FLOPs, achieved FLOP/s and B/s
+
+Warm-up iterations run unprofiled; the measured ones run under torch.profiler with module
+scopes (see `attribution.py`). Ctrl-C during measurement stops cleanly: the iterations that
+completed make a valid result marked `partial`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from bertscope.analytic import build
+from bertscope.config import Family, ModelConfig, Precision, RunConfig
+from bertscope.errors import BertscopeError
+from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
+from bertscope.measure.data import PretrainingBatch, synthetic_batch
+from bertscope.measure.lamb import make_optimizer
+from bertscope.measure.models import EncoderLayer, build_model, module_sublayer
+from bertscope.optable import OpTable, atomic_write
+from bertscope.taxonomy import Classifier, Phase, Sublayer
+
+Progress = Callable[[str, int, int], None]
+"""progress(stage, done, total): stage is "warmup" or "measure"."""
+
+
+@dataclass
+class ProfileResult:
+    """A measured breakdown: the measured op table, the analytic one, and run facts."""
+
+    table: OpTable
+    analytic: OpTable
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def unattributed_share(self) -> float:
+        """Share of measured op time that no layer/sublayer claimed."""
+        return float(self.meta["unattributed_share"])
+
+    def comparison(self) -> pd.DataFrame:
+        """Per category: measured time and share, measured vs analytic FLOPs, achieved
+        FLOP/s, and bytes/s (analytic bytes over measured time; CPUs count no bytes)."""
+        d = self.table.df
+        a = self.analytic.df
+        m = d.groupby("category")[["time_s", "flops"]].sum().rename(
+            columns={"flops": "flops_measured"})
+        an = a.groupby("category")[["flops", "bytes_read", "bytes_written"]].sum().rename(
+            columns={"flops": "flops_analytic"})
+        out = m.join(an, how="outer").fillna(0.0)
+        total = out["time_s"].sum()
+        out["time_share"] = out["time_s"] / total if total else 0.0
+        t = out["time_s"].where(out["time_s"] > 0)
+        out["flops_per_s"] = out["flops_measured"] / t
+        out["bytes_per_s"] = (out["bytes_read"] + out["bytes_written"]) / t
+        return out.drop(columns=["bytes_read", "bytes_written"]).sort_values(
+            "time_s", ascending=False)
+
+    def write_json(self, path: str | Path) -> Path:
+        """Write the result (meta, measured rows, comparison) atomically as JSON."""
+        rows = json.loads(self.table.df.to_json(orient="records"))
+        comp = json.loads(self.comparison().reset_index().to_json(orient="records"))
+        doc = {"meta": self.meta, "rows": rows, "comparison": comp}
+        p = Path(path)
+        atomic_write(p, json.dumps(doc, indent=1, default=str).encode())
+        return p
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Free memory on `device` in bytes (None when it cannot be read)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def check_memory(analytic: OpTable, device: torch.device) -> None:
+    """Raise a clear error when the analytic peak estimate exceeds free memory."""
+    free = available_memory(device)
+    mem = analytic.meta["memory"]
+    if free is not None and mem["peak"] > free:
+        gib = 2**30
+        raise BertscopeError(
+            f"this run needs ~{mem['peak'] / gib:.1f} GiB (analytic estimate: weights+grads+"
+            f"optimizer {mem['static'] / gib:.1f} GiB, activations {mem['activations'] / gib:.1f}"
+            f" GiB) but {device.type} has {free / gib:.1f} GiB free; lower --batch or --seq, "
+            f"or add --checkpointing")
+
+
+@contextlib.contextmanager
+def _phase(hooks: ScopeHooks, phase: Phase) -> Iterator[None]:
+    hooks.set_phase(phase)
+    with torch.autograd.profiler.record_function(f"{PHASE}{phase.value}"):
+        yield
+
+
+def reference_sublayer(name: str) -> Sublayer:
+    """`module_sublayer`, with the attention module's own ops (splitting and merging heads)
+    counted with the Q/K/V projections."""
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0] == "layers" and parts[2] == "attn":
+        return Sublayer.QKV
+    return module_sublayer(name)
+
+
+class _Trainer:
+    """One model + optimizer + data: runs training iterations with phase scopes."""
+
+    def __init__(self, m: ModelConfig, run: RunConfig, device: torch.device, *, hf: bool,
+                 seed: int) -> None:
+        torch.manual_seed(seed)
+        self.run, self.device, self.hf, self.family = run, device, hf, m.family
+        if hf:
+            from bertscope.measure.hf import build_hf_model, hf_layers, hf_sublayer
+
+            self.model: nn.Module = build_hf_model(m, run).to(device)
+            sublayer_of, layers = hf_sublayer(m), hf_layers(self.model)
+        else:
+            self.model = build_model(m, run).to(device)
+            sublayer_of = reference_sublayer
+            layers = [mod for mod in self.model.modules() if isinstance(mod, EncoderLayer)]
+        self.model.train()
+        self.hooks = ScopeHooks(self.model, sublayer_of, layers, m.num_layers)
+        self.opt = make_optimizer(run.optimizer, self.model.parameters())
+        self.batches: list[PretrainingBatch] = [
+            synthetic_batch(m, batch=run.batch, seq=run.seq, seed=seed + i, device=device)
+            for i in range(run.micro_batches)]
+        self.scaler = (torch.amp.GradScaler(device.type)
+                       if run.precision is Precision.FP16 else None)
+        self.dtype = {Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}.get(
+            run.precision)
+
+    def _inputs(self, b: PretrainingBatch) -> dict[str, Any]:
+        return b.hf_inputs(self.family) if self.hf else b.model_inputs()
+
+    def step(self) -> None:
+        """One optimizer step: forward and backward per micro-batch, then the update."""
+        for b in self.batches:
+            with _phase(self.hooks, Phase.FORWARD), torch.autocast(
+                    self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
+                out = self.model(**self._inputs(b))
+                loss = out.loss if hasattr(out, "loss") else out[0]
+                if len(self.batches) > 1:
+                    loss = loss / len(self.batches)
+            with _phase(self.hooks, Phase.BACKWARD):
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
+        with _phase(self.hooks, Phase.OPTIMIZER):
+            if self.scaler:
+                self.scaler.step(self.opt)
+                self.scaler.update()
+            else:
+                self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def resolve_device(name: str) -> torch.device:
+    """"cpu", "cuda", "cuda:N" or "auto" (CUDA when present)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise BertscopeError(f"unknown device {name!r}; use cpu, cuda or auto") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise BertscopeError("--device cuda: no CUDA device here; use --device cpu")
+    if dev.type not in ("cpu", "cuda"):
+        raise BertscopeError(f"device {name!r} is not supported; use cpu or cuda")
+    return dev
+
+
+def profile(
+    m: ModelConfig,
+    run: RunConfig,
+    *,
+    iters: int = 3,
+    warmup: int = 1,
+    device: str = "cpu",
+    hf: bool = False,
+    trace_out: str | Path | None = None,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> ProfileResult:
+    """Run `warmup` + `iters` real training iterations and attribute every measured op."""
+    if iters < 1 or warmup < 0:
+        raise BertscopeError(f"need --iters >= 1 and --warmup >= 0, got {iters} and {warmup}")
+    run.check(m)
+    if hf and m.family is Family.ALBERT and not m.share_layers:
+        raise BertscopeError("Hugging Face ALBERT shares its layers; set share_layers")
+    dev = resolve_device(device)
+    analytic = build(m, run)
+    check_memory(analytic, dev)
+    trainer = _Trainer(m, run, dev, hf=hf, seed=seed)
+    tell = progress or (lambda *_: None)
+    for i in range(warmup):
+        trainer.step()
+        tell("warmup", i + 1, warmup)
+    trainer.sync()
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if dev.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    done: list[float] = []
+    partial = False
+    prof = torch.profiler.profile(activities=activities, record_shapes=True, with_flops=True)
+    try:
+        with prof:
+            for i in range(iters):
+                t0 = time.perf_counter()
+                with torch.autograd.profiler.record_function(f"{ITER}{i}"):
+                    trainer.step()
+                    trainer.sync()
+                done.append(time.perf_counter() - t0)
+                tell("measure", i + 1, iters)
+    except KeyboardInterrupt:
+        partial = True
+    finally:
+        trainer.hooks.remove()
+    if not done:
+        raise BertscopeError("interrupted before any measured iteration completed")
+
+    attr = Attributor(Classifier(), use_device_time=dev.type == "cuda")
+    tops = sorted((e for e in prof.events() if e.cpu_parent is None),
+                  key=lambda e: e.time_range.start)
+    iter_time_us = 0.0
+    for evt in tops:
+        if evt.name.startswith(ITER) and int(evt.name[len(ITER):]) < len(done):
+            attr.walk(evt)
+            iter_time_us += attr.time_us(evt)
+    if trace_out is not None:
+        _export_trace(prof, Path(trace_out))
+
+    table = OpTable.from_ops(attr.ops(len(done)), {
+        "producer": "profile",
+        "model": analytic.meta["model"],
+        "run": analytic.meta["run"],
+        "params": analytic.meta["params"],
+    })
+    d = table.df
+    op_time = float(d["time_s"].sum())
+    unattributed = float(d.loc[(d["sublayer"] == Sublayer.OTHER)
+                               & (d["phase"] != Phase.OPTIMIZER), "time_s"].sum())
+    iteration_s = sum(done) / len(done)
+    meta = {
+        **table.meta,
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "hf": hf,
+        "iters": len(done),
+        "warmup": warmup,
+        "partial": partial,
+        "iteration_s": iteration_s,
+        "iteration_times_s": done,
+        "tokens_per_s": run.tokens / iteration_s,
+        "op_time_s": op_time,
+        "unattributed_s": unattributed,
+        "unattributed_share": unattributed / op_time if op_time else 0.0,
+        # profiled iteration time not covered by any op: Python, hooks, the profiler itself
+        "framework_share": max(0.0, 1 - op_time / (iter_time_us * 1e-6 / len(done)))
+        if iter_time_us else 0.0,
+    }
+    table.meta = meta
+    return ProfileResult(table=table, analytic=analytic, meta=meta)
+
+
+def _export_trace(prof: torch.profiler.profile, path: Path) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise BertscopeError(f"{path}: folder {parent} does not exist; create it first")
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+__all__ = ["ProfileResult", "available_memory", "check_memory", "profile", "resolve_device"]

@@ -1,0 +1,129 @@
+"""Measured profiling on tiny models: attribution checked against the analytic op table,
+whose GEMM FLOPs are checked against FlopCounterMode elsewhere; here torch.profiler's own
+FLOP counts (with_flops) are the independent measurement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bertscope.analytic import build
+from bertscope.config import Family, Precision, RunConfig
+from bertscope.errors import BertscopeError
+from bertscope.taxonomy import Category, Phase, Sublayer
+from tests.conftest import tiny
+
+torch = pytest.importorskip("torch")
+from bertscope.measure import profile as prof_mod  # noqa: E402
+from bertscope.measure.profile import profile  # noqa: E402
+
+GEMMS = [Category.GEMM, Category.BATCHED_GEMM]
+
+
+def _gemm_flops(df, phases) -> float:
+    g = df[df["category"].isin(GEMMS) & df["phase"].isin(phases)]
+    return float(g["flops"].sum())
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+def test_measured_gemm_flops_and_phases_match_the_analytic_table(family: Family) -> None:
+    m = tiny(family)
+    run = RunConfig(batch=2, seq=16)
+    r = profile(m, run, iters=1, warmup=1)
+    got, want = r.table.df, build(m, run).df
+    for phases in ([Phase.FORWARD], [Phase.BACKWARD_DATA], [Phase.BACKWARD_WEIGHT]):
+        assert _gemm_flops(got, phases) == pytest.approx(_gemm_flops(want, phases)), phases
+    # every encoder layer and every analytic sublayer shows up in the measurement
+    assert set(got.loc[got["layer"] >= 0, "layer"]) == set(range(m.num_layers))
+    assert set(want["sublayer"]) - {Sublayer.OTHER} <= set(got["sublayer"])
+    assert r.unattributed_share < 0.02
+    assert r.meta["iters"] == 1 and not r.meta["partial"]
+
+
+def test_checkpointing_measures_recompute() -> None:
+    m = tiny(Family.BERT)
+    run = RunConfig(batch=2, seq=16, checkpointing=True)
+    d = profile(m, run, iters=1, warmup=0).table.df
+    layers = d[d["layer"] >= 0]
+    fwd = _gemm_flops(layers, [Phase.FORWARD])
+    assert fwd > 0
+    assert _gemm_flops(layers, [Phase.RECOMPUTE]) == pytest.approx(fwd)
+    assert _gemm_flops(d, [Phase.BACKWARD_WEIGHT]) == pytest.approx(
+        _gemm_flops(build(m, run).df, [Phase.BACKWARD_WEIGHT]))
+
+
+def test_micro_batches_and_bf16() -> None:
+    m = tiny(Family.BERT)
+    run = RunConfig(batch=1, seq=16, micro_batches=2, precision=Precision.BF16,
+                    optimizer="lamb")
+    r = profile(m, run, iters=1, warmup=0)
+    d = r.table.df
+    assert _gemm_flops(d, [Phase.FORWARD]) == pytest.approx(
+        _gemm_flops(build(m, run).df, [Phase.FORWARD]))
+    assert (d["phase"] == Phase.OPTIMIZER).any()
+    assert r.meta["tokens_per_s"] > 0
+
+
+def test_hugging_face_model_is_attributed_too() -> None:
+    pytest.importorskip("transformers")
+    m = tiny(Family.BERT)
+    run = RunConfig(batch=2, seq=16)
+    r = profile(m, run, iters=1, warmup=0, hf=True)
+    d = r.table.df
+    assert _gemm_flops(d, [Phase.FORWARD]) == pytest.approx(
+        _gemm_flops(build(m, run).df, [Phase.FORWARD]))
+    assert r.unattributed_share < 0.02
+    # the attention core is split into score, softmax and context
+    for sub in (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT):
+        assert (d["sublayer"] == sub).any(), sub
+
+
+def test_trace_out_and_json_result(tmp_path) -> None:
+    m = tiny(Family.ROBERTA)
+    trace = tmp_path / "trace.json"
+    r = profile(m, RunConfig(batch=1, seq=8), iters=1, warmup=0, trace_out=trace)
+    doc = json.loads(trace.read_text())
+    names = {e.get("name", "") for e in doc["traceEvents"]}
+    assert any(n.startswith("bertscope::") for n in names)
+    out = r.write_json(tmp_path / "result.json")
+    saved = json.loads(out.read_text())
+    assert saved["meta"]["iters"] == 1
+    assert sum(row["time_s"] for row in saved["rows"]) == pytest.approx(r.meta["op_time_s"])
+
+
+def test_ctrl_c_keeps_a_valid_partial_result(monkeypatch) -> None:
+    calls = {"n": 0}
+    real_step = prof_mod._Trainer.step
+
+    def step(self) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # warm-up 1, measured 1, then Ctrl-C in the second
+            raise KeyboardInterrupt
+        real_step(self)
+
+    monkeypatch.setattr(prof_mod._Trainer, "step", step)
+    r = profile(tiny(Family.BERT), RunConfig(batch=1, seq=8), iters=3, warmup=1)
+    assert r.meta["partial"] and r.meta["iters"] == 1
+    assert r.table.df["time_s"].sum() > 0
+
+
+def test_too_large_a_batch_is_refused_with_the_estimate(monkeypatch) -> None:
+    monkeypatch.setattr(prof_mod, "available_memory", lambda device: 2**20)
+    with pytest.raises(BertscopeError, match=r"needs ~.* GiB .* lower --batch"):
+        profile(tiny(Family.BERT), RunConfig(batch=64, seq=64), iters=1, warmup=0)
+
+
+def test_cli_profile(tmp_path, capsys) -> None:
+    from bertscope.cli import main
+
+    out = tmp_path / "p.json"
+    rc = main(["profile", "bert-tiny", "--batch", "1", "--seq", "16", "--iters", "1",
+               "--warmup", "0", "--output", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "unattributed" in text and "By sublayer group" in text
+    assert json.loads(out.read_text())["meta"]["model"]["name"] == "bert-tiny"
+    rc = main(["profile", "bert-tiny", "--iters", "0"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1
