@@ -1,0 +1,103 @@
+"""Attribution logic on hand-built event trees (no profiler run): scopes, backward nodes
+by sequence number, data/weight-gradient split, recompute, and device (CUDA) time."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("torch")
+from bertscope.measure.attribution import Attributor, gemm_shape
+from bertscope.taxonomy import Category, Classifier, Phase, Sublayer
+
+
+def ev(name, t=10.0, children=(), seq=-1, shapes=None, flops=0, dev=None):
+    e = SimpleNamespace(name=name, cpu_time_total=t, device_time_total=t if dev is None else dev,
+                        cpu_children=list(children), cpu_parent=None, sequence_nr=seq,
+                        input_shapes=shapes or [], flops=flops)
+    for c in e.cpu_children:
+        c.cpu_parent = e
+    return e
+
+
+def iteration(device_time: float | None = None):
+    # forward: layer 0 FFN1 = aten::linear (X[32, 64] x W[256, 64]) creating autograd node 7
+    addmm = ev("aten::addmm", 40, seq=7, shapes=[[256], [32, 64], [64, 256]], flops=1_048_576,
+               dev=device_time)
+    linear = ev("aten::linear", 50, [addmm], seq=6, shapes=[[32, 64], [256, 64], [256]],
+                dev=device_time)
+    fwd = ev("bertscope.phase::forward", 60, [ev("bertscope::0::ffn1", 55, [linear])])
+    # backward: AddmmBackward0 with seq 7: dgrad mm [32,256]x[256,64], wgrad [256,32]x[32,64]
+    dgrad = ev("aten::mm", 30, shapes=[[32, 256], [256, 64]], flops=1_048_576)
+    wgrad = ev("aten::mm", 35, shapes=[[256, 32], [32, 64]], flops=1_048_576)
+    bias = ev("aten::sum", 5, shapes=[[32, 256], [], [], []])
+    node = ev("autograd::engine::evaluate_function: AddmmBackward0", 80,
+              [ev("AddmmBackward0", 68, [dgrad, wgrad]), bias], seq=7)
+    acc = ev("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 4,
+             [ev("torch::autograd::AccumulateGrad", 3, [ev("aten::add_", 2, shapes=[[256]])])])
+    bwd = ev("bertscope.phase::backward", 90, [node, acc])
+    opt = ev("bertscope.phase::optimizer", 20,
+             [ev("Optimizer.step#Adam.step", 18, [ev("aten::_foreach_add_", 15)])])
+    return ev("bertscope.iter::0", 200, [fwd, bwd, opt])
+
+
+def rows(attr):
+    return {(o.name, o.phase): o for o in attr.ops(1)}
+
+
+def test_scopes_sequence_numbers_and_gradient_split() -> None:
+    a = Attributor(Classifier())
+    a.walk(iteration())
+    r = rows(a)
+    f = r[("aten::linear", Phase.FORWARD)]
+    assert (f.layer, f.sublayer, f.category) == (0, Sublayer.FFN1, Category.GEMM)
+    assert (f.m, f.n, f.k) == (32, 256, 64)
+    assert f.flops == 1_048_576  # the addmm child's count, summed up the tree
+    names = {(o.name, o.phase, o.sublayer, o.layer) for o in a.ops(1)}
+    assert ("aten::mm", Phase.BACKWARD_DATA, Sublayer.FFN1, 0) in names
+    assert ("aten::mm", Phase.BACKWARD_WEIGHT, Sublayer.FFN1, 0) in names
+    assert r[("aten::sum", Phase.BACKWARD_WEIGHT)].category is Category.REDUCTION
+    # AccumulateGrad has no sequence number: it inherits the preceding node's place
+    acc = r[("aten::add_", Phase.BACKWARD_WEIGHT)]
+    assert (acc.layer, acc.sublayer) == (0, Sublayer.FFN1)
+    opt = r[("aten::_foreach_add_", Phase.OPTIMIZER)]
+    assert (opt.sublayer, opt.category) == (Sublayer.OPTIMIZER, Category.OPTIMIZER)
+    # the node's own overhead (80 - 30 - 35 - 5 = 10 us) goes to its largest op (wgrad)
+    wg = next(o for o in a.ops(1) if o.phase is Phase.BACKWARD_WEIGHT and o.name == "aten::mm")
+    assert wg.time_s == pytest.approx(45e-6)
+
+
+def test_device_time_is_used_on_cuda() -> None:
+    a = Attributor(Classifier(), use_device_time=True)
+    a.walk(iteration(device_time=7.0))
+    f = rows(a)[("aten::linear", Phase.FORWARD)]
+    assert f.time_s == pytest.approx(7e-6)
+
+
+def test_recompute_inside_a_backward_node() -> None:
+    recomputed = ev("bertscope::3::ffn2", 20, [ev("aten::linear", 15, seq=50,
+                                                  shapes=[[8, 16], [4, 16], [4]])])
+    node = ev("autograd::engine::evaluate_function: NativeLayerNormBackward0", 100,
+              [ev("NativeLayerNormBackward0", 90,
+                  [recomputed, ev("aten::native_layer_norm_backward", 12)])], seq=99)
+    a = Attributor(Classifier())
+    a.walk(ev("bertscope.phase::backward", 100, [node]))
+    r = rows(a)
+    assert r[("aten::linear", Phase.RECOMPUTE)].layer == 3
+    ln = r[("aten::native_layer_norm_backward", Phase.BACKWARD)]
+    assert ln.time_s == pytest.approx(12e-6)  # Python gaps of the recompute are not folded
+
+
+@pytest.mark.parametrize(
+    ("name", "shapes", "want"),
+    [
+        ("aten::addmm", [[256], [32, 64], [64, 256]], (32, 256, 64, 1)),
+        ("aten::linear", [[2, 16, 64], [256, 64], [256]], (32, 256, 64, 1)),
+        ("aten::bmm", [[8, 16, 4], [8, 4, 16]], (16, 16, 4, 8)),
+        ("aten::matmul", [[2, 4, 16, 8], [2, 4, 8, 16]], (16, 16, 8, 8)),
+        ("aten::matmul", [[5, 3], [3, 7]], (5, 7, 3, 1)),
+    ],
+)
+def test_gemm_shapes(name, shapes, want) -> None:
+    assert gemm_shape(name, shapes) == want
