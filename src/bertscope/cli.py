@@ -10,9 +10,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bertscope.cli_perf import register
 from bertscope.config import PRESETS, Optimizer, Precision
 from bertscope.errors import BertscopeError
 from bertscope.optable import Format
+from bertscope.report.tables import make_console
 
 try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itself
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
@@ -26,7 +28,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+console = make_console()
 
 
 @app.command()
@@ -150,6 +152,9 @@ def profile(
                           f"{precision.value}.json")
     result.write_json(path)
     console.print(f"wrote {path}" + (f" and trace {trace_out}" if trace_out else ""))
+
+
+register(app)  # predict, devices
 
 
 def main(argv: list[str] | None = None) -> int:

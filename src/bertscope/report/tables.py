@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import sys
 from typing import Any
 
 import pandas as pd
@@ -10,6 +12,17 @@ from rich.console import Console
 from rich.table import Table
 
 from bertscope.optable import OpTable
+
+WIDE = 132
+"""Console columns when stdout is not a terminal and COLUMNS is unset (rich would use 80 and
+cut op names short in piped output)."""
+
+
+def make_console() -> Console:
+    """A console for command output: the terminal's width, or WIDE columns when piped."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=WIDE)
 
 
 def si(x: float | None, unit: str = "") -> str:
@@ -153,5 +166,5 @@ def _share(table: OpTable, col: str, value: str) -> float:
     return float(d.loc[d[col] == value, "time_s"].sum() / total) if total else 0.0
 
 
-__all__ = ["binary", "comparison_table", "print_optable", "print_profile", "si",
-           "summary_table", "top_table"]
+__all__ = ["WIDE", "binary", "comparison_table", "make_console", "print_optable",
+           "print_profile", "si", "summary_table", "top_table"]

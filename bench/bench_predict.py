@@ -1,0 +1,66 @@
+"""Benchmark: predict bert-large on an A100 (bf16, batch 64, seq 128); target under 1 s end to end.
+
+Prints, measured in the same run: the op-table build (the baseline), predict on it, fuse plus
+predict, each as a ratio to the build; then the whole `bertscope predict` command as a fresh
+process, next to the bare cost of importing the CLI (the floor every command pays).
+
+    .venv/bin/python bench/bench_predict.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+from bertscope.analytic import ops
+from bertscope.perf import fuse, load_profile, predict
+
+TARGET_S = 1.0
+RUN = dict(batch=64, seq=128, precision="bf16")
+ARGV = ["predict", "bert-large", "--device", "a100", "--precision", "bf16", "--batch", "64",
+        "--seq", "128"]
+
+
+def _median(fn, repeat: int = 11) -> float:
+    fn()  # warm up imports and caches
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _process(args: list[str], repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, *args], check=True, capture_output=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    """Time build, predict and the CLI; print the ratios."""
+    profile = load_profile("a100")
+    table = ops("bert-large", **RUN)
+    build = _median(lambda: ops("bert-large", **RUN))
+    pred = _median(lambda: predict(table, profile))
+    fused = _median(lambda: predict(fuse(table), profile))
+    p = predict(table, profile).meta["prediction"]
+    print(f"bert-large b64 s128 bf16 on a100: {len(table)} rows, predicted "
+          f"{p['time_s'] * 1e3:.1f} ms/iteration, {p['tokens_per_s'] / 1e3:.1f} k tokens/s")
+    print(f"op-table build {build * 1e3:.1f} ms (baseline); predict {pred * 1e3:.1f} ms "
+          f"(predict/build {pred / build:.2f}); fuse+predict {fused * 1e3:.1f} ms "
+          f"(ratio {fused / build:.2f})")
+    # `python -m bertscope.cli_perf` registers the commands itself if cli.py does not yet
+    cli = _process(["-m", "bertscope.cli_perf", *ARGV])
+    floor = _process(["-c", "import bertscope.cli"])
+    print(f"CLI end to end {cli:.2f} s (target {TARGET_S:.0f} s, ratio {cli / TARGET_S:.2f}); "
+          f"import floor {floor:.2f} s, so the command itself takes {cli - floor:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""The performance model: roofline bounds, efficiency models, fusion, predicted op times.
+
+    >>> from bertscope.analytic import ops
+    >>> from bertscope.perf import fuse, load_profile, predict
+    >>> table = ops("bert-large", batch=64, seq=128, precision="bf16")
+    >>> p = predict(table, load_profile("a100"))          # or predict(fuse(table), ...)
+    >>> p.meta["prediction"]["time_s"], p.summary("category")
+
+Each piece is small and swappable: `roofline.py` (which peak a row is held to, the bound),
+`efficiency.py` (GEMM, bandwidth and overhead models; `DeviceProfile` = device + models, JSON
+round-trip), `predict.py` (time per row and its bound), `fusion.py` (what fusion would buy).
+"""
+
+from __future__ import annotations
+
+from bertscope.perf.efficiency import (
+    ASSUMED,
+    BandwidthEfficiency,
+    DeviceProfile,
+    EfficiencyModel,
+    GemmEfficiency,
+    Overhead,
+    OverheadModel,
+    default_profile,
+    load_profile,
+    register_model,
+)
+from bertscope.perf.fusion import fuse
+from bertscope.perf.predict import Bound, by_bound, predict
+from bertscope.perf.roofline import Peaks, roofline, select_peaks
+
+__all__ = [
+    "ASSUMED",
+    "BandwidthEfficiency",
+    "Bound",
+    "DeviceProfile",
+    "EfficiencyModel",
+    "GemmEfficiency",
+    "Overhead",
+    "OverheadModel",
+    "Peaks",
+    "by_bound",
+    "default_profile",
+    "fuse",
+    "load_profile",
+    "predict",
+    "register_model",
+    "roofline",
+    "select_peaks",
+]

@@ -1,0 +1,142 @@
+"""Predicted time of every op-table row on a device: the roofline refined by efficiency models.
+
+For each row (all its `count` executions together):
+
+    compute_s  = flops / (peak x gemm.fraction)      GEMM rows (tensor units, run precision)
+               = flops / fp32 peak                   other rows (vector units)
+    memory_s   = bytes moved / (bandwidth x bandwidth.fraction)
+    overhead_s = overhead.seconds                     count x seconds per launch by default
+    time_s     = max(compute_s, memory_s, overhead_s),  bound = the term that wins
+
+Because every fraction is at most 1, time_s >= roofline_s = max(flops / peak,
+bytes / bandwidth); because no model reads the device's peaks, a faster chip never predicts
+slower. Rows run one after another (a single stream, as eager PyTorch), so the iteration's
+time is the sum of the rows' times.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from bertscope.config import Precision
+from bertscope.errors import BertscopeError
+from bertscope.hardware import Device, NumberFormat
+from bertscope.optable import OpTable
+from bertscope.perf.efficiency import DeviceProfile, default_profile
+from bertscope.perf.roofline import GEMM_CATEGORIES, roofline, select_peaks
+
+
+class Bound(StrEnum):
+    """What limits a row's predicted time."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    OVERHEAD = "overhead"
+
+
+PREDICTED_COLUMNS: tuple[str, ...] = ("compute_s", "memory_s", "overhead_s", "roofline_s",
+                                      "bound")
+"""Columns `predict` adds (time_s is filled in place)."""
+
+_BOUNDS = np.array([b.value for b in Bound], dtype=object)
+
+
+def _fraction(values: np.ndarray, what: str) -> np.ndarray:
+    f = np.asarray(values, dtype=float)
+    if not np.all((f > 0) & (f <= 1)):
+        bad = f[~((f > 0) & (f <= 1))][0]
+        raise BertscopeError(f"{what} efficiency model returned {bad!r}; fractions must lie "
+                             f"in (0, 1]")
+    return f
+
+
+def predict(table: OpTable, profile: DeviceProfile | Device,
+            precision: Precision | str | None = None, *,
+            gemm_format: NumberFormat | str | None = None) -> OpTable:
+    """A copy of `table` with `time_s` predicted on `profile`'s device, and the columns
+    compute_s, memory_s, overhead_s (the three candidate times), roofline_s and bound.
+
+    `precision` defaults to the table's run precision (meta["run"]["precision"]); a bare
+    `Device` gets its kind's default efficiency models. `gemm_format` forces the GEMM peak's
+    format (e.g. "tf32"). Totals and shares go to meta["prediction"].
+    """
+    if isinstance(profile, Device):
+        profile = default_profile(profile)
+    if precision is None:
+        precision = table.meta.get("run", {}).get("precision")
+        if precision is None:
+            raise BertscopeError("the op table names no run precision; pass precision=")
+    peaks = select_peaks(profile.device, precision, gemm_format)
+    d = table.df.copy()
+    roof = roofline(d, peaks)
+    gemm = d["category"].isin(GEMM_CATEGORIES).to_numpy()
+    f_gemm = np.where(gemm, _fraction(profile.gemm.fraction(d), "GEMM"), 1.0)
+    f_bw = _fraction(profile.bandwidth.fraction(d), "bandwidth")
+    compute = roof["compute_s"].to_numpy() / f_gemm
+    memory = roof["memory_s"].to_numpy() / f_bw
+    overhead = np.asarray(profile.overhead.seconds(d), dtype=float)
+    if np.any(overhead < 0):
+        raise BertscopeError("overhead model returned a negative time")
+    terms = np.stack([compute, memory, overhead])
+    d["time_s"] = terms.max(axis=0)  # NaN where the row cannot be placed (no link figure)
+    d["compute_s"] = compute
+    d["memory_s"] = memory
+    d["overhead_s"] = overhead
+    d["roofline_s"] = roof["roofline_s"].to_numpy()
+    d["bound"] = _BOUNDS[np.nan_to_num(terms, nan=-1.0).argmax(axis=0)]
+    meta = dict(table.meta)
+    meta["prediction"] = _summary(d, meta, profile, Precision(precision), peaks)
+    return OpTable(df=d, meta=meta)
+
+
+def _summary(d: Any, meta: dict[str, Any], profile: DeviceProfile, precision: Precision,
+             peaks: Any) -> dict[str, Any]:
+    """Iteration totals of a predicted table: time, tokens/s, achieved FLOP/s."""
+    time_s = float(d["time_s"].sum())
+    flops = float(d["flops"].sum())
+    run = meta.get("run", {})
+    tokens = (int(run["batch"]) * int(run["seq"]) * int(run.get("micro_batches", 1))
+              if "batch" in run and "seq" in run else None)
+    dev = profile.device
+    return {
+        "device": dev.name,
+        "sku": dev.sku,
+        "precision": precision.value,
+        "gemm_format": peaks.gemm_format.value,
+        "gemm_peak_flops": peaks.gemm_flops,
+        "vector_format": peaks.vector_format.value,
+        "vector_peak_flops": peaks.vector_flops,
+        "bandwidth": peaks.bandwidth,
+        "notes": list(peaks.notes),
+        "models": {"gemm": profile.gemm.to_dict(), "bandwidth": profile.bandwidth.to_dict(),
+                   "overhead": profile.overhead.to_dict()},
+        "time_s": time_s,
+        "roofline_s": float(d["roofline_s"].sum()),
+        "flops": flops,
+        "achieved_flops": flops / time_s if time_s > 0 else 0.0,
+        "peak_fraction": flops / time_s / peaks.gemm_flops if time_s > 0 else 0.0,
+        "tokens": tokens,
+        "tokens_per_s": tokens / time_s if tokens and time_s > 0 else None,
+        "fused": bool(meta.get("fusion")),
+    }
+
+
+def by_bound(table: OpTable) -> dict[str, dict[str, float]]:
+    """Rows, launches and time per bound (compute, memory, overhead) of a predicted table."""
+    d = table.df
+    if "bound" not in d.columns:
+        raise BertscopeError("the table has no predictions; run predict() first")
+    total = float(d["time_s"].sum())
+    out = {}
+    for b in Bound:
+        sel = d[d["bound"] == b.value]
+        t = float(sel["time_s"].sum())
+        out[b.value] = {"rows": len(sel), "launches": int(sel["count"].sum()), "time_s": t,
+                        "time_share": t / total if total > 0 else 0.0}
+    return out
+
+
+__all__ = ["PREDICTED_COLUMNS", "Bound", "by_bound", "predict"]

@@ -1,0 +1,132 @@
+"""The roofline bound of each op-table row, and which peak each row is held to.
+
+    roofline_s = max(flops / peak, (bytes_read + bytes_written) / bandwidth)
+
+(Williams, Waterman and Patterson, Roofline: An Insightful Visual Performance Model for
+Multicore Architectures, CACM 52(4), 2009.) The peak depends on the row:
+
+- GEMM and batched-GEMM rows run on the tensor / matrix units in the run's precision: fp32
+  runs use the fp32 peak (PyTorch does not use TF32 for matmuls by default since 1.12:
+  `torch.backends.cuda.matmul.allow_tf32 = False`), fp16/bf16 runs that format's peak.
+- Every other row (softmax, layernorm, GELU, optimizer...) runs on the vector units in fp32
+  arithmetic, so it uses the fp32 peak.
+
+Where the chip publishes no peak for the wanted format, a stand-in is used and recorded:
+
+- fp32 GEMM -> bf16, then fp16: TPUs, where XLA's default matmul precision runs fp32
+  matmuls as single bf16 passes.
+- bf16 GEMM -> fp32, then fp16: chips without bf16 units (V100, MI50) take the fp32 path.
+- fp16 GEMM -> bf16, then fp32: TPUs have no fp16 units; 16-bit matmuls run in bf16.
+- vector (fp32) -> the GEMM format: TPUs publish no vector-unit rate; these rows are
+  memory-bound at any plausible one.
+
+A chip with no floating-point peak at all (TPU v1: int8 only) cannot train; that raises.
+Communication rows are held to the interconnect bandwidth (NaN where the device has none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bertscope.config import Precision
+from bertscope.errors import BertscopeError
+from bertscope.hardware import Device, NumberFormat
+from bertscope.taxonomy import Category
+
+F = NumberFormat
+_GEMM_FORMATS: dict[Precision, tuple[NumberFormat, ...]] = {
+    Precision.FP32: (F.FP32, F.BF16, F.FP16),
+    Precision.BF16: (F.BF16, F.FP32, F.FP16),
+    Precision.FP16: (F.FP16, F.BF16, F.FP32),
+}
+_WHY = {
+    (Precision.FP32, F.BF16): "no fp32 matrix peak: fp32 matmuls run as bf16 passes (XLA default)",
+    (Precision.FP32, F.FP16): "no fp32 matrix peak: fp32 matmuls assumed at the fp16 rate",
+    (Precision.BF16, F.FP32): "no bf16 units: bf16 matmuls take the fp32 path",
+    (Precision.BF16, F.FP16): "no bf16 or fp32 peak: bf16 matmuls assumed at the fp16 rate",
+    (Precision.FP16, F.BF16): "no fp16 units: 16-bit matmuls run in bf16",
+    (Precision.FP16, F.FP32): "no fp16 or bf16 peak: fp16 matmuls take the fp32 path",
+}
+GEMM_CATEGORIES = (Category.GEMM, Category.BATCHED_GEMM)
+"""Categories held to the tensor-unit peak."""
+
+
+@dataclass(frozen=True, slots=True)
+class Peaks:
+    """The peaks a prediction holds rows to, with the formats they are for."""
+
+    gemm_format: NumberFormat
+    gemm_flops: float
+    """FLOP/s of GEMM rows."""
+    vector_format: NumberFormat
+    vector_flops: float
+    """FLOP/s of every other row."""
+    bandwidth: float
+    """Device-memory bytes/s."""
+    interconnect: float | None
+    """Link bytes/s for communication rows (None: not published)."""
+    notes: tuple[str, ...] = field(default=())
+    """Stand-ins used where the chip lacks a format."""
+
+
+def select_peaks(device: Device, precision: Precision | str,
+                 gemm_format: NumberFormat | str | None = None) -> Peaks:
+    """The peaks for a run in `precision` on `device` (see the module docstring for the
+    stand-ins). `gemm_format` forces the GEMM format (e.g. "tf32" for a run with
+    `allow_tf32 = True`); it must be one the device has."""
+    try:
+        prec = Precision(precision)
+    except ValueError:
+        choices = ", ".join(p.value for p in Precision)
+        raise BertscopeError(f"unknown precision {precision!r}; choose one of: {choices}") \
+            from None
+    notes: list[str] = []
+    if gemm_format is not None:
+        gemm = device.peak_flops(gemm_format)  # raises naming the formats the device has
+        g = NumberFormat(str(gemm_format).lower())
+    else:
+        chain = _GEMM_FORMATS[prec]
+        have = [f for f in chain if device.has(f)]
+        if not have:
+            formats = ", ".join(f.value for f in device.formats)
+            raise BertscopeError(f"{device.sku} ({device.name}) has no floating-point peak "
+                                 f"(it has: {formats}); it cannot run training")
+        g, gemm = have[0], device.peak_flops(have[0])
+        if g is not chain[0]:
+            notes.append(f"GEMMs at the {g.value} peak: {_WHY[(prec, g)]}")
+    if device.has(F.FP32):
+        v, vector = F.FP32, device.peak_flops(F.FP32)
+    else:
+        v, vector = g, gemm
+        notes.append(f"other ops at the {g.value} peak: no published fp32 vector rate")
+    return Peaks(gemm_format=g, gemm_flops=gemm, vector_format=v, vector_flops=vector,
+                 bandwidth=device.memory_bandwidth, interconnect=device.interconnect_bandwidth,
+                 notes=tuple(notes))
+
+
+def row_peaks(rows: pd.DataFrame, peaks: Peaks) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: (FLOP/s peak, bytes/s peak) the row is held to."""
+    cat = rows["category"]
+    gemm = cat.isin(GEMM_CATEGORIES).to_numpy()
+    flops_peak = np.where(gemm, peaks.gemm_flops, peaks.vector_flops)
+    comm = (cat == Category.COMMUNICATION).to_numpy()
+    link = peaks.interconnect if peaks.interconnect is not None else np.nan
+    bytes_peak = np.where(comm, link, peaks.bandwidth)
+    return flops_peak.astype(float), bytes_peak.astype(float)
+
+
+def roofline(rows: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
+    """Per row: compute_s = flops / peak, memory_s = bytes / bandwidth, and their max,
+    roofline_s (the fastest the row could possibly run)."""
+    flops_peak, bytes_peak = row_peaks(rows, peaks)
+    compute = rows["flops"].to_numpy(dtype=float) / flops_peak
+    moved = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
+    memory = moved / bytes_peak
+    return pd.DataFrame({"compute_s": compute, "memory_s": memory,
+                         "roofline_s": np.maximum(compute, memory)}, index=rows.index)
+
+
+__all__ = ["GEMM_CATEGORIES", "Peaks", "roofline", "row_peaks", "select_peaks"]
