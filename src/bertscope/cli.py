@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bertscope.cli_calibrate import register as register_calibrate
 from bertscope.cli_perf import register
 from bertscope.config import PRESETS, Optimizer, Precision
 from bertscope.errors import BertscopeError
@@ -155,6 +156,7 @@ def profile(
 
 
 register(app)  # predict, devices
+register_calibrate(app)  # calibrate, validate
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ round-trip), `predict.py` (time per row and its bound), `fusion.py` (what fusion
 
 from __future__ import annotations
 
+from bertscope.perf.calibrate import CategoryBandwidthEfficiency  # registers the model
 from bertscope.perf.efficiency import (
     ASSUMED,
     BandwidthEfficiency,
@@ -33,6 +34,7 @@ __all__ = [
     "ASSUMED",
     "BandwidthEfficiency",
     "Bound",
+    "CategoryBandwidthEfficiency",
     "DeviceProfile",
     "EfficiencyModel",
     "GemmEfficiency",

@@ -1,0 +1,149 @@
+"""The `calibrate` and `validate` commands; `register(app)` adds them to the `bertscope` app."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bertscope.errors import BertscopeError
+
+
+def _console() -> Console:
+    from bertscope.report.tables import make_console
+
+    return make_console()
+
+
+def _need_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise BertscopeError("this command measures with PyTorch: pip install "
+                             "'bertscope[torch]'") from None
+
+
+def _check_folder(path: Path | None) -> None:
+    if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
+        raise BertscopeError(f"{path}: folder {path.parent} does not exist; create it first")
+
+
+def calibrate_cmd(
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+    from_results: Annotated[list[Path] | None, typer.Option(
+        "--from", help="`bertscope profile` JSON results to fit the models to (repeatable).")
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="Fewer microbenchmark shapes.")] = False,
+    output: Annotated[Path, typer.Option(help="Device profile JSON to write.")] = Path(
+        "local-profile.json"),
+) -> None:
+    """Microbenchmark the local device and fit its efficiency models (optionally to measured
+    op tables); `bertscope predict --device FILE` then uses the profile."""
+    _need_torch()
+    _check_folder(output)
+    from bertscope.perf.validate import calibrate_local
+
+    results = [_load_result(p) for p in from_results or []]
+    out = _console()
+    profile, report = calibrate_local(device, results, quick=quick,
+                                      log=lambda s: out.print(f"[dim]{s}[/]"))
+    profile.save(output)
+    t = Table(title=f"Calibrated {profile.device.sku}", title_justify="left",
+              header_style="bold")
+    for col in ("figure", "value", "source"):
+        t.add_column(col, overflow="fold")
+    from bertscope.report.tables import si
+
+    t.add_row("fp32 GEMM peak", si(report["gemm_peak_flops"], "FLOP/s"),
+              profile.device.sources["peaks.fp32"])
+    t.add_row("bandwidth", si(report["bandwidth"], "B/s"),
+              profile.device.sources["memory_bandwidth"])
+    for name, model in (("gemm", profile.gemm), ("bandwidth", profile.bandwidth),
+                        ("overhead", profile.overhead)):
+        fields = {k: v for k, v in model.to_dict().items() if k not in ("model", "source")}
+        t.add_row(f"{name} model", json.dumps(fields, default=str)[:300], model.source)
+    out.print(t)
+    out.print(f"wrote {output}")
+
+
+def _load_result(path: Path) -> Any:
+    """A saved `bertscope profile` JSON result as (table, analytic) for fitting."""
+    from types import SimpleNamespace
+
+    from bertscope.analytic import build
+    from bertscope.config import ModelConfig, RunConfig
+    from bertscope.optable import Op, OpTable
+
+    try:
+        doc = json.loads(path.read_text())
+        meta = doc["meta"]
+        m = ModelConfig(**meta["model"])
+        run = RunConfig(**meta["run"])
+        rows = [Op(**{k: r[k] for k in Op._fields}) for r in doc["rows"]]
+    except FileNotFoundError:
+        raise BertscopeError(f"{path}: no such file") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BertscopeError(f"{path}: not a bertscope profile result ({e})") from None
+    return SimpleNamespace(table=OpTable.from_ops(rows, meta), analytic=build(m, run), meta=meta)
+
+
+def validate_cmd(
+    calibrate: Annotated[str, typer.Option(
+        help="Configs to calibrate on, MODEL:BATCH:SEQ[,...].")] = (
+        "bert-mini:16:128,bert-small:8:128,bert-medium:4:128"),
+    check: Annotated[str, typer.Option(
+        "--validate", help="Held-out configs to predict and compare, MODEL:BATCH:SEQ[,...].")
+    ] = "bert-base:2:128,bert-base:4:64,bert-medium:8:64,bert-small:4:256",
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+    iters: Annotated[int, typer.Option(help="Measured iterations per config.")] = 2,
+    warmup: Annotated[int, typer.Option(help="Warm-up iterations per config.")] = 1,
+    output: Annotated[Path | None, typer.Option(help="Write the full report (JSON).")] = None,
+) -> None:
+    """Profile calibration configs, fit the model, then predict held-out configs and compare:
+    per-config error, MAPE, per-category share error, per-op error."""
+    _need_torch()
+    _check_folder(output)
+    from bertscope.perf.validate import parse_specs, validate
+
+    out = _console()
+    report = validate(parse_specs(calibrate), parse_specs(check), device=device, iters=iters,
+                      warmup=warmup, log=lambda s: out.print(f"[dim]{s}[/]"))
+    print_validation(report, out)
+    if output is not None:
+        from bertscope.optable import atomic_write
+
+        atomic_write(output, json.dumps(report, indent=1, default=str).encode())
+        out.print(f"wrote {output}")
+
+
+def print_validation(report: dict[str, Any], out: Console) -> None:
+    """Print a validation report: one row per held-out config, then the summary."""
+    from bertscope.report.tables import si
+
+    out.print(f"calibrated on: {', '.join(report['calibrated_on'])}")
+    t = Table(title="Predicted vs measured (held-out configs)", title_justify="left",
+              header_style="bold")
+    for col in ("config", "measured", "predicted", "error", "max category share error",
+                "GEMM per-op error", "memory per-op error"):
+        t.add_column(col, justify="left" if col == "config" else "right", no_wrap=True)
+    for r in report["results"]:
+        t.add_row(r["config"], si(r["measured_iteration_s"], "s"), si(r["predicted_s"], "s"),
+                  f"{100 * r['error']:+.1f}%", f"{r['max_share_error_pp']:.1f} pp",
+                  f"{100 * r['per_op_mape'].get('gemm', float('nan')):.1f}%",
+                  f"{100 * r['per_op_mape'].get('memory', float('nan')):.1f}%")
+    out.print(t)
+    out.print(f"MAPE of iteration time: {100 * report['mape']:.1f}%   largest category share "
+              f"error: {report['max_share_error_pp']:.1f} pp")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `calibrate` and `validate` to a typer app."""
+    app.command("calibrate")(calibrate_cmd)
+    app.command("validate")(validate_cmd)
+
+
+__all__ = ["calibrate_cmd", "print_validation", "register", "validate_cmd"]

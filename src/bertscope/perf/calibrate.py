@@ -1,0 +1,231 @@
+"""Calibration: fit the efficiency models to measurements, recording where each figure came from.
+
+Two sources of measurements, either or both:
+
+- **Microbenchmarks** of the local device (`perf/microbench.py`): GEMM throughput over
+  shapes (including those of the op tables), streaming bandwidth, per-op overhead.
+- **Measured op tables** (`bertscope profile` results): measured rows joined to the
+  analytic rows of the same run by the join keys below.
+
+Join keys. Measured rows carry ATen names and analytic rows the model's names, so they are
+joined on (layer, sublayer, phase, kind, category), where kind is `gemm` (GEMM and batched
+GEMM) or `memory` (everything else); for memory rows the backward phases are merged (a
+measured layernorm backward computes data and weight gradients in one op), and optimizer rows
+are joined over all layers. Measured time with no analytic counterpart (views, copies) is
+spread over its key's other categories.
+
+Fits (both closed-form least squares on time, so what takes the most time fits best):
+
+- GEMM: per launch t = (W + W0) / (P x max) x (D + D0) / D, which is `GemmEfficiency`; for
+  each D0 on a grid, t D / (D + D0) = a W + c is linear, so max = 1 / (P a), W0 = c / a.
+- Memory, per category c: per launch t = a_c B + c_c, which is `CategoryBandwidthEfficiency`
+  with max_c = 1 / (bandwidth a_c) and B0_c = c_c / a_c (a fixed cost per launch, Little's law).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from bertscope.errors import BertscopeError
+from bertscope.optable import OpTable
+from bertscope.perf.efficiency import (
+    BandwidthEfficiency,
+    DeviceProfile,
+    GemmEfficiency,
+    _Model,
+    _per_launch,
+    _saturating,
+    register_model,
+)
+from bertscope.taxonomy import Category, Phase
+
+KEYS = ["layer", "sublayer", "phase", "kind", "category"]
+"""Columns that join measured and analytic (or predicted) rows."""
+
+_GEMM = [Category.GEMM.value, Category.BATCHED_GEMM.value]
+_BACKWARD = [Phase.BACKWARD.value, Phase.BACKWARD_DATA.value, Phase.BACKWARD_WEIGHT.value]
+
+
+def join_keys(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with the join-key columns: `kind` (gemm or memory); for memory rows the backward
+    phases merged; for GEMM rows the category `gemm` (a 2-D matmul may be either); optimizer
+    rows at layer -1 (measured foreach/per-tensor ops do not tell parameter groups apart)."""
+    gemm = df["category"].isin(_GEMM)
+    phase = df["phase"].astype(str)
+    phase = phase.where(gemm | ~phase.isin(_BACKWARD), Phase.BACKWARD.value)
+    layer = df["layer"].where(phase != Phase.OPTIMIZER.value, -1)
+    return df.assign(kind=np.where(gemm, "gemm", "memory"), phase=phase, layer=layer,
+                     category=df["category"].astype(str).where(~gemm, "gemm"))
+
+
+def joined(measured: OpTable, analytic: OpTable) -> pd.DataFrame:
+    """Per join key: measured time, and the analytic FLOPs, bytes, launches and largest GEMM
+    shape of the same run. Measured memory-bound time of a category the analytic key lacks
+    (views, copies) is spread over the key's other categories in proportion to their time."""
+    mk = join_keys(measured.df)
+    m = mk.groupby(KEYS)["time_s"].sum().rename("measured_s")
+    a = join_keys(analytic.df)
+    a = a.assign(bytes=a["bytes_read"] + a["bytes_written"])
+    agg = a.groupby(KEYS).agg(flops=("flops", "sum"), bytes=("bytes", "sum"),
+                              count=("count", "sum"), m=("m", "max"), n=("n", "max"),
+                              k=("k", "max"))
+    out = agg.join(m, how="left").fillna({"measured_s": 0.0}).reset_index()
+    orphan = m[~m.index.isin(agg.index)].groupby(KEYS[:4]).sum()
+    if len(orphan):
+        grp = out.groupby(KEYS[:4])["measured_s"]
+        total = grp.transform("sum")
+        extra = out.set_index(KEYS[:4]).index.map(orphan.to_dict()).to_numpy(dtype=float)
+        extra = np.nan_to_num(extra)
+        share = np.where(total > 0, out["measured_s"] / total.where(total > 0, 1.0), 0.0)
+        out["measured_s"] = out["measured_s"] + extra * share
+    return out
+
+
+@register_model
+@dataclass(kw_only=True, frozen=True, slots=True)
+class CategoryBandwidthEfficiency(_Model):
+    """`BandwidthEfficiency` with its own (max_fraction, half_saturation_bytes) per category
+    of memory-bound op, as fitted from measured op tables; categories not listed use the
+    defaults. GEMM rows get `gemm_fraction` (their time is the GEMM model's business)."""
+
+    per_category: dict[str, list[float]] = field(default_factory=dict)
+    """category -> [max_fraction, half_saturation_bytes]."""
+    max_fraction: float = 1.0
+    """Default for categories not listed."""
+    half_saturation_bytes: float = 0.0
+    """Default for categories not listed."""
+    gemm_fraction: float = 1.0
+    """Bandwidth fraction of GEMM rows."""
+    source: str = "fitted"
+    """Where the figures come from."""
+
+    _bounds: ClassVar[dict[str, tuple[float, float]]] = {
+        "max_fraction": (1e-9, 1.0), "half_saturation_bytes": (0.0, 1e15),
+        "gemm_fraction": (1e-9, 1.0)}
+
+    def __post_init__(self) -> None:
+        self._check()
+        for cat, pair in self.per_category.items():
+            ok = (isinstance(pair, list | tuple) and len(pair) == 2
+                  and 0 < float(pair[0]) <= 1 and float(pair[1]) >= 0)
+            if not ok:
+                raise BertscopeError(f"CategoryBandwidthEfficiency: {cat}: expected "
+                                     f"[max_fraction in (0, 1], half_saturation_bytes >= 0], "
+                                     f"got {pair!r}")
+
+    def fraction(self, rows: pd.DataFrame) -> np.ndarray:
+        """Fraction of peak bandwidth per row (rows moving no bytes get 1)."""
+        b = _per_launch(rows, rows["bytes_read"] + rows["bytes_written"])
+        cats = rows["category"].astype(str).to_numpy()
+        top = np.full(len(rows), self.max_fraction, dtype=float)
+        half = np.full(len(rows), self.half_saturation_bytes, dtype=float)
+        for cat, (mx, h) in self.per_category.items():
+            sel = cats == cat
+            top[sel], half[sel] = float(mx), float(h)
+        f = top * np.where(half > 0, b / np.maximum(b + half, 1e-300), 1.0)
+        f = np.where(np.isin(cats, _GEMM), self.gemm_fraction, f)
+        return np.where(b > 0, f, 1.0)
+
+
+def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """y = a x + c by least squares (absolute, so the points that take the most time weigh
+    the most: the iteration total is what a prediction must get right), a > 0, c >= 0."""
+    a_mat = np.stack([x, np.ones_like(x)], axis=1)
+    (a, c), *_ = np.linalg.lstsq(a_mat, y, rcond=None)
+    if c < 0 or a <= 0:  # refit through the origin: a pure rate
+        a, c = float(np.sum(x * y) / np.sum(x * x)), 0.0
+    return float(a), float(c)
+
+
+@dataclass(frozen=True, slots=True)
+class GemmFit:
+    """A fitted GEMM model and its time-weighted relative error on its points."""
+
+    model: GemmEfficiency
+    mape: float
+    points: int
+
+
+def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str) -> GemmFit:
+    """Fit `GemmEfficiency` to points with columns flops, count (launches), m, n, k, time_s."""
+    p = points[(points["flops"] > 0) & (points["time_s"] > 0)]
+    if len(p) < 3:
+        raise BertscopeError(f"GEMM fit needs at least 3 measured GEMMs, got {len(p)}")
+    cnt = np.maximum(p["count"].to_numpy(float), 1.0)
+    w = p["flops"].to_numpy(float) / cnt
+    t = p["time_s"].to_numpy(float) / cnt
+    dims = p[["m", "n", "k"]].to_numpy(float)
+    d = np.where(dims.min(axis=1) > 0, dims.min(axis=1), 1.0)
+    best: tuple[float, GemmEfficiency] | None = None
+    for d0 in (0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0):
+        shape = d / (d + d0) if d0 else np.ones_like(d)
+        a, c = _linear_fit(w, t * shape)
+        mx = min(1.0, 1.0 / (peak_flops * a))
+        model = GemmEfficiency(max_fraction=mx, half_saturation_flops=c / a,
+                               half_saturation_dim=d0, source=source)
+        frac = mx * _saturating(w, c / a) * (shape if d0 else 1.0)
+        pred = w / (peak_flops * frac)
+        err = float(np.sum(np.abs(pred - t) * cnt) / np.sum(t * cnt))  # time-weighted
+        if best is None or err < best[0]:
+            best = (err, model)
+    assert best is not None
+    return GemmFit(model=best[1], mape=best[0], points=len(p))
+
+
+def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
+               min_points: int = 2) -> CategoryBandwidthEfficiency:
+    """Fit per-category bandwidth models to points with columns category, bytes, count,
+    time_s (memory-bound time per join key); a pooled fit is the default."""
+    p = points[(points["bytes"] > 0) & (points["time_s"] > 0)]
+    if len(p) < 2:
+        raise BertscopeError(f"memory fit needs at least 2 measured keys, got {len(p)}")
+
+    def fit(sel: pd.DataFrame) -> list[float]:
+        cnt = np.maximum(sel["count"].to_numpy(float), 1.0)
+        a, c = _linear_fit(sel["bytes"].to_numpy(float) / cnt, sel["time_s"].to_numpy(float) / cnt)
+        return [min(1.0, 1.0 / (bandwidth * a)), c / a]
+
+    pooled = fit(p)
+    per: dict[str, list[float]] = {}
+    for cat, sel in p.groupby("category"):
+        if len(sel) >= min_points and sel["bytes"].nunique() > 1:
+            per[str(cat)] = fit(sel)
+    return CategoryBandwidthEfficiency(per_category=per, max_fraction=pooled[0],
+                                       half_saturation_bytes=pooled[1], source=source)
+
+
+def fit_from_tables(pairs: Iterable[tuple[OpTable, OpTable]], profile: DeviceProfile,
+                    source: str) -> tuple[DeviceProfile, dict[str, Any]]:
+    """Fit GEMM and memory models from (measured, analytic) table pairs of the same runs;
+    returns the profile with the fitted models and a report of the fits."""
+    keys = pd.concat([joined(m, a) for m, a in pairs], ignore_index=True)
+    keys = keys.rename(columns={"measured_s": "time_s"})
+    peak = profile.device.peak_flops("fp32")
+    gemm = fit_gemm(keys[keys["kind"] == "gemm"], peak, source)
+    mem = fit_memory(keys[keys["kind"] == "memory"], profile.device.memory_bandwidth, source)
+    report = {"gemm_points": gemm.points, "gemm_fit_mape": gemm.mape,
+              "memory_points": int((keys["kind"] == "memory").sum()),
+              "memory_categories": sorted(mem.per_category)}
+    return profile.with_models(gemm=gemm.model, bandwidth=mem), report
+
+
+def fit_from_microbench(gemm_points: pd.DataFrame, stream_points: pd.DataFrame,
+                        profile: DeviceProfile, source: str) -> DeviceProfile:
+    """Fit GEMM and (pooled) bandwidth models from microbenchmark points: GEMM rows with
+    m, n, k, flops, count, time_s; streaming rows with bytes, count, time_s."""
+    gemm = fit_gemm(gemm_points, profile.device.peak_flops("fp32"), source).model
+    b = stream_points["bytes"].to_numpy(float)
+    t = stream_points["time_s"].to_numpy(float)
+    a, c = _linear_fit(b, t)
+    bw = BandwidthEfficiency(max_fraction=min(1.0, 1.0 / (profile.device.memory_bandwidth * a)),
+                             half_saturation_bytes=c / a, source=source)
+    return profile.with_models(gemm=gemm, bandwidth=bw)
+
+
+__all__ = ["KEYS", "CategoryBandwidthEfficiency", "GemmFit", "fit_from_microbench",
+           "fit_from_tables", "fit_gemm", "fit_memory", "join_keys", "joined"]

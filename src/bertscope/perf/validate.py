@@ -1,0 +1,187 @@
+"""Calibrate on some configs, predict others, and compare with measurement.
+
+    specs = parse_specs("bert-mini:8:128,bert-small:4:128")      # model:batch:seq
+    profile, fits = calibrate_local("cpu", [profile(...) for ...])
+    report = compare(measured_result, profile)                   # errors for one config
+
+Configs used for calibration are kept apart from those validated (`validate` refuses an
+overlap). Errors: iteration time (predicted vs the measured, profiled iteration), the op
+time (sum of measured rows), each category's share in percentage points, and per join key
+(see `calibrate.py`) for GEMM and memory-bound keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bertscope.config import ModelConfig, RunConfig, get_model
+from bertscope.errors import BertscopeError
+from bertscope.perf.calibrate import (
+    KEYS,
+    fit_from_microbench,
+    fit_from_tables,
+    join_keys,
+    joined,
+)
+from bertscope.perf.efficiency import DeviceProfile, Overhead
+from bertscope.perf.predict import predict
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One config to profile: model preset (or config.json path), batch, seq."""
+
+    model: str
+    batch: int
+    seq: int
+
+    def __str__(self) -> str:
+        return f"{self.model}:{self.batch}:{self.seq}"
+
+    def configs(self, **run: Any) -> tuple[ModelConfig, RunConfig]:
+        """The model and run configs of this spec."""
+        return get_model(self.model), RunConfig(batch=self.batch, seq=self.seq, **run)
+
+
+def parse_specs(text: str) -> list[RunSpec]:
+    """Parse "model:batch:seq,model:batch:seq,..."."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        bits = part.split(":")
+        if len(bits) != 3:
+            raise BertscopeError(f"bad config {part!r}: write MODEL:BATCH:SEQ, e.g. "
+                                 f"bert-mini:8:128")
+        try:
+            out.append(RunSpec(bits[0], int(bits[1]), int(bits[2])))
+        except ValueError:
+            raise BertscopeError(f"bad config {part!r}: BATCH and SEQ must be integers") \
+                from None
+    if not out:
+        raise BertscopeError("no configs given; write MODEL:BATCH:SEQ[,...]")
+    return out
+
+
+def calibrate_local(device: str, results: Sequence[Any] = (), *, quick: bool = False,
+                    log: Callable[[str], None] = lambda _: None) -> tuple[DeviceProfile,
+                                                                             dict[str, Any]]:
+    """Microbenchmark the local device and fit its efficiency models; with profile results
+    (measured op tables), refit GEMM and memory models from them. Returns the profile and a
+    report of where each figure came from."""
+    import torch
+
+    from bertscope.measure.profile import resolve_device
+    from bertscope.perf import microbench as mb
+
+    dev = resolve_device(device)
+    grid = mb.GEMM_GRID[:8] if quick else mb.GEMM_GRID
+    log("GEMM microbenchmarks")
+    gemm = mb.gemm_points(grid, dev)
+    log("streaming bandwidth")
+    stream = mb.stream_points(mb.STREAM_SIZES[:5] if quick else mb.STREAM_SIZES, dev)
+    log("per-op overhead")
+    overhead_s = mb.launch_overhead(dev)
+    bf16 = mb.gemm_points(grid[:4], dev, "bf16") if dev.type == "cuda" else None
+    device_desc = mb.local_device(dev, gemm, stream, bf16)
+    src = device_desc.sources["memory_bandwidth"].split(" (")[0]
+    base = DeviceProfile(device=device_desc, gemm=_placeholder_gemm(),
+                         bandwidth=_placeholder_bw(),
+                         overhead=Overhead(seconds_per_launch=overhead_s,
+                                           source=f"{src} (1-element add)"),
+                         notes=f"calibrated on {device_desc.sku}, torch {torch.__version__}")
+    profile = fit_from_microbench(gemm, stream, base, f"{src} (microbenchmarks)")
+    report: dict[str, Any] = {"device": device_desc.sku, "gemm_peak_flops":
+                              device_desc.peak_flops("fp32"),
+                              "bandwidth": device_desc.memory_bandwidth,
+                              "overhead_s": overhead_s, "from_profiles": []}
+    if results:
+        names = [f"{r.meta['model']['name']}:{r.meta['run']['batch']}:{r.meta['run']['seq']}"
+                 for r in results]
+        profile, fits = fit_from_tables(
+            [(r.table, r.analytic) for r in results], profile,
+            f"fitted to measured op tables of {', '.join(names)} ({src})")
+        report.update(fits, from_profiles=names)
+    return profile, report
+
+
+def _placeholder_gemm() -> Any:
+    from bertscope.perf.efficiency import GemmEfficiency
+
+    return GemmEfficiency(max_fraction=1.0, half_saturation_flops=0.0, source="placeholder")
+
+
+def _placeholder_bw() -> Any:
+    from bertscope.perf.efficiency import BandwidthEfficiency
+
+    return BandwidthEfficiency(max_fraction=1.0, half_saturation_bytes=0.0,
+                               source="placeholder")
+
+
+def compare(result: Any, profile: DeviceProfile) -> dict[str, Any]:
+    """Predict the run of a profile result on `profile` and compare with its measurement."""
+    pred = predict(result.analytic, profile)
+    measured = result.table
+    t_pred = float(pred.df["time_s"].sum())
+    t_iter = float(result.meta["iteration_s"])
+    t_ops = float(measured.df["time_s"].sum())
+    shares = pd.concat(
+        [measured.df.groupby("category")["time_s"].sum().rename("measured") / t_ops,
+         pred.df.groupby("category")["time_s"].sum().rename("predicted") / t_pred],
+        axis=1).fillna(0.0)
+    shares["error_pp"] = 100 * (shares["predicted"] - shares["measured"])
+    keys = joined(measured, pred).rename(columns={"measured_s": "measured"})
+    p = join_keys(pred.df).groupby(KEYS)["time_s"].sum()
+    keys = keys.set_index(KEYS).join(p.rename("predicted")).reset_index()
+    keys = keys[(keys["measured"] > 0) & (keys["predicted"] > 0)]
+    keys["error"] = (keys["predicted"] - keys["measured"]) / keys["measured"]
+    per_kind = {k: float(np.mean(np.abs(g["error"]))) for k, g in keys.groupby("kind")}
+    return {
+        "config": f"{result.meta['model']['name']}:{result.meta['run']['batch']}:"
+                  f"{result.meta['run']['seq']}",
+        "measured_iteration_s": t_iter,
+        "measured_op_s": t_ops,
+        "predicted_s": t_pred,
+        "error": (t_pred - t_iter) / t_iter,
+        "op_error": (t_pred - t_ops) / t_ops,
+        "shares": shares.reset_index().to_dict(orient="records"),
+        "max_share_error_pp": float(shares["error_pp"].abs().max()),
+        "per_op_mape": per_kind,
+    }
+
+
+def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: str = "cpu",
+             iters: int = 2, warmup: int = 1, quick: bool = False,
+             log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Profile the calibration configs, fit, then profile and predict the held-out ones."""
+    from bertscope.measure.profile import profile as run_profile
+
+    overlap = {str(s) for s in calibrate} & {str(s) for s in check}
+    if overlap:
+        raise BertscopeError(f"configs used for calibration cannot be validated: "
+                             f"{', '.join(sorted(overlap))}")
+
+    def measure(spec: RunSpec) -> Any:
+        log(f"profiling {spec}")
+        m, run = spec.configs()
+        return run_profile(m, run, iters=iters, warmup=warmup, device=device)
+
+    fitted = [measure(s) for s in calibrate]
+    profile, fits = calibrate_local(device, fitted, quick=quick, log=log)
+    rows = [compare(measure(s), profile) for s in check]
+    errors = np.array([abs(r["error"]) for r in rows])
+    return {
+        "calibrated_on": [str(s) for s in calibrate],
+        "validated_on": [str(s) for s in check],
+        "fits": fits,
+        "profile": profile.to_dict(),
+        "results": rows,
+        "mape": float(errors.mean()),
+        "max_share_error_pp": max(r["max_share_error_pp"] for r in rows),
+    }
+
+
+__all__ = ["RunSpec", "calibrate_local", "compare", "parse_specs", "validate"]

@@ -1,0 +1,45 @@
+"""Calibration on this machine end to end, on tiny configs (fast, not accurate)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bertscope.config import Family, RunConfig
+from tests.conftest import tiny
+
+pytest.importorskip("torch")
+from bertscope.measure.profile import profile
+from bertscope.perf.validate import calibrate_local, compare
+
+
+def test_calibrate_from_profiles_then_compare(tmp_path, capsys) -> None:
+    runs = [profile(tiny(Family.BERT), RunConfig(batch=b, seq=s), iters=1, warmup=1)
+            for b, s in ((2, 16), (4, 32))]
+    prof, report = calibrate_local("cpu", runs, quick=True)
+    assert report["from_profiles"] == ["tiny-bert:2:16", "tiny-bert:4:32"]
+    assert "fitted to measured op tables of tiny-bert:2:16" in prof.gemm.source
+    assert prof.device.peak_flops("fp32") > 0 and prof.device.memory_bandwidth > 0
+    held_out = profile(tiny(Family.BERT), RunConfig(batch=3, seq=24), iters=1, warmup=1)
+    rep = compare(held_out, prof)
+    assert rep["predicted_s"] > 0 and rep["measured_iteration_s"] > 0
+    assert {"gemm", "memory"} <= set(rep["per_op_mape"])
+    shares = {r["category"]: r for r in rep["shares"]}
+    assert sum(r["measured"] for r in shares.values()) == pytest.approx(1.0)
+
+    # the CLI reads saved results back and writes a profile predict can use
+    from bertscope.cli import main
+
+    saved = runs[0].write_json(tmp_path / "r.json")
+    out = tmp_path / "local.json"
+    assert main(["calibrate", "--quick", "--from", str(saved), "--from",
+                 str(runs[1].write_json(tmp_path / "r2.json")), "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["bertscope_profile"] == 1
+    assert main(["predict", "bert-tiny", "--device", str(out), "--batch", "2", "--seq",
+                 "16"]) == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    capsys.readouterr()
+    assert main(["calibrate", "--quick", "--from", str(bad)]) == 2
+    assert "not a bertscope profile result" in capsys.readouterr().err

@@ -1,0 +1,119 @@
+"""Calibration fits on synthetic measurements made by known models (the fit must recover
+them), the measured/analytic join, and the fitted model's contract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertscope.errors import BertscopeError
+from bertscope.optable import Op, OpTable
+from bertscope.perf import DeviceProfile, load_profile
+from bertscope.perf.calibrate import (
+    CategoryBandwidthEfficiency,
+    fit_gemm,
+    fit_memory,
+    joined,
+)
+from bertscope.perf.validate import parse_specs, validate
+from bertscope.taxonomy import Category, Phase, Sublayer
+
+
+def test_fit_gemm_recovers_a_known_model() -> None:
+    # Made by GemmEfficiency(max 0.5, W0 = 1e6 FLOP, D0 = 0) on a 100 GFLOP/s peak:
+    # t = (W + 1e6) / (1e11 * 0.5); e.g. W = 2*64^3 = 524,288 -> t = 30.49 us
+    shapes = [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (64, 512, 256)]
+    rows = []
+    for m, n, k in shapes:
+        w = 2.0 * m * n * k
+        rows.append({"m": m, "n": n, "k": k, "flops": w, "count": 1,
+                     "time_s": (w + 1e6) / 5e10})
+    fit = fit_gemm(pd.DataFrame(rows), 1e11, "test")
+    assert fit.model.max_fraction == pytest.approx(0.5, rel=1e-6)
+    assert fit.model.half_saturation_flops == pytest.approx(1e6, rel=1e-6)
+    assert fit.model.half_saturation_dim == 0.0
+    assert fit.mape < 1e-9
+    assert fit.model.source == "test"
+
+
+def test_fit_memory_recovers_per_category_models() -> None:
+    # dropout: t = B / (10 GB/s) + 2 us  -> max = 1e10 / 1e11 = 0.1, B0 = 2e-6 * 1e10 = 2e4
+    # softmax: t = B / (50 GB/s)         -> max = 0.5, B0 = 0   (bandwidth 100 GB/s)
+    rows = []
+    for b in (1e5, 1e6, 1e7):
+        rows.append({"category": "dropout", "bytes": b, "count": 1, "time_s": b / 1e10 + 2e-6})
+        rows.append({"category": "softmax", "bytes": b, "count": 1, "time_s": b / 5e10})
+    model = fit_memory(pd.DataFrame(rows), 1e11, "test")
+    mx, b0 = model.per_category["dropout"]
+    assert mx == pytest.approx(0.1, rel=1e-6) and b0 == pytest.approx(2e4, rel=1e-6)
+    mx, b0 = model.per_category["softmax"]
+    assert mx == pytest.approx(0.5, rel=1e-6) and b0 == pytest.approx(0.0, abs=1e-3)
+
+
+def test_fits_need_enough_points() -> None:
+    with pytest.raises(BertscopeError, match="at least 3"):
+        fit_gemm(pd.DataFrame([{"m": 1, "n": 1, "k": 1, "flops": 2.0, "count": 1,
+                                "time_s": 1.0}]), 1e9, "x")
+
+
+def _table(rows: list[Op]) -> OpTable:
+    return OpTable.from_ops(rows)
+
+
+def test_join_spreads_measured_only_time_and_merges_optimizer_layers() -> None:
+    S, C, P = Sublayer, Category, Phase
+    analytic = _table([
+        Op("attn_norm", 0, S.ATTN_ADD_NORM, C.LAYERNORM, P.FORWARD, elements=10,
+           bytes_read=80, bytes_written=40),
+        Op("attn_out_dropout", 0, S.ATTN_ADD_NORM, C.DROPOUT, P.FORWARD, elements=10,
+           bytes_read=40, bytes_written=50),
+        Op("layer.adam_update", 3, S.OPTIMIZER, C.OPTIMIZER, P.OPTIMIZER, elements=5,
+           bytes_read=100, bytes_written=60),
+    ])
+    measured = _table([
+        Op("aten::layer_norm", 0, S.ATTN_ADD_NORM, C.LAYERNORM, P.FORWARD, time_s=3.0),
+        Op("aten::dropout", 0, S.ATTN_ADD_NORM, C.DROPOUT, P.FORWARD, time_s=1.0),
+        Op("aten::view", 0, S.ATTN_ADD_NORM, C.DATA_MOVEMENT, P.FORWARD, time_s=0.4),
+        Op("aten::add_", -1, S.OPTIMIZER, C.OPTIMIZER, P.OPTIMIZER, time_s=2.0),
+    ])
+    j = joined(measured, analytic).set_index("category")
+    # the view's 0.4 s is spread 3:1 over layernorm and dropout: 3.3 and 1.1
+    assert j.loc["layernorm", "measured_s"] == pytest.approx(3.3)
+    assert j.loc["dropout", "measured_s"] == pytest.approx(1.1)
+    # the optimizer of layer 3 meets the measured optimizer time (layer -1)
+    assert j.loc["optimizer", "measured_s"] == pytest.approx(2.0)
+    assert j.loc["optimizer", "bytes"] == 160
+
+
+def test_category_model_contract_and_round_trip(tmp_path) -> None:
+    model = CategoryBandwidthEfficiency(per_category={"dropout": [0.1, 2e4]},
+                                        max_fraction=0.3, half_saturation_bytes=0.0,
+                                        gemm_fraction=0.9, source="unit test")
+    rows = pd.DataFrame({
+        "category": ["dropout", "dropout", "softmax", "gemm"],
+        "bytes_read": [1e3, 1e6, 1e6, 1e6], "bytes_written": [0.0, 0.0, 0.0, 0.0],
+        "count": [1, 1, 1, 1]})
+    f = model.fraction(rows)
+    # dropout: 0.1 * B / (B + 2e4): 1e3 -> 0.1/21 = 0.004762; 1e6 -> 0.1 * 1e6/1.02e6
+    assert f[0] == pytest.approx(0.1 / 21)
+    assert f[1] == pytest.approx(0.1 * 1e6 / 1.02e6)
+    assert f[2] == pytest.approx(0.3) and f[3] == pytest.approx(0.9)
+    assert np.all((f > 0) & (f <= 1))
+    base = load_profile("a100")
+    prof = base.with_models(bandwidth=model)
+    path = prof.save(tmp_path / "p.json")
+    again = DeviceProfile.load(path)
+    assert again.bandwidth == model
+    with pytest.raises(BertscopeError, match="max_fraction in"):
+        CategoryBandwidthEfficiency(per_category={"x": [1.5, 0.0]})
+
+
+def test_specs_and_held_out_configs() -> None:
+    assert [str(s) for s in parse_specs("bert-mini:8:128, bert-base:2:64")] == [
+        "bert-mini:8:128", "bert-base:2:64"]
+    for bad in ("bert-mini:8", "bert-mini:x:128", ""):
+        with pytest.raises(BertscopeError):
+            parse_specs(bad)
+    with pytest.raises(BertscopeError, match="cannot be validated: bert-mini:8:128"):
+        validate(parse_specs("bert-mini:8:128"), parse_specs("bert-mini:8:128"))
