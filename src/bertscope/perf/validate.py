@@ -150,6 +150,8 @@ def compare(result: Any, profile: DeviceProfile) -> dict[str, Any]:
         "shares": shares.reset_index().to_dict(orient="records"),
         "max_share_error_pp": float(shares["error_pp"].abs().max()),
         "per_op_mape": per_kind,
+        "per_op": keys[[*KEYS, "flops", "bytes", "measured", "predicted", "error"]].to_dict(
+            orient="records"),
     }
 
 
