@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bertscope.cli_calibrate import register as register_calibrate
+from bertscope.cli_parallel import register as register_parallel
 from bertscope.cli_perf import register
 from bertscope.config import PRESETS, Optimizer, Precision
 from bertscope.errors import BertscopeError
@@ -157,6 +158,7 @@ def profile(
 
 register(app)  # predict, devices
 register_calibrate(app)  # calibrate, validate
+register_parallel(app)  # distributed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,83 @@
+"""The distributed model: collectives, topologies, DP/TP/PP/ZeRO layouts, memory, search.
+
+    >>> from bertscope.config import get_model
+    >>> from bertscope.parallel import Cluster, Layout, Workload, evaluate, search
+    >>> job = Workload(model=get_model("bert-large"), global_batch=4096, seq=128)
+    >>> cluster = Cluster.build("a100", 64)                # DGX A100 nodes: NVLink 3 + HDR
+    >>> r = evaluate(Layout(dp=16, tp=4, micro_batches=8), job, cluster)
+    >>> r.tokens_per_s, r.time, r.memory, r.fits
+    >>> best = search(job, cluster).frame.head(10)         # every valid layout, ranked
+
+Modules: `collectives` (alpha-beta costs of ring/tree collectives), `topology` (link catalog,
+node designs, hierarchical collectives), `memory` (ZeRO static memory, Korthikanti et al.
+activations, parameters per device), `layouts` (iteration time and memory of a layout),
+`search` (every valid layout at once).
+"""
+
+from __future__ import annotations
+
+from bertscope.parallel.collectives import (
+    Algorithm,
+    Collective,
+    bucketed_exposed,
+    collective_time,
+)
+from bertscope.parallel.layouts import (
+    Cluster,
+    Layout,
+    LayoutResult,
+    Schedule,
+    Workload,
+    bubble_fraction,
+    bubble_overhead,
+    check_layout,
+    evaluate,
+    in_flight,
+)
+from bertscope.parallel.memory import (
+    Checkpoint,
+    ZeroStage,
+    layer_activation_bytes,
+    zero_static_bytes,
+)
+from bertscope.parallel.search import SearchResult, SearchSpace, search
+from bertscope.parallel.topology import (
+    Link,
+    LinkScope,
+    Topology,
+    links,
+    load_link,
+    systems,
+    topology_for,
+)
+
+__all__ = [
+    "Algorithm",
+    "Checkpoint",
+    "Cluster",
+    "Collective",
+    "Layout",
+    "LayoutResult",
+    "Link",
+    "LinkScope",
+    "Schedule",
+    "SearchResult",
+    "SearchSpace",
+    "Topology",
+    "Workload",
+    "ZeroStage",
+    "bubble_fraction",
+    "bubble_overhead",
+    "bucketed_exposed",
+    "check_layout",
+    "collective_time",
+    "evaluate",
+    "in_flight",
+    "layer_activation_bytes",
+    "links",
+    "load_link",
+    "search",
+    "systems",
+    "topology_for",
+    "zero_static_bytes",
+]

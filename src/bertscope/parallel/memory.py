@@ -1,0 +1,240 @@
+"""Memory per device under tensor, pipeline and data parallelism, ZeRO and recomputation.
+
+Every function takes numbers or numpy arrays (broadcast together), so a layout search costs all
+layouts at once.
+
+**Parameters per device.** Megatron-LM's split (Shoeybi et al. 2019, section 3): Q, K, V and
+FFN1 are column-parallel (weights and biases split t ways), the attention output projection
+and FFN2 are row-parallel (weights split, biases replicated), layernorms are replicated; the
+word embedding and the MLM decoder bias are split by vocabulary. Pipeline stage 0 holds the
+embeddings, the last stage the heads plus a copy of the tied word embedding (p > 1); each stage
+holds L/p layers (ALBERT: one shared layer per stage).
+
+**Static memory** (Rajbhandari et al., ZeRO, SC 2020, section 5 and Figure 1), with Psi
+parameters per device, N_d data-parallel devices, w bytes per working weight and per gradient
+(2 in mixed precision, 4 in fp32) and K bytes of optimizer state per parameter (fp32 master 4
+in mixed precision, plus 4 per optimizer state: K = 12 for mixed-precision Adam):
+
+    stage 0 (DDP)               (w + w + K) Psi                e.g. 2Psi + 2Psi + 12Psi
+    stage 1 (P_os)              w Psi + w Psi + K Psi / N_d     2Psi + 2Psi + 12Psi/N_d
+    stage 2 (P_os+g)            w Psi + (w + K) Psi / N_d       2Psi + 14Psi/N_d
+    stage 3 (P_os+g+p)          (w + w + K) Psi / N_d           16Psi/N_d
+                                + w Psi_layer (1 - 1/N_d)       one layer gathered at a time
+
+**Activations per layer** (Korthikanti et al., Reducing Activation Recomputation in Large
+Transformer Models, 2022, Table 2; 16-bit activations, 1-byte dropout masks, FFN = 4h, s
+sequence, b micro-batch, h hidden, a heads, t tensor-parallel size):
+
+    no parallelism                           sbh (34 + 5as/h)
+    tensor parallel                          sbh (10 + 24/t + 5as/(ht))
+    tensor + sequence parallel               sbh/t (34 + 5as/h)
+    tensor parallel + selective recompute    sbh (10 + 24/t)
+    tensor + sequence parallel + selective   sbh (34/t)
+    full recomputation                       2sbh (2sbh/t with sequence parallelism, which
+                                             keeps each layer's input sharded)
+
+`layer_activation_bytes` computes the general form for any activation size, FFN size and
+dropout setting, term by term as the paper derives it; with the paper's assumptions it is the
+table above (tested).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+from typing import Any
+
+import numpy as np
+
+from bertscope.analytic.params import embedding_params, layer_params, linear
+from bertscope.config import Family, ModelConfig, Optimizer, Precision
+from bertscope.errors import BertscopeError
+from bertscope.parallel.collectives import ArrayLike
+
+MASTER_BYTES = 4
+"""An fp32 master weight (mixed precision) or optimizer-state element."""
+MASK_BYTES = 1
+"""A dropout-mask element (torch.bool), as Korthikanti et al. assume."""
+
+
+class ZeroStage(IntEnum):
+    """ZeRO partitioning across data-parallel devices (Rajbhandari et al. 2020)."""
+
+    NONE = 0
+    """Plain data parallelism (PyTorch DDP): everything replicated."""
+    OPTIMIZER = 1
+    """P_os: optimizer states partitioned."""
+    GRADIENTS = 2
+    """P_os+g: optimizer states and gradients partitioned."""
+    PARAMETERS = 3
+    """P_os+g+p: parameters too (gathered layer by layer when used)."""
+
+
+class Checkpoint(StrEnum):
+    """Activation recomputation (Korthikanti et al. 2022)."""
+
+    NONE = "none"
+    """Keep every activation backward needs."""
+    SELECTIVE = "selective"
+    """Recompute the attention core (scores, softmax, dropout, context): drops the 5as/h term."""
+    FULL = "full"
+    """Keep each layer's input only; rerun the layer's forward in backward."""
+
+
+CHECKPOINTS: tuple[Checkpoint, ...] = tuple(Checkpoint)
+"""Checkpoint modes in code order (0 none, 1 selective, 2 full)."""
+
+
+# -- parameters ------------------------------------------------------------------------------
+def layer_params_per_device(m: ModelConfig, tp: ArrayLike) -> np.ndarray:
+    """Parameters of one encoder layer on one of `tp` tensor-parallel devices.
+
+    Split: Q, K, V, output and FFN weights, Q/K/V/FFN1 biases (4h^2 + 2hf + 3h + f).
+    Replicated: output-projection and FFN2 biases, two layernorms (6h)."""
+    h, f = m.hidden, m.intermediate
+    split = 4 * h * h + 2 * h * f + 3 * h + f
+    replicated = layer_params(m) - split
+    return split / np.asarray(tp, dtype=float) + replicated
+
+
+def embedding_params_per_device(m: ModelConfig, tp: ArrayLike) -> np.ndarray:
+    """Embedding parameters on one device of pipeline stage 0: the word embedding split by
+    vocabulary, position/token-type tables, layernorm (and ALBERT's projection) replicated."""
+    word = m.vocab_size * m.emb
+    return word / np.asarray(tp, dtype=float) + (embedding_params(m) - word)
+
+
+def head_params_per_device(m: ModelConfig, tp: ArrayLike, pp: ArrayLike) -> np.ndarray:
+    """Head parameters on one device of the last pipeline stage: MLM transform, layernorm,
+    pooler and classifier replicated; decoder bias split by vocabulary; with pp > 1 a copy of
+    the (tied) word embedding, split by vocabulary (Megatron-LM keeps one on the last stage)."""
+    h, v = m.hidden, m.vocab_size
+    d = m.emb if m.family is Family.ALBERT else h
+    t = np.asarray(tp, dtype=float)
+    replicated = linear(h, d) + 2 * d
+    if m.has_pooler_head:
+        replicated += linear(h, h) + linear(h, 2)
+    tied_copy = np.where(np.asarray(pp) > 1, v * m.emb / t, 0.0)
+    return replicated + v / t + tied_copy
+
+
+def stage_params(m: ModelConfig, tp: ArrayLike, pp: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """(first stage, last stage) parameters per device. With pp = 1 both are the whole model
+    on one tensor-parallel device."""
+    p = np.asarray(pp, dtype=float)
+    layers = 1.0 if m.share_layers else m.num_layers / p
+    body = layers * layer_params_per_device(m, tp)
+    emb = embedding_params_per_device(m, tp)
+    head = head_params_per_device(m, tp, pp)
+    single = p == 1
+    first = body + emb + np.where(single, head, 0.0)
+    last = body + head + np.where(single, emb, 0.0)
+    return first, last
+
+
+# -- static memory -----------------------------------------------------------------------------
+def bytes_per_param(precision: Precision, optimizer: Optimizer) -> tuple[int, int, int]:
+    """(working weight, gradient, optimizer state K) bytes per parameter."""
+    w = precision.act_bytes
+    k = (MASTER_BYTES if precision.mixed else 0) + MASTER_BYTES * optimizer.states
+    return w, w, k
+
+
+def zero_static_bytes(params: ArrayLike, dp: ArrayLike, stage: ArrayLike, *,
+                      precision: Precision, optimizer: Optimizer,
+                      layer_params: ArrayLike = 0.0) -> dict[str, np.ndarray]:
+    """Weights, gradients and optimizer states per device for ZeRO `stage` (0-3) over `dp`
+    data-parallel devices (formulas in the module docstring). `layer_params` is the largest
+    unit ZeRO-3 gathers at once (one layer's parameters on this device)."""
+    psi, n, z = (np.asarray(x, dtype=float) for x in (params, dp, stage))
+    if np.any((z < 0) | (z > 3)):
+        raise BertscopeError("ZeRO stage must be 0, 1, 2 or 3")
+    w, g, k = bytes_per_param(precision, optimizer)
+    weights = np.where(z >= 3, w * psi / n + w * np.asarray(layer_params) * (1 - 1 / n),
+                       w * psi)
+    grads = np.where(z >= 2, g * psi / n, g * psi)
+    states = np.where(z >= 1, k * psi / n, k * psi)
+    return {"weights": weights, "gradients": grads, "optimizer_states": states}
+
+
+# -- activations -------------------------------------------------------------------------------
+def layer_activation_bytes(*, seq: ArrayLike, micro_batch: ArrayLike, hidden: int, heads: int,
+                           intermediate: int, tp: ArrayLike = 1, sp: ArrayLike = False,
+                           checkpoint: Checkpoint | str | np.ndarray = Checkpoint.NONE,
+                           act_bytes: int = 2, dropout: bool = True) -> np.ndarray:
+    """Bytes one encoder layer keeps for backward per micro-batch on one device (Korthikanti
+    et al. 2022, section 4; Table 2 under their assumptions, see the module docstring).
+
+    Term by term (e = act_bytes, 1-byte masks, f = intermediate):
+    - replicated across tensor-parallel ranks unless sequence parallel: the QKV input e, two
+      layernorm inputs 2e, the FFN1 input e, two hidden-dropout masks 2 (sbh (4e + 2));
+    - split t ways: Q and K 2e, V e, the output projection's input e (sbh 4e), the GELU and
+      FFN2 inputs (2e sbf);
+    - the attention core, split t ways: softmax output e, dropout mask 1, dropout output e
+      (a s^2 b (2e + 1)), or just the softmax output without dropout.
+    `checkpoint` may be an array of modes or of their codes (`checkpoint_codes`)."""
+    s, b = np.asarray(seq, dtype=float), np.asarray(micro_batch, dtype=float)
+    t, spa = np.asarray(tp, dtype=float), np.asarray(sp, dtype=bool)
+    e, mask = float(act_bytes), float(MASK_BYTES) if dropout else 0.0
+    sbh = s * b * hidden
+    replicated = sbh * (4 * e + 2 * mask)
+    split = sbh * 4 * e + 2 * e * s * b * intermediate
+    attention = heads * s * s * b * (2 * e + mask if dropout else e)
+    kept_repl = np.where(spa, replicated / t, replicated)
+    none = kept_repl + split / t + attention / t
+    selective = kept_repl + split / t
+    full = np.where(spa, e * sbh / t, e * sbh)
+    code = checkpoint_codes(checkpoint)
+    return np.where(code == 2, full, np.where(code == 1, selective, none))
+
+
+def recompute_working_bytes(*, seq: ArrayLike, micro_batch: ArrayLike, hidden: int, heads: int,
+                            intermediate: int, tp: ArrayLike = 1, sp: ArrayLike = False,
+                            checkpoint: Checkpoint | str | np.ndarray = Checkpoint.NONE,
+                            act_bytes: int = 2, dropout: bool = True) -> np.ndarray:
+    """Activations live again while one layer is recomputed in backward: a whole layer's
+    (full recomputation) or its attention core's (selective); none without recomputation."""
+    kw: dict[str, Any] = dict(seq=seq, micro_batch=micro_batch, hidden=hidden, heads=heads,
+                              intermediate=intermediate, tp=tp, sp=sp, act_bytes=act_bytes,
+                              dropout=dropout)
+    none = layer_activation_bytes(checkpoint=Checkpoint.NONE, **kw)
+    selective = layer_activation_bytes(checkpoint=Checkpoint.SELECTIVE, **kw)
+    code = checkpoint_codes(checkpoint)
+    return np.where(code == 2, none, np.where(code == 1, none - selective, 0.0))
+
+
+def checkpoint_codes(checkpoint: Checkpoint | str | np.ndarray) -> np.ndarray:
+    """Integer codes of checkpoint modes (0 none, 1 selective, 2 full), the form the array
+    functions take: a `Checkpoint`, a name, or an array of either (integers pass through)."""
+    if isinstance(checkpoint, str):
+        return np.asarray(CHECKPOINTS.index(_checkpoint(checkpoint)))
+    arr = np.asarray(checkpoint)
+    if arr.dtype.kind in "iu":
+        return arr
+    return np.asarray([CHECKPOINTS.index(_checkpoint(c)) for c in arr.ravel()]).reshape(arr.shape)
+
+
+def _checkpoint(value: Any) -> Checkpoint:
+    try:
+        return Checkpoint(value)
+    except ValueError:
+        choices = ", ".join(c.value for c in Checkpoint)
+        raise BertscopeError(f"unknown checkpoint mode {value!r}; choose one of: "
+                             f"{choices}") from None
+
+
+__all__ = [
+    "CHECKPOINTS",
+    "MASK_BYTES",
+    "MASTER_BYTES",
+    "Checkpoint",
+    "ZeroStage",
+    "bytes_per_param",
+    "checkpoint_codes",
+    "embedding_params_per_device",
+    "head_params_per_device",
+    "layer_activation_bytes",
+    "layer_params_per_device",
+    "recompute_working_bytes",
+    "stage_params",
+    "zero_static_bytes",
+]

@@ -1,0 +1,221 @@
+"""Layout search: every valid DP x TP x PP x micro-batches x ZeRO x recomputation layout of a
+job, costed at once and ranked by throughput among those that fit device memory.
+
+Valid means: dp x tp x pp = devices; tp divides the heads and the FFN size and (by default)
+stays inside a node; pp divides the layers; dp x micro-batches divides the global batch;
+ZeRO 1-3 only with dp > 1, and 2-3 only without pipeline stages; sequence parallelism only
+with tp > 1; pipeline schedules GPipe, 1F1B and interleaved with v virtual stages (v >= 2
+dividing L/pp, micro-batches a multiple of pp) when pp > 1.
+
+Costs come from `evaluate_arrays`, one numpy pass over all layouts, and one `predict` call
+for every (micro-batch size, tp, sequence parallel) the layouts need (`compute_table`), so
+ten thousand layouts cost about as much as a handful of op-table builds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bertscope.errors import BertscopeError
+from bertscope.parallel.layouts import (
+    MEMORY_KEYS,
+    SCHEDULES,
+    TIME_KEYS,
+    Cluster,
+    Layout,
+    Schedule,
+    Workload,
+    compute_table,
+    evaluate_arrays,
+)
+from bertscope.parallel.memory import CHECKPOINTS, Checkpoint, ZeroStage
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class SearchSpace:
+    """Which layouts a search tries. A field left None takes every valid value; a value pins
+    that dimension."""
+
+    dp: int | None = None
+    """Data-parallel replicas."""
+    tp: int | None = None
+    """Tensor-parallel size."""
+    pp: int | None = None
+    """Pipeline stages."""
+    micro_batches: int | None = None
+    """Micro-batches per step per replica."""
+    zero: ZeroStage | None = None
+    """ZeRO stage."""
+    checkpoint: Checkpoint | None = None
+    """Recomputation mode."""
+    sequence_parallel: bool | None = None
+    """Sequence parallelism on or off (only applies where tp > 1)."""
+    schedule: Schedule | None = None
+    """Pipeline schedule (only applies where pp > 1)."""
+    virtual_stages: int | None = None
+    """Virtual stages of the interleaved schedule."""
+    tp_within_node: bool = True
+    """Keep tensor-parallel groups inside one node (tp <= devices per node)."""
+
+    def __post_init__(self) -> None:
+        for f in ("dp", "tp", "pp", "micro_batches", "virtual_stages"):
+            value = getattr(self, f)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value <= 0):
+                raise BertscopeError(f"{f} must be a positive integer, got {value!r}")
+        if self.zero is not None:
+            try:
+                object.__setattr__(self, "zero", ZeroStage(int(self.zero)))
+            except (ValueError, TypeError):
+                raise BertscopeError(f"ZeRO stage must be 0, 1, 2 or 3, got "
+                                     f"{self.zero!r}") from None
+        if self.checkpoint is not None:
+            object.__setattr__(self, "checkpoint", Checkpoint(self.checkpoint))
+        if self.schedule is not None:
+            object.__setattr__(self, "schedule", Schedule(self.schedule))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """Every layout a search costed, best first: those that fit memory, by tokens/s."""
+
+    frame: pd.DataFrame
+    """One row per layout: its fields, time parts, tokens/s, memory parts, fits."""
+    seconds: float
+    """Wall time of the search (enumeration, compute table, costing, ranking)."""
+
+    @property
+    def evaluated(self) -> int:
+        """Layouts costed."""
+        return len(self.frame)
+
+    @property
+    def fitting(self) -> int:
+        """Layouts whose peak memory fits a device."""
+        return int(self.frame["fits"].sum())
+
+    def layouts(self, k: int | None = None) -> list[Layout]:
+        """The first k layouts (all with None), best first."""
+        rows = self.frame if k is None else self.frame.head(k)
+        return [row_layout(r) for r in rows.to_dict("records")]
+
+    def best(self) -> Layout | None:
+        """The fastest layout that fits, or None when none fits."""
+        fit = self.frame[self.frame["fits"]]
+        return row_layout(fit.iloc[0].to_dict()) if len(fit) else None
+
+
+def row_layout(row: dict[str, Any]) -> Layout:
+    """The `Layout` of one row of a search frame."""
+    return Layout(dp=int(row["dp"]), tp=int(row["tp"]), pp=int(row["pp"]),
+                  micro_batches=int(row["micro_batches"]), zero=ZeroStage(int(row["zero"])),
+                  checkpoint=Checkpoint(row["checkpoint"]),
+                  sequence_parallel=bool(row["sp"]), schedule=Schedule(row["schedule"]),
+                  virtual_stages=int(row["virtual_stages"]))
+
+
+def divisors(n: int) -> list[int]:
+    """The positive divisors of n, ascending."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def _pick(values: list[Any], pinned: Any) -> list[Any]:
+    return values if pinned is None else [v for v in values if v == pinned]
+
+
+def enumerate_layouts(workload: Workload, cluster: Cluster,
+                      space: SearchSpace | None = None) -> dict[str, np.ndarray]:
+    """Every valid layout in `space` as equal-length arrays (the form `evaluate_arrays`
+    takes). See the module docstring for what counts as valid."""
+    space = space or SearchSpace()
+    m, n, gb = workload.model, cluster.devices, workload.global_batch
+    per_node = cluster.topology.devices_per_node
+    blocks: list[dict[str, np.ndarray]] = []
+    tps = [t for t in divisors(n) if m.heads % t == 0 and m.intermediate % t == 0
+           and (not space.tp_within_node or t <= per_node)]
+    for t in _pick(tps, space.tp):
+        for p in _pick([p for p in divisors(n // t) if m.num_layers % p == 0], space.pp):
+            d = n // (t * p)
+            if (space.dp is not None and d != space.dp) or gb % d:
+                continue
+            ms = _pick(divisors(gb // d), space.micro_batches)
+            zeros = [0] if d == 1 else [0, 1] if p > 1 else [0, 1, 2, 3]
+            if space.zero is not None:  # a pinned stage with dp = 1 is a harmless no-op
+                zeros = [int(space.zero)] if int(space.zero) <= (1 if p > 1 else 3) else []
+            cks = _pick([0, 1, 2], None if space.checkpoint is None
+                        else CHECKPOINTS.index(space.checkpoint))
+            sps = _pick([False] if t == 1 else [False, True], space.sequence_parallel)
+            scheds = _schedules(m.num_layers, p, space)
+            if not (ms and zeros and cks and sps and scheds):
+                continue
+            grid = np.meshgrid(np.asarray(ms), np.asarray(zeros), np.asarray(cks),
+                               np.asarray(sps), np.arange(len(scheds)), indexing="ij")
+            mb, z, ck, sp, k = (g.ravel() for g in grid)
+            sc = np.asarray([s for s, _ in scheds])[k]
+            vs = np.asarray([v for _, v in scheds])[k]
+            keep = ~((sc == 2) & (mb % p != 0))
+            size = int(keep.sum())
+            blocks.append({
+                "dp": np.full(size, d), "tp": np.full(size, t), "pp": np.full(size, p),
+                "micro_batches": mb[keep], "zero": z[keep], "checkpoint": ck[keep],
+                "sp": sp[keep], "schedule": sc[keep], "virtual_stages": vs[keep]})
+    if not blocks:
+        return {k: np.zeros(0, dtype=np.int64) for k in
+                ("dp", "tp", "pp", "micro_batches", "zero", "checkpoint", "sp", "schedule",
+                 "virtual_stages")}
+    return {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
+
+
+def _schedules(layers: int, p: int, space: SearchSpace) -> list[tuple[int, int]]:
+    """(schedule code, virtual stages) pairs to try with p stages."""
+    if p == 1:  # no pipeline: the schedule does not apply
+        ok = space.schedule is not Schedule.INTERLEAVED and space.virtual_stages in (None, 1)
+        return [(SCHEDULES.index(Schedule.ONE_F_ONE_B), 1)] if ok else []
+    pairs = [(SCHEDULES.index(Schedule.GPIPE), 1), (SCHEDULES.index(Schedule.ONE_F_ONE_B), 1)]
+    pairs += [(SCHEDULES.index(Schedule.INTERLEAVED), v) for v in divisors(layers // p) if v > 1]
+    if space.schedule is not None:
+        pairs = [(s, v) for s, v in pairs if s == SCHEDULES.index(space.schedule)]
+    if space.virtual_stages is not None:
+        pairs = [(s, v) for s, v in pairs if v == space.virtual_stages]
+    return pairs
+
+
+def search(workload: Workload, cluster: Cluster, space: SearchSpace | None = None) -> SearchResult:
+    """Cost every valid layout in `space` and rank them: layouts that fit device memory
+    first, each group by tokens/s. Raises `BertscopeError` when no layout is valid."""
+    t0 = time.perf_counter()
+    arrays = enumerate_layouts(workload, cluster, space)
+    if len(arrays["dp"]) == 0:
+        raise BertscopeError(
+            f"no valid layout of {cluster.devices} devices for {workload.model.name} with "
+            f"global batch {workload.global_batch} and the pinned choices; relax --tp/--pp/"
+            f"--dp/--microbatches, or pick a device count and batch with common divisors")
+    b = workload.global_batch // (arrays["dp"] * arrays["micro_batches"])
+    table = compute_table(workload, cluster.profile, np.unique(b), np.unique(arrays["tp"]))
+    r = evaluate_arrays(workload, cluster, arrays, table)
+    frame = pd.DataFrame({
+        "dp": arrays["dp"], "tp": arrays["tp"], "pp": arrays["pp"], "sp": arrays["sp"],
+        "schedule": np.asarray([s.value for s in SCHEDULES], dtype=object)[arrays["schedule"]],
+        "virtual_stages": arrays["virtual_stages"], "micro_batches": arrays["micro_batches"],
+        "micro_batch": r["micro_batch"], "zero": arrays["zero"],
+        "checkpoint": np.asarray([c.value for c in CHECKPOINTS],
+                                 dtype=object)[arrays["checkpoint"]],
+        "tokens_per_s": r["tokens_per_s"], "iteration_s": r["iteration_s"],
+        **{k: r[k] for k in (*TIME_KEYS, "recompute_s")},
+        "bubble_fraction": r["bubble_fraction"],
+        **{k: r[k] for k in MEMORY_KEYS},
+        "memory_bytes": r["memory_bytes"], "fits": r["fits"],
+    })
+    order = np.lexsort((-frame["tokens_per_s"].to_numpy(), ~frame["fits"].to_numpy()))
+    frame = frame.iloc[order].reset_index(drop=True)
+    return SearchResult(frame=frame, seconds=time.perf_counter() - t0)
+
+
+__all__ = ["SearchResult", "SearchSpace", "divisors", "enumerate_layouts", "row_layout",
+           "search"]

@@ -1,0 +1,195 @@
+"""Layouts: pipeline formulas, validation, and the iteration/memory model of one layout."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertscope.analytic import ops
+from bertscope.config import get_model
+from bertscope.errors import BertscopeError
+from bertscope.parallel import (
+    Checkpoint,
+    Cluster,
+    Layout,
+    Schedule,
+    Workload,
+    ZeroStage,
+    bubble_fraction,
+    bubble_overhead,
+    check_layout,
+    evaluate,
+    in_flight,
+)
+from bertscope.parallel.layouts import MEMORY_KEYS, TIME_KEYS
+from bertscope.perf import load_profile, predict
+
+G, F1B, INT = Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED
+
+
+def test_bubble_fraction_by_hand() -> None:
+    # GPipe and 1F1B: (p - 1) / (m + p - 1); p = 4, m = 8: 3 / 11
+    assert float(bubble_fraction(G, 4, 8)) == pytest.approx(3 / 11)
+    assert float(bubble_fraction(F1B, 4, 8)) == pytest.approx(3 / 11)
+    # p = 8, m = 1: 7 / 8 of the time idle
+    assert float(bubble_fraction(F1B, 8, 1)) == pytest.approx(7 / 8)
+    # interleaved, v = 2: the bubble shrinks to (p - 1)/v steps: 1.5 / (8 + 1.5) = 3 / 19
+    assert float(bubble_fraction(INT, 4, 8, 2)) == pytest.approx(3 / 19)
+    # no pipeline, no bubble
+    assert float(bubble_fraction(F1B, 1, 8)) == 0.0
+
+
+def test_bubble_overhead_by_hand() -> None:
+    # Narayanan et al. 2021: bubble / ideal = (p - 1)/m = 3/8, interleaved (p - 1)/(v m) = 3/16
+    assert float(bubble_overhead(F1B, 4, 8)) == pytest.approx(3 / 8)
+    assert float(bubble_overhead(INT, 4, 8, 2)) == pytest.approx(3 / 16)
+
+
+def test_in_flight_by_hand() -> None:
+    # GPipe keeps all m = 8 micro-batches on every stage
+    assert [float(x) for x in in_flight(G, 4, 8)] == [8.0, 8.0]
+    # 1F1B: p = 4 on the first stage (3 warm-up forwards + 1), one on the last
+    assert [float(x) for x in in_flight(F1B, 4, 8)] == [4.0, 1.0]
+    # fewer micro-batches than stages: all of them
+    assert [float(x) for x in in_flight(F1B, 4, 2)] == [2.0, 1.0]
+    # interleaved p = 4, v = 2: first (v p + p - 1)/v = 11/2, Korthikanti's 1 + (p-1)/(pv)
+    # = 1 + 3/8 times p = 5.5; last ((v - 1) p + 1)/v = 5/2
+    assert [float(x) for x in in_flight(INT, 4, 8, 2)] == [5.5, 2.5]
+    assert [float(x) for x in in_flight(F1B, 1, 8)] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    (dict(tp=1, sequence_parallel=True), "needs tp > 1"),
+    (dict(pp=1, schedule=INT, virtual_stages=2), "needs pp > 1"),
+    (dict(pp=2, schedule=INT, virtual_stages=1), "virtual_stages >= 2"),
+    (dict(pp=2, virtual_stages=2), "needs the interleaved"),
+    (dict(pp=2, zero=2), "ZeRO-2/3"),
+    (dict(zero=4), "ZeRO stage must be"),
+    (dict(dp=0), "dp must be a positive integer"),
+    (dict(checkpoint="some"), "unknown checkpoint"),
+])
+def test_layout_validates(kw, needle) -> None:
+    with pytest.raises(BertscopeError, match=needle):
+        Layout(**kw)
+
+
+@pytest.fixture(scope="module")
+def job() -> Workload:
+    return Workload(model=get_model("bert-base"), global_batch=64, seq=128)
+
+
+@pytest.fixture(scope="module")
+def cluster16() -> Cluster:
+    return Cluster.build("a100", 16)
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    (dict(dp=8), "cluster has 16 devices"),
+    (dict(dp=16, micro_batches=3), "not divisible by dp x micro-batches"),
+    (dict(dp=4, tp=4, pp=1), None),
+    (dict(dp=2, tp=8), "does not divide"),
+    (dict(dp=2, pp=8), "do not split"),
+    (dict(dp=4, pp=4, micro_batches=2, schedule=INT, virtual_stages=3), "multiple of pp"),
+])
+def test_check_layout(job, cluster16, kw, needle) -> None:
+    layout = Layout(**kw)
+    if needle is None:
+        check_layout(layout, job, cluster16)
+    else:
+        with pytest.raises(BertscopeError, match=needle):
+            check_layout(layout, job, cluster16)
+
+
+def test_one_device_matches_the_performance_and_memory_models() -> None:
+    job = Workload(model=get_model("bert-base"), global_batch=8, seq=128)
+    r = evaluate(Layout(), job, Cluster.build("a100", 1))
+    table = ops("bert-base", batch=8, seq=128, precision="bf16")
+    pred = predict(table, load_profile("a100"))
+    assert r.iteration_s == pytest.approx(pred.meta["prediction"]["time_s"], rel=1e-9)
+    assert r.time["optimizer_s"] == pytest.approx(
+        pred.df.loc[pred.df["phase"] == "optimizer", "time_s"].sum(), rel=1e-9)
+    assert r.memory_bytes == pytest.approx(table.meta["memory"]["peak"], rel=1e-12)
+
+
+def test_parts_add_up(job, cluster16) -> None:
+    layout = Layout(dp=2, tp=4, pp=2, micro_batches=4, zero=ZeroStage.OPTIMIZER,
+                    checkpoint=Checkpoint.SELECTIVE, sequence_parallel=True)
+    r = evaluate(layout, job, cluster16)
+    assert sum(r.time[k] for k in TIME_KEYS) == pytest.approx(r.iteration_s)
+    assert sum(r.memory[k] for k in MEMORY_KEYS) == pytest.approx(r.memory_bytes)
+    assert r.tokens_per_s == pytest.approx(64 * 128 / r.iteration_s)
+    assert 0 < r.time["recompute_s"] < r.time["compute_s"]
+    assert r.micro_batch == 64 // (2 * 4)
+    # bubble: (p - 1) / (m + p - 1) = 1/5 of the pipeline's time
+    assert r.bubble_fraction == pytest.approx(1 / 5)
+    for key in ("tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s"):
+        assert r.time[key] > 0, key
+
+
+def test_each_parallelism_brings_its_own_costs(job, cluster16) -> None:
+    dp = evaluate(Layout(dp=16), job, cluster16)
+    assert dp.time["tp_comm_s"] == dp.time["pp_comm_s"] == dp.time["bubble_s"] == 0
+    tp = evaluate(Layout(dp=4, tp=4), job, cluster16)
+    assert tp.time["tp_comm_s"] > 0 and tp.time["pp_comm_s"] == 0
+    pp = evaluate(Layout(dp=4, pp=4, micro_batches=4), job, cluster16)
+    assert pp.time["pp_comm_s"] > 0 and pp.time["bubble_s"] > 0
+    assert pp.memory["weights"] < dp.memory["weights"]
+
+
+def test_tensor_parallel_splits_compute_imperfectly() -> None:
+    job = Workload(model=get_model("bert-base"), global_batch=16, seq=128)
+    one = evaluate(Layout(), job, Cluster.build("a100", 1))
+    four = evaluate(Layout(tp=4), job, Cluster.build("a100", 4))
+    # replicated layernorm/dropout/residual work and smaller, less efficient GEMMs: a rank
+    # does more than a quarter of the work, yet less than all of it
+    assert one.time["compute_s"] / 4 < four.time["compute_s"] < one.time["compute_s"]
+    sp = evaluate(Layout(tp=4, sequence_parallel=True), job, Cluster.build("a100", 4))
+    assert one.time["compute_s"] / 4 < sp.time["compute_s"] < four.time["compute_s"]
+
+
+def test_recomputation_trades_time_for_memory(job, cluster16) -> None:
+    runs = {ck: evaluate(Layout(dp=4, tp=4, checkpoint=ck), job, cluster16)
+            for ck in Checkpoint}
+    none, sel, full = (runs[c] for c in (Checkpoint.NONE, Checkpoint.SELECTIVE,
+                                         Checkpoint.FULL))
+    assert none.time["recompute_s"] == 0 < sel.time["recompute_s"] < full.time["recompute_s"]
+    assert none.memory["activations"] > sel.memory["activations"] > full.memory["activations"]
+    # full recomputation reruns the forward's tensor-parallel all-reduces too (4 -> 6 per layer)
+    assert full.time["tp_comm_s"] > sel.time["tp_comm_s"] == none.time["tp_comm_s"]
+
+
+def test_sequence_parallel_keeps_ring_volume_and_cuts_memory(job) -> None:
+    cluster = Cluster.build("a100", 16)
+    ring = Cluster(profile=cluster.profile, devices=16,
+                   topology=cluster.topology.__class__(
+                       name="ring", devices_per_node=8, intra=cluster.topology.intra,
+                       inter=cluster.topology.inter, algorithm="ring"))
+    off = evaluate(Layout(dp=4, tp=4), job, ring)
+    on = evaluate(Layout(dp=4, tp=4, sequence_parallel=True), job, ring)
+    # ring all-reduce = ring reduce-scatter + ring all-gather
+    assert on.time["tp_comm_s"] == pytest.approx(off.time["tp_comm_s"])
+    assert on.memory["activations"] < off.memory["activations"]
+    assert on.time["compute_s"] < off.time["compute_s"]
+
+
+def test_zero_shards_the_optimizer(job, cluster16) -> None:
+    r = {z: evaluate(Layout(dp=16, zero=z), job, cluster16) for z in ZeroStage}
+    assert r[ZeroStage.OPTIMIZER].time["optimizer_s"] == pytest.approx(
+        r[ZeroStage.NONE].time["optimizer_s"] / 16)
+    assert r[ZeroStage.OPTIMIZER].memory["optimizer_states"] == pytest.approx(
+        r[ZeroStage.NONE].memory["optimizer_states"] / 16)
+    assert r[ZeroStage.PARAMETERS].time["dp_comm_s"] > r[ZeroStage.NONE].time["dp_comm_s"]
+
+
+def test_memory_that_does_not_fit() -> None:
+    job = Workload(model=get_model("bert-large"), global_batch=4096, seq=512)
+    r = evaluate(Layout(), job, Cluster.build("v100", 1))
+    assert not r.fits and r.memory_bytes > r.memory_capacity
+
+
+def test_workload_validates() -> None:
+    with pytest.raises(BertscopeError, match="global_batch"):
+        Workload(model=get_model("bert-base"), global_batch=0)
+    with pytest.raises(BertscopeError, match="exceeds"):
+        Workload(model=get_model("bert-base"), global_batch=8, seq=1024)
+    with pytest.raises(BertscopeError, match="devices"):
+        Cluster.build("a100", 0)

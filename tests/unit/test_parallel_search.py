@@ -1,0 +1,149 @@
+"""Layout search: enumeration, ranking, pinning, speed; and the `distributed` command."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertscope import cli
+from bertscope.cli_parallel import register
+from bertscope.config import get_model
+from bertscope.errors import BertscopeError
+from bertscope.parallel import (
+    Checkpoint,
+    Cluster,
+    Schedule,
+    SearchSpace,
+    Workload,
+    check_layout,
+    evaluate,
+    search,
+)
+from bertscope.parallel.layouts import clear_compute_tables
+from bertscope.parallel.search import divisors, enumerate_layouts, row_layout
+from tests.conftest import tiny
+
+
+@pytest.fixture(scope="module")
+def job() -> Workload:
+    return Workload(model=tiny(num_layers=4, heads=4), global_batch=16, seq=32)
+
+
+def test_divisors() -> None:
+    assert divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert divisors(1) == [1]
+
+
+def test_every_enumerated_layout_is_valid_and_unique(job) -> None:
+    cluster = Cluster.build("a100", 8)
+    result = search(job, cluster)
+    frame = result.frame
+    keys = ["dp", "tp", "pp", "sp", "schedule", "virtual_stages", "micro_batches", "zero",
+            "checkpoint"]
+    assert not frame.duplicated(keys).any()
+    for layout in result.layouts():
+        check_layout(layout, job, cluster)
+    assert (frame["dp"] * frame["tp"] * frame["pp"] == 8).all()
+    assert set(frame["tp"]) == {1, 2, 4}  # divides 4 heads and 8 devices
+    assert set(frame["pp"]) == {1, 2, 4}  # divides 4 layers
+    # no ZeRO without data parallelism, no ZeRO-2/3 with pipeline stages
+    assert (frame.loc[frame["dp"] == 1, "zero"] == 0).all()
+    assert (frame.loc[frame["pp"] > 1, "zero"] <= 1).all()
+    assert not frame.loc[frame["tp"] == 1, "sp"].any()
+    inter = frame[frame["schedule"] == "interleaved"]
+    assert len(inter) and (inter["micro_batches"] % inter["pp"] == 0).all()
+
+
+def test_ranking_and_best(job) -> None:
+    cluster = Cluster.build("a100", 8)
+    result = search(job, cluster)
+    frame = result.frame
+    fits = frame["fits"].to_numpy()
+    assert fits[: result.fitting].all() and not fits[result.fitting:].any()
+    tps = frame.loc[frame["fits"], "tokens_per_s"].to_numpy()
+    assert np.all(np.diff(tps) <= 0)
+    best = result.best()
+    assert best is not None and best == result.layouts(1)[0]
+    r = evaluate(best, job, cluster)
+    assert r.tokens_per_s == pytest.approx(tps[0], rel=1e-12)
+    assert r.memory_bytes == pytest.approx(frame.loc[0, "memory_bytes"], rel=1e-12)
+    assert row_layout(frame.iloc[3].to_dict()) == result.layouts(4)[3]
+
+
+def test_pinned_dimensions(job) -> None:
+    cluster = Cluster.build("a100", 8)
+    space = SearchSpace(tp=2, checkpoint=Checkpoint.FULL, schedule=Schedule.GPIPE,
+                        sequence_parallel=True)
+    frame = search(job, cluster, space).frame
+    assert set(frame["tp"]) == {2} and set(frame["checkpoint"]) == {"full"}
+    assert frame["sp"].all()
+    assert set(frame.loc[frame["pp"] > 1, "schedule"]) == {"gpipe"}
+    with pytest.raises(BertscopeError, match="no valid layout"):
+        search(job, cluster, SearchSpace(tp=3))
+
+
+def test_ten_thousand_layouts_under_a_second() -> None:
+    # 12288 = 3 x 2^12 sequences has 26 divisors: 13,020 layouts on 64 devices
+    job = Workload(model=get_model("bert-large"), global_batch=12288, seq=128)
+    cluster = Cluster.build("a100", 64)
+    assert len(enumerate_layouts(job, cluster)["dp"]) >= 10_000
+    clear_compute_tables()  # time the whole search, compute table included
+    result = search(job, cluster)
+    assert result.evaluated >= 10_000
+    assert result.seconds < 1.0
+
+
+# -- the command -------------------------------------------------------------------------------
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    if not any(c.name == "distributed" for c in cli.app.registered_commands):
+        register(cli.app)
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+BASE = ("distributed", "bert-base", "--devices", "16", "--device", "a100", "--global-batch",
+        "256")
+
+
+def test_cli_one_layout(capsys) -> None:
+    rc, out, err = _run(capsys, *BASE, "--tp", "4", "--pp", "2", "--microbatches", "4", "--sp",
+                        "--checkpoint", "selective", "--zero", "1")
+    assert rc == 0, err
+    for needle in ("dp2 tp4 sp pp2 1f1b m4 zero1 selective", "Iteration time per device",
+                   "pipeline bubble", "Memory per device", "of which recompute", "dgx-a100"):
+        assert needle in out
+
+
+def test_cli_search(capsys, tmp_path) -> None:
+    path = tmp_path / "layouts.csv"
+    rc, out, err = _run(capsys, *BASE, "--search", "--top", "3", "--pp", "1", "--output",
+                        str(path))
+    assert rc == 0, err
+    assert "layouts in" in out and "Top 3 layouts" in out and "Best layout" in out
+    frame = pd.read_csv(path)
+    assert len(frame) > 3 and set(frame["pp"]) == {1}
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (("--tp", "5"), "does not divide"),
+    (("--zero", "7"), "--zero must be 0, 1, 2 or 3"),
+    (("--pp", "2", "--zero", "3"), "ZeRO-2/3"),
+    (("--device", "a10"), "did you mean"),
+    (("--output", "x.csv"), "--output needs --search"),
+    (("--search", "--top", "0"), "--top must be >= 1"),
+    (("--inter", "ib-xdr"), "unknown link"),
+])
+def test_cli_errors_are_one_line(capsys, argv, needle) -> None:
+    rc, _, err = _run(capsys, *BASE, *argv)
+    assert rc == 2
+    assert needle in err and err.count("\n") == 1 and err.startswith("bertscope: error:")
+
+
+def test_cli_search_when_nothing_fits(capsys) -> None:
+    rc, out, err = _run(capsys, "distributed", "bert-large", "--devices", "1", "--device",
+                        "v100", "--global-batch", "1024", "--seq", "512", "--microbatches", "1",
+                        "--search", "--top", "2")
+    assert rc == 0, err
+    assert "no layout fits" in out and "smallest-memory" in out and "Best layout" not in out
