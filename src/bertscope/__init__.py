@@ -15,6 +15,7 @@ from bertscope.config import (
 from bertscope.errors import BertscopeError
 from bertscope.optable import Op, OpTable
 from bertscope.taxonomy import Category, Phase, Sublayer
+from bertscope.trace import analyze_trace, read_trace
 
 __version__ = "0.1.0"
 
@@ -31,9 +32,11 @@ __all__ = [
     "Precision",
     "RunConfig",
     "Sublayer",
+    "analyze_trace",
     "build",
     "get_model",
     "memory_estimate",
     "ops",
     "parameter_count",
+    "read_trace",
 ]

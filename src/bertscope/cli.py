@@ -13,6 +13,7 @@ from rich.table import Table
 from bertscope.cli_calibrate import register as register_calibrate
 from bertscope.cli_parallel import register as register_parallel
 from bertscope.cli_perf import register
+from bertscope.cli_trace import register as register_trace
 from bertscope.config import PRESETS, Optimizer, Precision
 from bertscope.errors import BertscopeError
 from bertscope.optable import Format
@@ -159,6 +160,7 @@ def profile(
 register(app)  # predict, devices
 register_calibrate(app)  # calibrate, validate
 register_parallel(app)  # distributed
+register_trace(app)  # trace
 
 
 def main(argv: list[str] | None = None) -> int:

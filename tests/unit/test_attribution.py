@@ -101,3 +101,23 @@ def test_recompute_inside_a_backward_node() -> None:
 )
 def test_gemm_shapes(name, shapes, want) -> None:
     assert gemm_shape(name, shapes) == want
+
+
+def test_backward_on_another_thread_is_walked_within_the_iteration() -> None:
+    # CUDA: the autograd engine runs backward nodes on its own thread, as separate roots
+    from bertscope.measure.profile import walk_capture
+
+    it = iteration()
+    fwd, bwd, opt = it.cpu_children
+    it.cpu_children = [fwd, opt]  # the main thread keeps forward and optimizer
+    node = bwd.cpu_children[0]
+    outside = ev("autograd::engine::evaluate_function: AddmmBackward0", 5, seq=7)
+    for e, start, thread in ((it, 0, 1), (node, 100, 2), (outside, 500, 2)):
+        e.cpu_parent, e.thread = None, thread
+        e.time_range = SimpleNamespace(start=start, end=start + e.cpu_time_total)
+    a = Attributor(Classifier())
+    total = walk_capture(a, [outside, node, it], completed=1)
+    assert total == 200
+    r = rows(a)
+    assert r[("aten::mm", Phase.BACKWARD_WEIGHT)].layer == 0  # the node inside the window
+    assert r[("aten::mm", Phase.BACKWARD_WEIGHT)].count == 1  # ... and not the one after it

@@ -240,13 +240,7 @@ def profile(
         raise BertscopeError("interrupted before any measured iteration completed")
 
     attr = Attributor(Classifier(), use_device_time=dev.type == "cuda")
-    tops = sorted((e for e in prof.events() if e.cpu_parent is None),
-                  key=lambda e: e.time_range.start)
-    iter_time_us = 0.0
-    for evt in tops:
-        if evt.name.startswith(ITER) and int(evt.name[len(ITER):]) < len(done):
-            attr.walk(evt)
-            iter_time_us += attr.time_us(evt)
+    iter_time_us = walk_capture(attr, prof.events(), len(done))
     if trace_out is not None:
         _export_trace(prof, Path(trace_out))
 
@@ -284,6 +278,27 @@ def profile(
     return ProfileResult(table=table, analytic=analytic, meta=meta)
 
 
+def walk_capture(attr: Attributor, events: Any, completed: int) -> float:
+    """Walk the first `completed` iterations of a capture into `attr`, plus the roots of
+    other threads that start inside one of them (CUDA runs backward on its own thread);
+    returns the iterations' total time (us)."""
+    tops = sorted((e for e in events if e.cpu_parent is None),
+                  key=lambda e: e.time_range.start)
+    iters = {id(e): e for e in tops
+             if e.name.startswith(ITER) and int(e.name[len(ITER):]) < completed}
+    windows = [(e.time_range.start, e.time_range.end) for e in iters.values()]
+    main_threads = {e.thread for e in iters.values()}
+    total = 0.0
+    for evt in tops:  # time order: an iteration's forward before its backward nodes
+        if id(evt) in iters:
+            attr.walk(evt)
+            total += attr.time_us(evt)
+        elif evt.thread not in main_threads and any(
+                lo <= evt.time_range.start < hi for lo, hi in windows):
+            attr.walk(evt, Phase.BACKWARD)
+    return total
+
+
 def _export_trace(prof: torch.profiler.profile, path: Path) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
@@ -298,4 +313,5 @@ def _export_trace(prof: torch.profiler.profile, path: Path) -> None:
         raise
 
 
-__all__ = ["ProfileResult", "available_memory", "check_memory", "profile", "resolve_device"]
+__all__ = ["ProfileResult", "available_memory", "check_memory", "profile", "resolve_device",
+           "walk_capture"]

@@ -1,0 +1,172 @@
+"""Read any PyTorch profiler (Kineto / Chrome) trace into the op-table taxonomy.
+
+    table = read_trace("trace.json.gz")          # OpTable: per-iteration rows, meta["trace"]
+    table.by_category()                           # busy time and share per category
+    result = analyze_trace("traces/", rank=0)     # per-rank tables, streams, overlap, unknowns
+
+A trace is one file (.json or .json.gz) or a folder of per-rank files. Files are streamed
+(`reader.py`) and handled one at a time, so memory is bounded by one file's columns. Rows
+are kernels (with layer, sublayer and phase from the CPU op that launched them) when the
+trace has device activity, else CPU ops (attributed exactly as `bertscope profile` does).
+Names map to categories by the one pattern table (`bertscope/data/patterns.toml`), with a
+user's pattern file tried first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bertscope.errors import BertscopeError
+from bertscope.optable import OpTable
+from bertscope.taxonomy import Classifier, Pattern, load_patterns
+from bertscope.trace.breakdown import RankBreakdown, break_down, mean_table
+from bertscope.trace.reader import gemm_like, rank_from_name, read_events, read_rank, trace_files
+
+
+@dataclass
+class TraceResult:
+    """A read trace: the op table (mean over ranks) and each rank's breakdown."""
+
+    table: OpTable
+    ranks: dict[int, RankBreakdown] = field(default_factory=dict)
+
+    def _frames(self, attr: str) -> pd.DataFrame:
+        parts = [getattr(r, attr).assign(rank=k) for k, r in self.ranks.items()
+                 if not getattr(r, attr).empty]
+        if not parts:
+            return pd.DataFrame()
+        d = pd.concat(parts, ignore_index=True)
+        return d[["rank", *[c for c in d.columns if c != "rank"]]]
+
+    def devices(self) -> pd.DataFrame:
+        """Per rank and device: active window, busy, idle, compute, communication, overlap
+        and exposed communication (seconds over the whole capture)."""
+        return self._frames("devices")
+
+    def streams(self) -> pd.DataFrame:
+        """Per rank, device and stream: busy and idle seconds, busy share, events."""
+        return self._frames("streams")
+
+    def unknown(self) -> pd.DataFrame:
+        """Names no pattern matched, with their time per iteration (mean over ranks), count
+        and the category they got from the launching op: what to add to a pattern file."""
+        names = set().union(*(r.unknown for r in self.ranks.values())) if self.ranks else set()
+        d = self.table.df
+        d = d[d["name"].isin(names)]
+        g = d.groupby("name", sort=False).agg(
+            time_s=("time_s", "sum"), count=("count", "sum"),
+            category=("category", lambda c: ",".join(sorted({str(x) for x in c}))))
+        return g.sort_values("time_s", ascending=False).reset_index()
+
+    def by(self, column: str, rank: int | None = None) -> pd.DataFrame:
+        """Time, share and count per `column` (category, sublayer, phase, group), for one
+        rank or the mean over ranks."""
+        t = self.table if rank is None else self._rank(rank).table
+        return t.summary(column)[["time_s", "time_share", "count"]]
+
+    def top(self, n: int = 10, rank: int | None = None) -> pd.DataFrame:
+        """The n names with the most time (summed over places), with category and count."""
+        t = self.table if rank is None else self._rank(rank).table
+        d = t.df.groupby(["name", "category"], sort=False, observed=True)[
+            ["time_s", "count"]].sum().reset_index()
+        total = d["time_s"].sum()
+        d["time_share"] = d["time_s"] / total if total > 0 else 0.0
+        return d.nlargest(n, "time_s").reset_index(drop=True)
+
+    def _rank(self, rank: int) -> RankBreakdown:
+        if rank not in self.ranks:
+            raise BertscopeError(f"no rank {rank} in this trace; ranks: "
+                                 f"{', '.join(map(str, sorted(self.ranks)))}")
+        return self.ranks[rank]
+
+
+def analyze_trace(path: str | Path, *, rank: int | None = None,
+                  patterns: str | Path | Sequence[Pattern] | None = None) -> TraceResult:
+    """Read a trace file or a folder of per-rank trace files (one rank, or all).
+
+    `patterns` is a pattern file (or patterns) tried before the built-in table."""
+    extra = load_patterns(patterns) if isinstance(patterns, str | Path) else (patterns or ())
+    classify = Classifier(extra)
+    files = trace_files(path)
+    if rank is not None and len(files) > 1:  # read only that rank's file(s)
+        files = [f for f in files if _peek_rank(f) == rank]
+        if not files:
+            raise BertscopeError(f"{path}: no trace file for rank {rank} (ranks come from "
+                                 f"distributedInfo or a rankN/workerN file name)")
+    ranks: dict[int, RankBreakdown] = {}
+    for i, f in enumerate(files):
+        ev = read_events(f, keep_dims=lambda n: gemm_like(n) or classify(n).is_gemm)
+        r = ev.rank
+        if r is None:
+            r = rank_from_name(f)
+        if r is None:
+            r = i if rank is None else rank
+        if rank is not None and r != rank:
+            raise BertscopeError(f"{f}: this trace is rank {r}, not rank {rank}")
+        if r in ranks:
+            raise BertscopeError(f"{f}: a second trace for rank {r} (first: {ranks[r].path});"
+                                 f" read one file at a time")
+        ranks[r] = break_down(ev, r, classify)
+        del ev
+    ranks = dict(sorted(ranks.items()))
+    result = TraceResult(table=mean_table((b.table for b in ranks.values()), {}), ranks=ranks)
+    result.table.meta = _meta(result, path)
+    unknown = result.unknown()
+    total = float(result.table.df["time_s"].sum())
+    result.table.meta["trace"].update(
+        unknown=_records(unknown), unknown_s=float(unknown["time_s"].sum()),
+        unknown_share=float(unknown["time_s"].sum()) / total if total > 0 else 0.0)
+    return result
+
+
+def _peek_rank(f: Path) -> int | None:
+    r = read_rank(f)
+    return r if r is not None else rank_from_name(f)
+
+
+def read_trace(path: str | Path, *, rank: int | None = None,
+               patterns: str | Path | Sequence[Pattern] | None = None) -> OpTable:
+    """A trace (file or folder of per-rank files) as an op table: one row per distinct
+    (name, layer, sublayer, category, phase), time and count per iteration (mean over
+    ranks); `meta["trace"]` holds the per-rank breakdowns, streams, overlap and unknowns."""
+    return analyze_trace(path, rank=rank, patterns=patterns).table
+
+
+def _records(d: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+            for r in d.to_dict(orient="records")]
+
+
+def _shares(t: OpTable, by: str) -> dict[str, dict[str, float]]:
+    if t.df.empty:
+        return {}
+    s = t.summary(by)
+    return {str(k): {"time_s": float(r["time_s"]), "share": float(r["time_share"]),
+                     "count": int(r["count"])} for k, r in s.iterrows()}
+
+
+def _meta(result: TraceResult, path: str | Path) -> dict[str, Any]:
+    per_rank = {}
+    for r, b in result.ranks.items():
+        per_rank[str(r)] = {
+            "path": str(b.path), "iterations": b.iterations, "time_source": b.time_source,
+            "busy_s": float(b.table.df["time_s"].sum()),
+            "by_category": _shares(b.table, "category"),
+            "by_sublayer": _shares(b.table, "sublayer"),
+            "by_phase": _shares(b.table, "phase"),
+            "top": _records(result.top(10, rank=r)),
+            "devices": _records(b.devices), "streams": _records(b.streams),
+            **b.header,
+        }
+    sources = sorted({b.time_source for b in result.ranks.values()})
+    return {"producer": "trace", "path": str(path), "ranks": sorted(result.ranks),
+            "time_source": ",".join(sources),
+            "trace": {"per_rank": per_rank}}
+
+
+__all__ = ["RankBreakdown", "TraceResult", "analyze_trace", "read_trace"]

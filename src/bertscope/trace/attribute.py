@@ -1,0 +1,255 @@
+"""Torch-free attribution of profiler events to layer, sublayer, category and phase.
+
+The reading half of measured attribution: `bertscope.measure.attribution` holds the torch
+hooks that name the scopes and imports this module, so the profiler and the trace reader
+attribute events with the same code, and the trace reader runs without torch.
+
+The `Attributor` works on any objects that look like torch's `FunctionEvent`: `name`,
+`cpu_children` (time order), `sequence_nr`, `input_shapes`, `cpu_time_total`,
+`device_time_total` (us) and `flops`; the trace reader builds such nodes from trace JSON.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bertscope.optable import Op
+from bertscope.taxonomy import Category, Classifier, Phase, Sublayer
+
+SCOPE = "bertscope::"
+PHASE = "bertscope.phase::"
+ITER = "bertscope.iter::"
+ATTN_CORE = "attn_core"
+"""Scope marker for modules that run the whole attention core (Hugging Face's self-attention):
+their ops are split into score / softmax / context by category and order."""
+_EVAL = "autograd::engine::evaluate_function: "
+_LINEAR_BWD = ("AddmmBackward0", "MmBackward0", "LinearBackward0")
+_WEIGHT_GRAD_NODES = ("EmbeddingBackward0", "torch::autograd::AccumulateGrad")
+
+
+# --- reading the capture ------------------------------------------------------------------
+
+_SCOPE_RE = re.compile(rf"^{re.escape(SCOPE)}(-?\d+)::(\w+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    layer: int
+    sublayer: Sublayer
+    core: int | None = None
+    """Id of an attention-core scope whose ops are split by category and order."""
+
+
+_NOWHERE = _Where(-1, Sublayer.OTHER)
+
+
+def _numel(shape: Any) -> int:
+    return math.prod(shape) if isinstance(shape, (list, tuple)) and shape else 0
+
+
+def gemm_shape(name: str, shapes: list[Any]) -> tuple[int, int, int, int]:
+    """(M, N, K, batch) of a GEMM-like ATen op from its recorded input shapes."""
+    s = [x for x in shapes if isinstance(x, list) and x]
+    try:
+        if name.endswith(("::addmm", "::_addmm_activation")):
+            (m, k), (_, n) = s[-2], s[-1]
+            return m, n, k, 1
+        if name.endswith("::mm"):
+            (m, k), (_, n) = s[0], s[1]
+            return m, n, k, 1
+        if name.endswith("::linear"):
+            x, w = s[0], s[1]
+            return math.prod(x[:-1]), w[0], w[1], 1
+        if name.endswith(("::bmm", "::baddbmm")):
+            a, b = s[-2], s[-1]
+            return a[-2], b[-1], a[-1], a[0]
+        if name.endswith("::matmul"):
+            a, b = s[0], s[1]
+            if len(a) <= 2 and len(b) <= 2:
+                return (a[0] if len(a) == 2 else 1), b[-1], a[-1], 1
+            return a[-2], b[-1], a[-1], math.prod(a[:-2]) or math.prod(b[:-2])
+    except (IndexError, ValueError, TypeError):
+        pass
+    return 0, 0, 0, 0
+
+
+def _flops(evt: Any) -> float:
+    total = float(getattr(evt, "flops", 0) or 0)
+    return total + sum(_flops(c) for c in evt.cpu_children)
+
+
+def _seqs(evt: Any) -> Iterable[tuple[int, Any]]:
+    seq = getattr(evt, "sequence_nr", -1)
+    if seq is not None and seq >= 0:
+        yield seq, evt
+    for c in evt.cpu_children:
+        yield from _seqs(c)
+
+
+@dataclass
+class Attributor:
+    """Turns profiler events, walked in time order, into op-table rows accumulated over the
+    measured iterations."""
+
+    classify: Classifier
+    use_device_time: bool = False
+    rows: dict[tuple[Any, ...], list[float]] = field(default_factory=dict)
+    _seq: dict[int, tuple[_Where, Any]] = field(default_factory=dict)
+    _core_gemms: dict[int, int] = field(default_factory=dict)
+    _last: _Where = _NOWHERE
+
+    def time_us(self, evt: Any) -> float:
+        """Inclusive time of an event: kernel time on a device, else CPU time (us)."""
+        return float(evt.device_time_total if self.use_device_time else evt.cpu_time_total)
+
+    def walk(self, evt: Any, phase: Phase = Phase.FORWARD, where: _Where | None = None) -> float:
+        """Emit rows for `evt` and below; returns the time emitted (us)."""
+        name = evt.name
+        if name.startswith(PHASE):
+            ph = Phase(name[len(PHASE):])
+            return sum(self.walk(c, ph, None) for c in evt.cpu_children)
+        m = _SCOPE_RE.match(name)
+        if m:
+            layer, tag = int(m.group(1)), m.group(2)
+            inner = (_Where(layer, Sublayer.ATTN_SCORE, core=id(evt)) if tag == ATTN_CORE
+                     else _Where(layer, Sublayer(tag)))
+            ph = Phase.RECOMPUTE if phase.is_backward or phase is Phase.RECOMPUTE else phase
+            return sum(self.walk(c, ph, inner) for c in evt.cpu_children)
+        if name.startswith(_EVAL):
+            return self._backward_node(evt)
+        if name.startswith("Optimizer."):
+            return sum(self.walk(c, Phase.OPTIMIZER, where) for c in evt.cpu_children)
+        if name.startswith(ITER):
+            return sum(self.walk(c, phase, where) for c in evt.cpu_children)
+        return self._add(evt, phase, where or _NOWHERE)[1]
+
+    def _backward_node(self, evt: Any) -> float:
+        node = evt.name[len(_EVAL):]
+        hit = self._seq.get(evt.sequence_nr)
+        # nodes without a forward op (AccumulateGrad of a parameter) run right after the node
+        # that produced the parameter's gradient: they inherit its place
+        where, fwd = hit if hit is not None else (self._last, None)
+        self._last = where
+        fwd_shape = _fwd_shape(fwd) if fwd is not None else None
+        gemms = 0
+        emitted: list[tuple[tuple[Any, ...], float]] = []
+        children = []
+        for c in evt.cpu_children:
+            children += c.cpu_children if c.name == node else [c]
+        total = 0.0
+        recomputed = False
+        for c in children:
+            if c.name.startswith(SCOPE) or c.name.startswith(_EVAL):
+                # checkpointing: unpacking a saved tensor reran the forward inside this node
+                recomputed |= c.name.startswith(SCOPE)
+                total += self.walk(c, Phase.BACKWARD, None)
+                continue
+            phase = _backward_phase(node, c.name, c, fwd_shape, self.classify, gemms)
+            gemms += self.classify(c.name).is_gemm
+            key, t = self._add(c, phase, where)
+            emitted.append((key, t))
+            total += t
+        rest = self.time_us(evt) - total
+        if rest <= 0 or recomputed:  # a recompute's Python gaps stay framework time
+            return total
+        if emitted:  # the node's own dispatch overhead goes to its largest op
+            self.rows[max(emitted, key=lambda kt: kt[1])[0]][2] += rest
+        else:  # a node that ran no ATen op of its own
+            key = (node, where.layer, where.sublayer, Category.OTHER, Phase.BACKWARD,
+                   0, 0, 0, 0, 0)
+            self._accumulate(key, 0.0, rest)
+        return total + rest
+
+    def _add(self, evt: Any, phase: Phase, where: _Where) -> tuple[tuple[Any, ...], float]:
+        name = evt.name
+        cat = self.classify(name)
+        shapes = list(getattr(evt, "input_shapes", None) or [])
+        m = n = k = b = 0
+        if cat.is_gemm:
+            m, n, k, b = gemm_shape(name, shapes)
+            if b == 1 and cat is Category.BATCHED_GEMM:
+                cat = Category.GEMM
+        elements = 0 if cat.is_gemm else _numel(shapes[0] if shapes else None)
+        sub = self._sublayer(where, cat)
+        if phase is Phase.OPTIMIZER:
+            sub = Sublayer.OPTIMIZER
+            if cat is Category.ELEMENTWISE:
+                cat = Category.OPTIMIZER
+        elif sub is Sublayer.OTHER and cat is Category.LOSS:
+            sub = Sublayer.LOSS
+        if phase in (Phase.FORWARD, Phase.RECOMPUTE):  # backward nodes will look these up
+            for seq, e in _seqs(evt):
+                self._seq[seq] = (_Where(where.layer, sub), e)
+        key = (name, where.layer, sub, cat, phase, m, n, k, b, elements)
+        t = self.time_us(evt)
+        self._accumulate(key, _flops(evt), t)
+        return key, t
+
+    def _sublayer(self, where: _Where, cat: Category) -> Sublayer:
+        """The row's sublayer; an attention-core scope is split into score (first GEMM and
+        the scaling/masking before softmax), softmax (+ dropout) and context (second GEMM)."""
+        if where.core is None:
+            return where.sublayer
+        if cat in (Category.SOFTMAX, Category.DROPOUT):
+            return Sublayer.ATTN_SOFTMAX
+        nth = self._core_gemms.get(where.core, 0)
+        if cat.is_gemm:
+            self._core_gemms[where.core] = nth + 1
+            return Sublayer.ATTN_SCORE if nth == 0 else Sublayer.ATTN_CONTEXT
+        return Sublayer.ATTN_SCORE if nth <= 1 else Sublayer.ATTN_CONTEXT
+
+    def _accumulate(self, key: tuple[Any, ...], flops: float, t: float) -> None:
+        acc = self.rows.setdefault(key, [0.0, 0.0, 0.0])
+        acc[0] += 1
+        acc[1] += flops
+        acc[2] += t
+
+    def ops(self, iterations: int) -> list[Op]:
+        """Rows averaged per iteration: count, FLOPs and time per training iteration."""
+        out = []
+        for (name, layer, sub, cat, phase, m, n, k, b, el), (cnt, fl, t) in self.rows.items():
+            out.append(Op(name, layer, sub, cat, phase, m=m, n=n, k=k, batch=b, elements=el,
+                          count=max(1, round(cnt / iterations)), flops=fl / iterations,
+                          time_s=t * 1e-6 / iterations))
+        return out
+
+
+def _fwd_shape(fwd_evt: Any) -> tuple[int, int, int] | None:
+    """(rows T, in features K, out features N) of the forward GEMM behind a Linear node."""
+    m, n, k, _ = gemm_shape(fwd_evt.name, list(getattr(fwd_evt, "input_shapes", None) or []))
+    return (m, k, n) if m else None
+
+
+def _backward_phase(node: str, op: str, evt: Any, fwd: tuple[int, int, int] | None,
+                    classify: Classifier, nth_gemm: int) -> Phase:
+    """Data- or weight-gradient phase of one op inside backward node `node`.
+
+    In a Linear node (forward X[T, K] @ W^T[K, N]) the data gradient is dY[T, N] @ W[N, K]
+    and the weight gradient X^T[K, T] @ dY[T, N] (or dY^T[N, T] @ X[T, K], the layout
+    autograd picks for a transposed weight); when the shapes cannot tell them apart,
+    autograd's order does (derivatives.yaml computes mat1's gradient first)."""
+    if node in _WEIGHT_GRAD_NODES or op in _WEIGHT_GRAD_NODES:
+        return Phase.BACKWARD_WEIGHT
+    if node in _LINEAR_BWD:
+        cat = classify(op)
+        if cat is Category.REDUCTION:
+            return Phase.BACKWARD_WEIGHT  # the bias gradient
+        if cat.is_gemm:
+            m, n, k, _ = gemm_shape(op, list(getattr(evt, "input_shapes", None) or []))
+            if fwd is not None:
+                t, k_in, n_out = fwd
+                dgrad = (m, k, n) == (t, n_out, k_in)
+                wgrad = k == t and {m, n} == {k_in, n_out}  # dW or dW^T, as autograd picks
+                if dgrad != wgrad:
+                    return Phase.BACKWARD_WEIGHT if wgrad else Phase.BACKWARD_DATA
+            return Phase.BACKWARD_DATA if nth_gemm == 0 else Phase.BACKWARD_WEIGHT
+    if node.startswith("NativeLayerNormBackward"):
+        return Phase.BACKWARD  # one kernel computes data and weight gradients
+    return Phase.BACKWARD_DATA
+
+
+__all__ = ["ATTN_CORE", "ITER", "PHASE", "SCOPE", "Attributor", "gemm_shape"]

@@ -1,0 +1,462 @@
+"""From a trace's event columns to op-table rows and the per-rank device timeline analysis.
+
+1. **CPU event trees.** CPU ops, annotations and runtime calls are nested per thread by time
+   (as torch builds `FunctionEvent.cpu_children`); each subtree is a contiguous range of the
+   sorted order, so a placement given to an op reaches everything under it by one slice.
+2. **Attribution.** The same `Attributor` as `bertscope profile` walks the trees: module
+   scopes (`bertscope::<layer>::<sublayer>`), phases, backward nodes by sequence number and
+   the data/weight-gradient split. Trees are built one root at a time, so memory holds one
+   iteration's tree, not the trace's. Without bertscope scopes, other annotations
+   (ProfilerStep#N, a user's record_function) are transparent and ops get layer -1.
+3. **Rows.** A trace with device activity gives one row per kernel (memcpy, memset) name
+   and place: the kernel's category comes from its own name (the pattern table); its
+   layer, sublayer and phase from the CPU op that launched it (correlation id, or the
+   `ac2g` flow). A CPU-only trace gives the CPU ops' rows, exactly as the profile does.
+4. **Timeline.** Per device and stream: busy time (union of kernel intervals), idle time
+   within the device's active window, and compute/communication overlap.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bertscope.optable import Op, OpTable
+from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Sublayer
+from bertscope.trace.attribute import ITER, PHASE, SCOPE, Attributor
+from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
+
+_STEP = "ProfilerStep#"
+_OPTIMIZER = "Optimizer."
+
+GENERIC = frozenset({Category.ELEMENTWISE, Category.DATA_MOVEMENT, Category.REDUCTION})
+"""Kernel categories of general-purpose kernels (an elementwise, copy, index or reduce kernel)
+that many ops launch: such a kernel takes its launching op's category when that is one of
+`SPECIFIC` (the copy inside an embedding, the reduction inside a loss)."""
+SPECIFIC = frozenset({Category.EMBEDDING, Category.DROPOUT, Category.LOSS, Category.SOFTMAX,
+                      Category.LAYERNORM, Category.ACTIVATION, Category.OPTIMIZER})
+
+
+class _Node:
+    """A CPU event shaped like torch's FunctionEvent, for the `Attributor`."""
+
+    __slots__ = ("cpu_children", "cpu_time_total", "device_time_total", "flops", "hi",
+                 "input_shapes", "kind", "lo", "name", "sequence_nr")
+
+    def __init__(self, name: str, kind: int, dur: float, seq: int, shapes: list[Any],
+                 lo: int, hi: int) -> None:
+        self.name = name
+        self.kind = kind
+        self.cpu_time_total = dur
+        self.device_time_total = 0.0
+        self.flops = 0
+        self.sequence_nr = seq
+        self.input_shapes = shapes
+        self.cpu_children: list[_Node] = []
+        self.lo, self.hi = lo, hi
+
+
+class _Placer(Attributor):
+    """The profile's `Attributor`, also recording where each op it emits sits, so the
+    kernels an op launched inherit its layer, sublayer and phase."""
+
+    def __init__(self, classify: Classifier, n: int) -> None:
+        super().__init__(classify)
+        self.place = np.full(n, -1, dtype=np.int32)
+        """Per sorted CPU position: index into `keys` of the row that claimed it."""
+        self.key_ids: dict[tuple[Any, ...], int] = {}
+
+    def _add(self, evt: Any, phase: Phase, where: Any) -> tuple[tuple[Any, ...], float]:
+        key, t = super()._add(evt, phase, where)
+        kid = self.key_ids.setdefault(key, len(self.key_ids))
+        self.place[evt.lo:evt.hi] = kid
+        return key, t
+
+    def new_iteration(self) -> None:
+        """Forget the previous iteration's forward ops (bounded memory on long traces)."""
+        self._seq.clear()
+
+    def end_tree(self) -> None:
+        """Forget per-tree state keyed by node identity (ids are reused once freed)."""
+        self._core_gemms.clear()
+
+
+@dataclass
+class _Trees:
+    """CPU events of one trace sorted per thread and nested: position p is event order[p]."""
+
+    order: np.ndarray
+    parent: np.ndarray
+    """Position of each position's parent, -1 for roots (int32)."""
+    hi: np.ndarray
+    """One past the last descendant of each position (int32)."""
+    start: np.ndarray
+    end: np.ndarray
+    thread: np.ndarray
+
+
+_BLOCK = 1 << 16
+"""Positions nested per Python pass (bounds the temporary lists)."""
+
+
+def _trees(ev: Events) -> _Trees:
+    cpu = np.flatnonzero(np.isin(ev.kind, np.array(CPU_KINDS, dtype=np.uint8)))
+    thread = ev.pid[cpu].astype(np.int64) * (len(ev.ids) + 1) + ev.tid[cpu]
+    ts, end = ev.ts[cpu], ev.end[cpu]
+    o = np.lexsort((-end, ts, thread))
+    order, thread, ts, end = cpu[o], thread[o], ts[o], end[o]
+    n = len(order)
+    parent = np.full(n, -1, dtype=np.int32)
+    hi = np.full(n, n, dtype=np.int32)
+    stack: list[tuple[int, int, float]] = []  # (position, thread, end) of open events
+    for a in range(0, n, _BLOCK):
+        b = min(a + _BLOCK, n)
+        par = [-1] * (b - a)
+        for p, t, s, e in zip(range(a, b), thread[a:b].tolist(), ts[a:b].tolist(),
+                              end[a:b].tolist(), strict=True):
+            while stack:
+                q, tq, eq = stack[-1]
+                # torch's rule: an event is a child of the innermost open event it fits in
+                if tq != t or s >= eq or e > eq:
+                    hi[q] = p
+                    stack.pop()
+                else:
+                    par[p - a] = q
+                    break
+            stack.append((p, t, e))
+        parent[a:b] = par
+    return _Trees(order=order, parent=parent, hi=hi, start=ts, end=end, thread=thread)
+
+
+def _build(ev: Events, tr: _Trees, root: int) -> _Node:
+    """Node objects for the subtree at position `root`, children in time order."""
+    hi = int(tr.hi[root])
+    idx = tr.order[root:hi]
+    names = ev.names
+    nodes: list[_Node] = []
+    for off, (i, nid, kind, dur, seq, numel, h, par) in enumerate(zip(
+            idx.tolist(), ev.name[idx].tolist(), ev.kind[idx].tolist(), ev.dur[idx].tolist(),
+            ev.seq[idx].tolist(), ev.numel[idx].tolist(), tr.hi[root:hi].tolist(),
+            tr.parent[root:hi].tolist(), strict=True)):
+        dims = ev.dims.get(i)
+        if dims is None:
+            dims = [[numel]] if numel else []
+        node = _Node(names[nid], kind, dur, seq, dims, root + off, h)
+        nodes.append(node)
+        if off:
+            nodes[par - root].cpu_children.append(node)
+    return nodes[0]
+
+
+@dataclass
+class _Walk:
+    placer: _Placer
+    trees: _Trees
+    iterations: int
+    scoped: bool
+    """True when the trace has bertscope iteration scopes (a `bertscope profile` trace)."""
+
+
+def _walk(ev: Events, classify: Classifier) -> _Walk:
+    tr = _trees(ev)
+    names = ev.names
+    roots = np.flatnonzero(tr.parent == -1)
+    roots = roots[np.argsort(tr.start[roots], kind="stable")]
+    root_names = [names[i] for i in ev.name[tr.order[roots]].tolist()]
+    placer = _Placer(classify, len(tr.order))
+    iters = [(int(p), n) for p, n in zip(roots.tolist(), root_names, strict=True)
+             if n.startswith(ITER)]
+    if iters:  # a bertscope profile: walk its iterations, as the profile does
+        iter_roots = {p for p, _ in iters}
+        windows = sorted((float(tr.start[p]), float(tr.end[p])) for p in iter_roots)
+        threads = {int(tr.thread[p]) for p in iter_roots}
+        starts = [w[0] for w in windows]
+        for p in roots.tolist():
+            if p in iter_roots:
+                placer.new_iteration()
+            elif int(tr.thread[p]) in threads:
+                continue  # outside the measured iterations (the profile skips these too)
+            else:  # another thread (CUDA's autograd thread): inside an iteration's window?
+                k = bisect.bisect_right(starts, float(tr.start[p])) - 1
+                if k < 0 or float(tr.start[p]) >= windows[k][1]:
+                    continue
+            placer.walk(_build(ev, tr, p))
+            placer.end_tree()
+        return _Walk(placer, tr, len(iters), True)
+    steps = 0
+    for p in roots.tolist():
+        steps += _walk_generic(ev, tr, placer, _build(ev, tr, p))
+        placer.end_tree()
+    return _Walk(placer, tr, max(steps, 1), False)
+
+
+def _walk_generic(ev: Events, tr: _Trees, placer: _Placer, node: _Node) -> int:
+    """Walk a root of a trace without bertscope iterations; annotations that are not
+    bertscope's or the optimizer's are transparent. Returns ProfilerStep#N annotations seen."""
+    name = node.name
+    if node.kind == Kind.ANNOTATION and not name.startswith((SCOPE, PHASE, _OPTIMIZER)):
+        step = name.startswith(_STEP)
+        if step:
+            placer.new_iteration()
+        return step + sum(_walk_generic(ev, tr, placer, c) for c in node.cpu_children)
+    placer.walk(node)
+    return 0
+
+
+# --- rows -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    layer: int
+    sublayer: Sublayer
+    category: Category
+    phase: Phase
+
+
+_NOWHERE = _Place(-1, Sublayer.OTHER, Category.OTHER, Phase.FORWARD)
+
+
+def kernel_place(category: Category | None, launcher: _Place | None, *,
+                 memory_op: bool = False) -> _Place:
+    """Layer, sublayer, category and phase of a device event from its own category (None
+    when no pattern matched its name) and the place of the CPU op that launched it.
+    Memcpy and memset (`memory_op`) stay data movement wherever they run."""
+    at = launcher or _NOWHERE
+    cat = category if category is not None else at.category
+    if category is not None and launcher is not None and not memory_op:
+        if category in GENERIC and at.category in SPECIFIC:
+            cat = at.category
+        elif category is Category.GEMM and at.category is Category.BATCHED_GEMM:
+            cat = Category.BATCHED_GEMM  # cuBLAS runs bmm with the same kernels as mm
+    layer, sub, phase = at.layer, at.sublayer, at.phase
+    if phase is Phase.OPTIMIZER and cat is Category.ELEMENTWISE:
+        cat = Category.OPTIMIZER
+    if cat is Category.COMMUNICATION:
+        layer, sub, phase = -1, Sublayer.OTHER, Phase.COMMUNICATION
+    elif sub is Sublayer.OTHER and cat is Category.LOSS:
+        sub = Sublayer.LOSS
+    return _Place(layer, sub, cat, phase)
+
+
+class Matcher:
+    """The first pattern matching a name (None when none does), cached per name."""
+
+    def __init__(self, classify: Classifier) -> None:
+        self.patterns: tuple[Pattern, ...] = tuple(classify.patterns)
+        self._cache: dict[str, Pattern | None] = {}
+
+    def __call__(self, name: str) -> Pattern | None:
+        """The pattern that decides `name`'s category."""
+        if name in self._cache:
+            return self._cache[name]
+        hit = next((p for p in self.patterns if p.regex.search(name)), None)
+        self._cache[name] = hit
+        return hit
+
+
+def _device_rows(ev: Events, w: _Walk, match: Matcher) -> tuple[list[Op], set[str]]:
+    """One row per device-event name and place; also the names no pattern matched."""
+    dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
+    launcher = _launchers(ev, w.trees, dev)
+    place = w.placer.place
+    kid = (np.where(launcher >= 0, place[np.maximum(launcher, 0)], -1) if len(place)
+           else np.full(len(dev), -1))
+    keys = list(w.placer.key_ids)
+    pair = ev.name[dev].astype(np.int64) * (len(keys) + 1) + (kid + 1)
+    uniq, first, inv = np.unique(pair, return_index=True, return_inverse=True)
+    time_us = np.bincount(inv, weights=ev.dur[dev], minlength=len(uniq))
+    count = np.bincount(inv, minlength=len(uniq))
+    memory_op = (ev.kind[dev[first]] != Kind.KERNEL).tolist()
+    rows: dict[tuple[Any, ...], list[float]] = {}
+    unknown: set[str] = set()
+    for u, t, c, mem in zip(uniq.tolist(), time_us.tolist(), count.tolist(), memory_op,
+                            strict=True):
+        name = ev.names[u // (len(keys) + 1)]
+        k = u % (len(keys) + 1) - 1
+        hit = match(name)
+        if hit is None:
+            unknown.add(name)
+        at = None
+        if k >= 0:
+            _n, layer, sub, cat, phase, *_ = keys[k]
+            at = _Place(layer, sub, cat, phase)
+        pl = kernel_place(hit.category if hit else None, at, memory_op=mem)
+        acc = rows.setdefault((name, pl.layer, pl.sublayer, pl.category, pl.phase), [0, 0.0])
+        acc[0] += c
+        acc[1] += t
+    its = w.iterations
+    ops = [Op(name, layer, sub, cat, phase, count=max(1, round(c / its)),
+              time_s=t * 1e-6 / its)
+           for (name, layer, sub, cat, phase), (c, t) in rows.items()]
+    return ops, unknown
+
+
+def _launchers(ev: Events, tr: _Trees, dev: np.ndarray) -> np.ndarray:
+    """Sorted CPU position of the runtime call that launched each device event (-1: none)."""
+    corr = ev.corr[dev].copy()
+    rt = np.flatnonzero(ev.kind == Kind.RUNTIME)
+    rt_corr = ev.corr[rt].copy()
+    s_ts, s_id, f_ts, f_id = ev.flows
+    if len(f_ts) and (corr < 0).any():  # no correlation arg: the ac2g flow links them
+        by_ts = dict(zip(f_ts.tolist(), f_id.tolist(), strict=True))
+        for j in np.flatnonzero(corr < 0).tolist():
+            corr[j] = by_ts.get(float(ev.ts[dev[j]]), -1)
+    if len(s_ts) and (rt_corr < 0).any():
+        by_ts = dict(zip(s_ts.tolist(), s_id.tolist(), strict=True))
+        for j in np.flatnonzero(rt_corr < 0).tolist():
+            rt_corr[j] = by_ts.get(float(ev.ts[rt[j]]), -1)
+    pos_of = np.full(len(ev), -1, dtype=np.int64)
+    pos_of[tr.order] = np.arange(len(tr.order))
+    ok = rt_corr >= 0
+    rt, rt_corr = rt[ok], rt_corr[ok]
+    srt = np.argsort(rt_corr, kind="stable")
+    rt, rt_corr = rt[srt], rt_corr[srt]
+    out = np.full(len(dev), -1, dtype=np.int64)
+    if not len(rt):
+        return out
+    j = np.clip(np.searchsorted(rt_corr, corr), 0, len(rt) - 1)
+    hit = (corr >= 0) & (rt_corr[j] == corr)
+    out[hit] = pos_of[rt[j[hit]]]
+    return out
+
+
+# --- timeline ---------------------------------------------------------------------------------
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into disjoint sorted ones (starts, ends)."""
+    if not len(starts):
+        return starts, ends
+    o = np.argsort(starts, kind="stable")
+    s, e = starts[o], np.maximum.accumulate(ends[o])
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > e[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], e[last]
+
+
+def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """Total length covered by both of two disjoint interval sets."""
+    if not len(a[0]) or not len(b[0]):
+        return 0.0
+    x = np.concatenate([a[0], a[1], b[0], b[1]])
+    da = np.concatenate([np.ones(len(a[0])), -np.ones(len(a[1])), np.zeros(2 * len(b[0]))])
+    db = np.concatenate([np.zeros(2 * len(a[0])), np.ones(len(b[0])), -np.ones(len(b[1]))])
+    o = np.lexsort((da + db, x))  # at equal positions, ends (-1) before starts (+1)
+    x, ca, cb = x[o], np.cumsum(da[o]), np.cumsum(db[o])
+    both = (ca[:-1] > 0) & (cb[:-1] > 0)
+    return float(np.sum(np.diff(x)[both]))
+
+
+def _length(iv: tuple[np.ndarray, np.ndarray]) -> float:
+    return float(np.sum(iv[1] - iv[0]))
+
+
+def timeline(ev: Events, comm_names: set[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per device and per stream: active window, busy and idle time (seconds over the whole
+    capture), and per device the compute/communication overlap. `comm_names` are the name
+    indices of communication kernels."""
+    dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
+    devices, streams = [], []
+    if not len(dev):
+        return pd.DataFrame(), pd.DataFrame()
+    ts, end = ev.ts[dev], ev.end[dev]
+    is_comm = np.isin(ev.name[dev], np.fromiter(comm_names, dtype=np.int64, count=len(comm_names)))
+    is_kernel = ev.kind[dev] == Kind.KERNEL
+    for d in np.unique(ev.pid[dev]).tolist():
+        on = ev.pid[dev] == d
+        lo, hi = float(ts[on].min()), float(end[on].max())
+        window = hi - lo
+        busy = union(ts[on], end[on])
+        comm = union(ts[on & is_comm], end[on & is_comm])
+        comp = union(ts[on & ~is_comm & is_kernel], end[on & ~is_comm & is_kernel])
+        both = overlap(comp, comm)
+        devices.append({
+            "device": str(ev.ids[d]), "window_s": window * 1e-6, "busy_s": _length(busy) * 1e-6,
+            "idle_s": (window - _length(busy)) * 1e-6, "compute_s": _length(comp) * 1e-6,
+            "comm_s": _length(comm) * 1e-6, "overlap_s": both * 1e-6,
+            "exposed_comm_s": (_length(comm) - both) * 1e-6,
+            "streams": len(np.unique(ev.tid[dev][on])), "events": int(on.sum())})
+        for s in np.unique(ev.tid[dev][on]).tolist():
+            sel = on & (ev.tid[dev] == s)
+            b = _length(union(ts[sel], end[sel]))
+            streams.append({"device": str(ev.ids[d]), "stream": str(ev.ids[s]),
+                            "busy_s": b * 1e-6, "idle_s": (window - b) * 1e-6,
+                            "busy_share": b / window if window > 0 else 0.0,
+                            "events": int(sel.sum())})
+    return pd.DataFrame(devices), pd.DataFrame(streams)
+
+
+# --- one rank ---------------------------------------------------------------------------------
+
+@dataclass
+class RankBreakdown:
+    """What one rank's trace file says: its op table (per iteration), device timeline and
+    the names the pattern table did not know."""
+
+    rank: int
+    path: Path
+    table: OpTable
+    iterations: int
+    time_source: str
+    """"device" (kernel, memcpy and memset time) or "cpu" (CPU op time: no device events)."""
+    devices: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per device: window_s, busy_s, idle_s, compute_s, comm_s, overlap_s, exposed_comm_s."""
+    streams: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per device and stream: busy_s, idle_s, busy_share, events."""
+    unknown: frozenset[str] = frozenset()
+    """Names that no pattern matched (their rows' categories come from the launching op)."""
+    header: dict[str, Any] = field(default_factory=dict)
+
+
+def break_down(ev: Events, rank: int, classify: Classifier) -> RankBreakdown:
+    """Attribute and break down one rank's events."""
+    w = _walk(ev, classify)
+    match = Matcher(classify)
+    has_device = bool(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)).any())
+    if has_device:
+        ops, unknown = _device_rows(ev, w, match)
+        comm = {i for i, n in enumerate(ev.names)
+                if (hit := match(n)) is not None and hit.category is Category.COMMUNICATION}
+        devices, streams = timeline(ev, comm)
+    else:
+        ops = w.placer.ops(w.iterations)
+        unknown = {o.name for o in ops if match(o.name) is None}
+        devices, streams = pd.DataFrame(), pd.DataFrame()
+    table = OpTable.from_ops(ops, {"producer": "trace", "rank": rank, "path": str(ev.path),
+                                   "iterations": w.iterations,
+                                   "time_source": "device" if has_device else "cpu",
+                                   "bertscope_scopes": w.scoped})
+    return RankBreakdown(rank=rank, path=ev.path, table=table, iterations=w.iterations,
+                         time_source="device" if has_device else "cpu", devices=devices,
+                         streams=streams, unknown=frozenset(unknown),
+                         header={k: v for k, v in ev.header.items()
+                                 if k in ("schemaVersion", "distributedInfo", "traceName")})
+
+
+def mean_table(parts: Iterable[OpTable], meta: dict[str, Any]) -> OpTable:
+    """Rows averaged over ranks: each rank's per-iteration rows summed, divided by ranks."""
+    frames = [t.df for t in parts]
+    if not frames:
+        return OpTable.from_ops([], meta)
+    keys = ["name", "layer", "sublayer", "category", "phase", "m", "n", "k", "batch",
+            "elements"]
+    d = pd.concat(frames, ignore_index=True)
+    g = d.groupby(keys, sort=False, observed=True)[["count", "flops", "time_s"]].sum()
+    g = g.reset_index()
+    ops = [Op(r.name, int(r.layer), Sublayer(r.sublayer), Category(r.category), Phase(r.phase),
+              m=int(r.m), n=int(r.n), k=int(r.k), batch=int(r.batch), elements=int(r.elements),
+              count=max(1, round(r.count / len(frames))), flops=r.flops / len(frames),
+              time_s=r.time_s / len(frames))
+           for r in g.itertuples(index=False)]
+    return OpTable.from_ops(ops, meta)
+
+
+__all__ = ["GENERIC", "SPECIFIC", "Matcher", "RankBreakdown", "break_down", "kernel_place",
+           "mean_table", "overlap", "timeline", "union"]

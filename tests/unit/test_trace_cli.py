@@ -1,0 +1,98 @@
+"""`bertscope trace`: formats, output files, rank selection and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bertscope import cli_trace
+from bertscope.errors import BertscopeError
+
+DATA = Path(__file__).parents[1] / "data" / "traces"
+CUDA = str(DATA / "cuda_bert_train.json.gz")
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _root() -> None:
+        """bertscope"""
+
+    cli_trace.register(app)
+    return app
+
+
+def run(*args: str) -> str:
+    r = CliRunner().invoke(_app(), ["trace", *args], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def test_table_output() -> None:
+    out = run(CUDA, "--top", "3")
+    for needle in ("By category", "By sublayer", "By phase", "Devices", "Streams",
+                   "Top 3 names", "communication", "exposed comm"):
+        assert needle in out, needle
+    assert "Names no pattern matched" not in out
+
+
+def test_multirank_table_has_per_rank_columns() -> None:
+    out = run(str(DATA / "multirank"))
+    assert "rank 0 %" in out and "rank 1 %" in out
+
+
+def test_csv_and_json(tmp_path: Path) -> None:
+    out = run(CUDA, "--format", "csv")
+    lines = out.splitlines()
+    assert lines[0].startswith("name,layer,sublayer,category,phase")
+    run(CUDA, "--output", str(tmp_path / "t.json"))  # format from the suffix
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert doc["meta"]["trace"]["unknown_s"] == 0.0
+    assert {r["category"] for r in doc["rows"]} >= {"gemm", "communication", "optimizer"}
+    run(CUDA, "--output", str(tmp_path / "t.csv"))
+    df = pd.read_csv(tmp_path / "t.csv")
+    assert len(df) == len(doc["rows"])
+    run(CUDA, "--output", str(tmp_path / "t.txt"))
+    assert "By category" in (tmp_path / "t.txt").read_text()
+
+
+def test_rank_and_patterns(tmp_path: Path) -> None:
+    pats = tmp_path / "p.toml"
+    pats.write_text("[[pattern]]\nregex = '^ampere_sgemm'\ncategory = 'other'\n")
+    doc = json.loads(run(str(DATA / "multirank"), "--rank", "1", "--format", "json",
+                         "--patterns", str(pats)))
+    assert doc["meta"]["ranks"] == [1]
+    sgemm = [r for r in doc["rows"] if r["name"].startswith("ampere_sgemm")]
+    assert sgemm and {r["category"] for r in sgemm} == {"other"}
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["/nonexistent/t.json"], "no such trace file or folder"),
+    ([CUDA, "--rank", "4"], "rank 0, not rank 4"),
+    ([CUDA, "--top", "-1"], "--top must be"),
+    ([CUDA, "--output", "/nonexistent/dir/x.csv"], "does not exist"),
+    ([CUDA, "--patterns", "/nonexistent/p.toml"], "cannot read pattern file"),
+])
+def test_errors(args: list[str], needle: str) -> None:
+    with pytest.raises(BertscopeError, match=needle):
+        CliRunner().invoke(_app(), ["trace", *args], catch_exceptions=False)
+
+
+def test_wired_into_the_bertscope_command(capsys: pytest.CaptureFixture[str],
+                                          tmp_path: Path) -> None:
+    from bertscope import cli
+
+    if "trace" not in {c.name for c in cli.app.registered_commands}:
+        pytest.skip("bertscope.cli does not register the trace command yet")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [')
+    assert cli.main(["trace", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bertscope: error: ") and "truncated" in err
+    assert err.count("\n") == 1
