@@ -45,9 +45,9 @@ def calibrate_cmd(
     op tables); `bertscope predict --device FILE` then uses the profile."""
     _need_torch()
     _check_folder(output)
-    from bertscope.perf.validate import calibrate_local
+    from bertscope.perf.validate import calibrate_local, load_result
 
-    results = [_load_result(p) for p in from_results or []]
+    results = [load_result(p) for p in from_results or []]
     out = _console()
     profile, report = calibrate_local(device, results, quick=quick,
                                       log=lambda s: out.print(f"[dim]{s}[/]"))
@@ -70,27 +70,6 @@ def calibrate_cmd(
     out.print(f"wrote {output}")
 
 
-def _load_result(path: Path) -> Any:
-    """A saved `bertscope profile` JSON result as (table, analytic) for fitting."""
-    from types import SimpleNamespace
-
-    from bertscope.analytic import build
-    from bertscope.config import ModelConfig, RunConfig
-    from bertscope.optable import Op, OpTable
-
-    try:
-        doc = json.loads(path.read_text())
-        meta = doc["meta"]
-        m = ModelConfig(**meta["model"])
-        run = RunConfig(**meta["run"])
-        rows = [Op(**{k: r[k] for k in Op._fields}) for r in doc["rows"]]
-    except FileNotFoundError:
-        raise BertscopeError(f"{path}: no such file") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise BertscopeError(f"{path}: not a bertscope profile result ({e})") from None
-    return SimpleNamespace(table=OpTable.from_ops(rows, meta), analytic=build(m, run), meta=meta)
-
-
 def validate_cmd(
     calibrate: Annotated[str, typer.Option(
         help="Configs to calibrate on, MODEL:BATCH:SEQ[,...].")] = (
@@ -99,19 +78,24 @@ def validate_cmd(
         "--validate", help="Held-out configs to predict and compare, MODEL:BATCH:SEQ[,...].")
     ] = "bert-base:2:128,bert-base:4:64,bert-medium:8:64,bert-small:4:256",
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
-    iters: Annotated[int, typer.Option(help="Measured iterations per config.")] = 2,
+    iters: Annotated[int, typer.Option(help="Measured iterations per config.")] = 3,
     warmup: Annotated[int, typer.Option(help="Warm-up iterations per config.")] = 1,
     output: Annotated[Path | None, typer.Option(help="Write the full report (JSON).")] = None,
+    results_dir: Annotated[Path | None, typer.Option(
+        help="Keep each config's profile result here and reuse those already there.")] = None,
 ) -> None:
     """Profile calibration configs, fit the model, then predict held-out configs and compare:
     per-config error, MAPE, per-category share error, per-op error."""
     _need_torch()
     _check_folder(output)
+    if results_dir is not None and not results_dir.is_dir():
+        raise BertscopeError(f"--results-dir {results_dir}: no such folder; create it first")
     from bertscope.perf.validate import parse_specs, validate
 
     out = _console()
     report = validate(parse_specs(calibrate), parse_specs(check), device=device, iters=iters,
-                      warmup=warmup, log=lambda s: out.print(f"[dim]{s}[/]"))
+                      warmup=warmup, results_dir=results_dir,
+                      log=lambda s: out.print(f"[dim]{s}[/]"))
     print_validation(report, out)
     if output is not None:
         from bertscope.optable import atomic_write

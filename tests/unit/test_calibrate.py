@@ -29,7 +29,7 @@ def test_fit_gemm_recovers_a_known_model() -> None:
         w = 2.0 * m * n * k
         rows.append({"m": m, "n": n, "k": k, "flops": w, "count": 1,
                      "time_s": (w + 1e6) / 5e10})
-    fit = fit_gemm(pd.DataFrame(rows), 1e11, "test")
+    fit = fit_gemm(pd.DataFrame(rows), 1e11, "test", robust=False)
     assert fit.model.max_fraction == pytest.approx(0.5, rel=1e-6)
     assert fit.model.half_saturation_flops == pytest.approx(1e6, rel=1e-6)
     assert fit.model.half_saturation_dim == 0.0
@@ -44,11 +44,24 @@ def test_fit_memory_recovers_per_category_models() -> None:
     for b in (1e5, 1e6, 1e7):
         rows.append({"category": "dropout", "bytes": b, "count": 1, "time_s": b / 1e10 + 2e-6})
         rows.append({"category": "softmax", "bytes": b, "count": 1, "time_s": b / 5e10})
-    model = fit_memory(pd.DataFrame(rows), 1e11, "test")
+    model = fit_memory(pd.DataFrame(rows), 1e11, "test", robust=False)
     mx, b0 = model.per_category["dropout"]
     assert mx == pytest.approx(0.1, rel=1e-6) and b0 == pytest.approx(2e4, rel=1e-6)
     mx, b0 = model.per_category["softmax"]
     assert mx == pytest.approx(0.5, rel=1e-6) and b0 == pytest.approx(0.0, abs=1e-3)
+
+
+def test_robust_fit_ignores_an_outlier_run() -> None:
+    # layernorm at 20 GB/s: t = B / 2e10 for B = 1e6, 2e6, 4e6, 8e6, 1.6e7; one run of the
+    # 4e6 point was 10x slower (a noisy neighbour). Median of t/B = 1/2e10 -> max = 2e10/1e11
+    # = 0.2 exactly; least squares through the outlier would not give 0.2.
+    rows = [{"category": "layernorm", "bytes": b, "count": 1, "time_s": b / 2e10}
+            for b in (1e6, 2e6, 4e6, 8e6, 1.6e7)]
+    rows.append({"category": "layernorm", "bytes": 4e6, "count": 1, "time_s": 10 * 4e6 / 2e10})
+    robust = fit_memory(pd.DataFrame(rows), 1e11, "test").per_category["layernorm"]
+    assert robust == pytest.approx([0.2, 0.0])
+    plain = fit_memory(pd.DataFrame(rows), 1e11, "test", robust=False).per_category["layernorm"]
+    assert abs(plain[0] - 0.2) > 0.01
 
 
 def test_fits_need_enough_points() -> None:

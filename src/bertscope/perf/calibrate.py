@@ -14,12 +14,15 @@ measured layernorm backward computes data and weight gradients in one op), and o
 are joined over all layers. Measured time with no analytic counterpart (views, copies) is
 spread over its key's other categories.
 
-Fits (both closed-form least squares on time, so what takes the most time fits best):
+Fits (closed form):
 
 - GEMM: per launch t = (W + W0) / (P x max) x (D + D0) / D, which is `GemmEfficiency`; for
   each D0 on a grid, t D / (D + D0) = a W + c is linear, so max = 1 / (P a), W0 = c / a.
 - Memory, per category c: per launch t = a_c B + c_c, which is `CategoryBandwidthEfficiency`
   with max_c = 1 / (bandwidth a_c) and B0_c = c_c / a_c (a fixed cost per launch, Little's law).
+- From measured op tables the fits are robust (`robust=True`): a = median of t / W (or t / B)
+  and c = 0, because run-to-run noise there is heavy-tailed; microbenchmarks (clean, repeated
+  medians) use least squares with the fixed-cost term.
 """
 
 from __future__ import annotations
@@ -133,13 +136,19 @@ class CategoryBandwidthEfficiency(_Model):
 
 
 def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """y = a x + c by least squares (absolute, so the points that take the most time weigh
-    the most: the iteration total is what a prediction must get right), a > 0, c >= 0."""
+    """y = a x + c by least squares, a > 0, c >= 0 (clean microbenchmark points)."""
     a_mat = np.stack([x, np.ones_like(x)], axis=1)
     (a, c), *_ = np.linalg.lstsq(a_mat, y, rcond=None)
     if c < 0 or a <= 0:  # refit through the origin: a pure rate
         a, c = float(np.sum(x * y) / np.sum(x * x)), 0.0
     return float(a), float(c)
+
+
+def _rate_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """y = a x with a the median of y / x: robust to the heavy-tailed run-to-run noise of
+    measured op tables (on a shared 2-core VM the same op's time varies several-fold between
+    runs, see bench/results/validate_cpu.txt), where least squares follows the outliers."""
+    return float(np.median(y / x)), 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +160,10 @@ class GemmFit:
     points: int
 
 
-def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str) -> GemmFit:
-    """Fit `GemmEfficiency` to points with columns flops, count (launches), m, n, k, time_s."""
+def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
+             robust: bool = True) -> GemmFit:
+    """Fit `GemmEfficiency` to points with columns flops, count (launches), m, n, k, time_s;
+    `robust` fits a median rate (no size term), else least squares with one."""
     p = points[(points["flops"] > 0) & (points["time_s"] > 0)]
     if len(p) < 3:
         raise BertscopeError(f"GEMM fit needs at least 3 measured GEMMs, got {len(p)}")
@@ -164,7 +175,7 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str) -> GemmFit:
     best: tuple[float, GemmEfficiency] | None = None
     for d0 in (0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0):
         shape = d / (d + d0) if d0 else np.ones_like(d)
-        a, c = _linear_fit(w, t * shape)
+        a, c = (_rate_fit if robust else _linear_fit)(w, t * shape)
         mx = min(1.0, 1.0 / (peak_flops * a))
         model = GemmEfficiency(max_fraction=mx, half_saturation_flops=c / a,
                                half_saturation_dim=d0, source=source)
@@ -178,7 +189,7 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str) -> GemmFit:
 
 
 def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
-               min_points: int = 2) -> CategoryBandwidthEfficiency:
+               min_points: int = 2, *, robust: bool = True) -> CategoryBandwidthEfficiency:
     """Fit per-category bandwidth models to points with columns category, bytes, count,
     time_s (memory-bound time per join key); a pooled fit is the default."""
     p = points[(points["bytes"] > 0) & (points["time_s"] > 0)]
@@ -187,7 +198,8 @@ def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
 
     def fit(sel: pd.DataFrame) -> list[float]:
         cnt = np.maximum(sel["count"].to_numpy(float), 1.0)
-        a, c = _linear_fit(sel["bytes"].to_numpy(float) / cnt, sel["time_s"].to_numpy(float) / cnt)
+        fit_line = _rate_fit if robust else _linear_fit
+        a, c = fit_line(sel["bytes"].to_numpy(float) / cnt, sel["time_s"].to_numpy(float) / cnt)
         return [min(1.0, 1.0 / (bandwidth * a)), c / a]
 
     pooled = fit(p)
@@ -218,7 +230,8 @@ def fit_from_microbench(gemm_points: pd.DataFrame, stream_points: pd.DataFrame,
                         profile: DeviceProfile, source: str) -> DeviceProfile:
     """Fit GEMM and (pooled) bandwidth models from microbenchmark points: GEMM rows with
     m, n, k, flops, count, time_s; streaming rows with bytes, count, time_s."""
-    gemm = fit_gemm(gemm_points, profile.device.peak_flops("fp32"), source).model
+    gemm = fit_gemm(gemm_points, profile.device.peak_flops("fp32"), source,
+                    robust=False).model
     b = stream_points["bytes"].to_numpy(float)
     t = stream_points["time_s"].to_numpy(float)
     a, c = _linear_fit(b, t)

@@ -12,8 +12,10 @@ time (sum of measured rows), each category's share in percentage points, and per
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -155,10 +157,35 @@ def compare(result: Any, profile: DeviceProfile) -> dict[str, Any]:
     }
 
 
+def load_result(path: str | Path) -> Any:
+    """A saved `bertscope profile` JSON result, with its analytic table rebuilt: an object
+    with `table`, `analytic` and `meta`, as `ProfileResult` has."""
+    from types import SimpleNamespace
+
+    from bertscope.analytic import build
+    from bertscope.optable import Op, OpTable
+
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+        meta = doc["meta"]
+        m = ModelConfig(**meta["model"])
+        run = RunConfig(**meta["run"])
+        rows = [Op(**{k: r[k] for k in Op._fields}) for r in doc["rows"]]
+    except FileNotFoundError:
+        raise BertscopeError(f"{p}: no such file") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BertscopeError(f"{p}: not a bertscope profile result ({e})") from None
+    return SimpleNamespace(table=OpTable.from_ops(rows, meta), analytic=build(m, run),
+                           meta=meta)
+
+
 def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: str = "cpu",
-             iters: int = 2, warmup: int = 1, quick: bool = False,
+             iters: int = 3, warmup: int = 1, quick: bool = False,
+             results_dir: str | Path | None = None,
              log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Profile the calibration configs, fit, then profile and predict the held-out ones."""
+    """Profile the calibration configs, fit, then profile and predict the held-out ones.
+    With `results_dir`, each config's result is kept there and reused when present."""
     from bertscope.measure.profile import profile as run_profile
 
     overlap = {str(s) for s in calibrate} & {str(s) for s in check}
@@ -167,9 +194,17 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
                              f"{', '.join(sorted(overlap))}")
 
     def measure(spec: RunSpec) -> Any:
+        saved = (Path(results_dir) / f"{str(spec).replace(':', '-').replace('/', '_')}.json"
+                 if results_dir is not None else None)
+        if saved is not None and saved.is_file():
+            log(f"reusing {saved}")
+            return load_result(saved)
         log(f"profiling {spec}")
         m, run = spec.configs()
-        return run_profile(m, run, iters=iters, warmup=warmup, device=device)
+        result = run_profile(m, run, iters=iters, warmup=warmup, device=device)
+        if saved is not None:
+            result.write_json(saved)
+        return result
 
     fitted = [measure(s) for s in calibrate]
     profile, fits = calibrate_local(device, fitted, quick=quick, log=log)
