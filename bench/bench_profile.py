@@ -5,7 +5,7 @@
 2. Reference model vs Hugging Face BertForPreTraining: training tokens/s at the same
    config, fp32 on CPU (target >= 1.0).
 
-Iterations alternate between the two sides so drifts (thermal, other load) hit both.
+Iterations alternate between the two sides (ABBA) so drifts (thermal, other load) hit both.
 
     .venv/bin/python bench/bench_profile.py --model bert-base --batch 4 --seq 128 --iters 3
 """
@@ -13,6 +13,7 @@ Iterations alternate between the two sides so drifts (thermal, other load) hit b
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 
@@ -61,9 +62,13 @@ def reference_vs_hf(model: str, run: RunConfig, iters: int) -> None:
         t.hooks.remove()
         _time_step(t)  # warm-up
     r_times, h_times = [], []
-    for _ in range(iters):
-        r_times.append(_time_step(ref))
-        h_times.append(_time_step(hf))
+    for i in range(iters):  # ABBA order: neither side always runs first
+        if i % 2 == 0:
+            r_times.append(_time_step(ref))
+            h_times.append(_time_step(hf))
+        else:
+            h_times.append(_time_step(hf))
+            r_times.append(_time_step(ref))
     r = run.tokens / statistics.median(r_times)
     h = run.tokens / statistics.median(h_times)
     print(f"[reference vs HF] {model} b{run.batch} s{run.seq} fp32: reference {r:.1f} "
@@ -77,12 +82,16 @@ def main() -> None:
     ap.add_argument("--model", default="bert-base")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=4)
+    ap.add_argument("--only", choices=["overhead", "hf"], default=None)
     args = ap.parse_args()
     run = RunConfig(batch=args.batch, seq=args.seq)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    overhead(args.model, run, args.iters)
-    reference_vs_hf(args.model, run, args.iters)
+    if args.only != "hf":
+        overhead(args.model, run, args.iters)
+        gc.collect()
+    if args.only != "overhead":
+        reference_vs_hf(args.model, run, args.iters)
 
 
 if __name__ == "__main__":
