@@ -120,6 +120,11 @@ def test_category_model_contract_and_round_trip(tmp_path) -> None:
     assert again.bandwidth == model
     with pytest.raises(BertscopeError, match="max_fraction in"):
         CategoryBandwidthEfficiency(per_category={"x": [1.5, 0.0]})
+    # a phase-specific entry wins over the category's own for rows of that phase family
+    phased = CategoryBandwidthEfficiency(per_category={"dropout": [0.1, 0.0],
+                                                       "dropout@backward": [0.4, 0.0]})
+    rows2 = rows.iloc[:2].assign(phase=["forward", "backward_data"])
+    assert phased.fraction(rows2) == pytest.approx([0.1, 0.4])
 
 
 def test_specs_and_held_out_configs() -> None:

@@ -29,6 +29,8 @@ their ops are split into score / softmax / context by category and order."""
 _EVAL = "autograd::engine::evaluate_function: "
 _LINEAR_BWD = ("AddmmBackward0", "MmBackward0", "LinearBackward0")
 _WEIGHT_GRAD_NODES = ("EmbeddingBackward0", "torch::autograd::AccumulateGrad")
+_TRANSPARENT = frozenset({"DistributedDataParallel.forward"})
+"""Wrapper scopes walked through like an iteration scope (DDP's forward holds the model's)."""
 
 
 # --- reading the capture ------------------------------------------------------------------
@@ -42,13 +44,26 @@ class _Where:
     sublayer: Sublayer
     core: int | None = None
     """Id of an attention-core scope whose ops are split by category and order."""
+    category: Category | None = None
+    """Category of the forward op a backward node belongs to."""
+
+
+_SPECIFIC = (Category.DROPOUT, Category.ACTIVATION, Category.SOFTMAX, Category.LAYERNORM,
+             Category.LOSS, Category.EMBEDDING)
+"""Forward categories whose backward's generic elementwise ops keep the forward's category
+(CPU dropout is bernoulli_ + mul forward and a plain mul backward)."""
 
 
 _NOWHERE = _Where(-1, Sublayer.OTHER)
 
 
-def _numel(shape: Any) -> int:
-    return math.prod(shape) if isinstance(shape, (list, tuple)) and shape else 0
+def numel(shape: Any) -> int:
+    """Elements of a recorded shape; of a tensor list's shapes (a collective's), their sum."""
+    if not isinstance(shape, (list, tuple)) or not shape:
+        return 0
+    if all(isinstance(d, int) for d in shape):
+        return math.prod(shape)
+    return sum(numel(s) for s in shape)
 
 
 def gemm_shape(name: str, shapes: list[Any]) -> tuple[int, int, int, int]:
@@ -123,7 +138,7 @@ class Attributor:
             return self._backward_node(evt)
         if name.startswith("Optimizer."):
             return sum(self.walk(c, Phase.OPTIMIZER, where) for c in evt.cpu_children)
-        if name.startswith(ITER):
+        if name.startswith(ITER) or name in _TRANSPARENT:
             return sum(self.walk(c, phase, where) for c in evt.cpu_children)
         return self._add(evt, phase, where or _NOWHERE)[1]
 
@@ -173,9 +188,13 @@ class Attributor:
             m, n, k, b = gemm_shape(name, shapes)
             if b == 1 and cat is Category.BATCHED_GEMM:
                 cat = Category.GEMM
-        elements = 0 if cat.is_gemm else _numel(shapes[0] if shapes else None)
+        elements = 0 if cat.is_gemm else numel(shapes[0] if shapes else None)
+        if cat is Category.ELEMENTWISE and phase.is_backward and where.category in _SPECIFIC:
+            cat = where.category
         sub = self._sublayer(where, cat)
-        if phase is Phase.OPTIMIZER:
+        if cat is Category.COMMUNICATION:  # a collective (DDP's all-reduce) wherever it runs
+            where, sub, phase = _NOWHERE, Sublayer.OTHER, Phase.COMMUNICATION
+        elif phase is Phase.OPTIMIZER:
             sub = Sublayer.OPTIMIZER
             if cat is Category.ELEMENTWISE:
                 cat = Category.OPTIMIZER
@@ -183,7 +202,7 @@ class Attributor:
             sub = Sublayer.LOSS
         if phase in (Phase.FORWARD, Phase.RECOMPUTE):  # backward nodes will look these up
             for seq, e in _seqs(evt):
-                self._seq[seq] = (_Where(where.layer, sub), e)
+                self._seq[seq] = (_Where(where.layer, sub, category=cat), e)
         key = (name, where.layer, sub, cat, phase, m, n, k, b, elements)
         t = self.time_us(evt)
         self._accumulate(key, _flops(evt), t)
@@ -252,4 +271,4 @@ def _backward_phase(node: str, op: str, evt: Any, fwd: tuple[int, int, int] | No
     return Phase.BACKWARD_DATA
 
 
-__all__ = ["ATTN_CORE", "ITER", "PHASE", "SCOPE", "Attributor", "gemm_shape"]
+__all__ = ["ATTN_CORE", "ITER", "PHASE", "SCOPE", "Attributor", "gemm_shape", "numel"]
