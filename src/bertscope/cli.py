@@ -14,7 +14,7 @@ from bertscope.cli_calibrate import register as register_calibrate
 from bertscope.cli_parallel import register as register_parallel
 from bertscope.cli_perf import register
 from bertscope.cli_trace import register as register_trace
-from bertscope.config import PRESETS, Optimizer, Precision
+from bertscope.config import PRESETS, ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.optable import Format
 from bertscope.report.tables import make_console
@@ -113,10 +113,17 @@ def profile(
     output: Annotated[Path | None, typer.Option(
         help="JSON result (default: profile-MODEL-bB-sS-PRECISION.json).")] = None,
     trace_out: Annotated[Path | None, typer.Option(
-        help="Also write the Chrome/Perfetto trace (JSON) here.")] = None,
+        help="Also write the Chrome/Perfetto trace (JSON) here (with --nproc: a folder, one "
+             "trace per rank).")] = None,
+    nproc: Annotated[int, typer.Option(
+        help="Processes: N > 1 trains with DistributedDataParallel under torchrun (gloo on "
+             "CPU, NCCL on CUDA) and compares the all-reduce with the distributed model.")] = 1,
+    link: Annotated[str | None, typer.Option(
+        help="With --nproc: catalog link for the prediction, e.g. nvlink4 (default: the "
+             "link measured between the ranks).")] = None,
 ) -> None:
     """Run real pretraining iterations under torch.profiler and break them down."""
-    from bertscope.config import RunConfig, get_model
+    from bertscope.config import get_model
     from bertscope.report.tables import print_profile
 
     m = get_model(model)
@@ -128,6 +135,10 @@ def profile(
             raise BertscopeError(f"{path}: folder {path.parent} does not exist; create it first")
     if threads is not None and threads < 1:
         raise BertscopeError(f"--threads must be >= 1, got {threads}")
+    if nproc < 1:
+        raise BertscopeError(f"--nproc must be >= 1, got {nproc}")
+    if nproc == 1 and link is not None:
+        raise BertscopeError("--link needs --nproc 2 or more")
     try:
         import torch
     except ImportError:
@@ -136,6 +147,10 @@ def profile(
 
     from bertscope.measure.profile import profile as run_profile
 
+    if nproc > 1:
+        _profile_ddp(m, run, nproc=nproc, iters=iters, warmup=warmup, device=device, hf=hf,
+                     threads=threads, link=link, top=top, output=output, trace_out=trace_out)
+        return
     if threads is not None:
         torch.set_num_threads(threads)
     err = Console(stderr=True)
@@ -157,6 +172,27 @@ def profile(
     console.print(f"wrote {path}" + (f" and trace {trace_out}" if trace_out else ""))
 
 
+def _profile_ddp(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int, warmup: int,
+                 device: str, hf: bool, threads: int | None, link: str | None, top: int,
+                 output: Path | None, trace_out: Path | None) -> None:
+    """`profile --nproc N`: DDP under torchrun, merged over ranks, measured vs predicted."""
+    from bertscope.measure.ddp import profile_ddp
+    from bertscope.report.ddp import print_ddp
+    from bertscope.report.tables import print_profile
+
+    err = Console(stderr=True)
+    with err.status(f"training on {nproc} processes (torchrun) ..."):
+        result = profile_ddp(m, run, nproc=nproc, iters=iters, warmup=warmup, device=device,
+                             hf=hf, threads=threads, link=link, trace_dir=trace_out)
+    print_profile(result.profile, console, top=top)
+    print_ddp(result, console)
+    path = output or Path(f"profile-{m.name.replace('/', '_')}-b{run.batch}-s{run.seq}-"
+                          f"{run.precision.value}-ddp{nproc}.json")
+    result.profile.write_json(path)
+    console.print(f"wrote {path}" + (f" and one trace per rank in {trace_out}/"
+                                     if trace_out else ""))
+
+
 register(app)  # predict, devices
 register_calibrate(app)  # calibrate, validate
 register_parallel(app)  # distributed
@@ -166,7 +202,7 @@ register_trace(app)  # trace
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False)
     except BertscopeError as e:
         print(f"bertscope: error: {e}", file=sys.stderr)
         return 2
@@ -185,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bertscope: interrupted", file=sys.stderr)
         return 130
-    return 0
+    # typer returns an Exit's code instead of raising it here, Ctrl-C's included (130)
+    if rv == 130:
+        print("bertscope: interrupted", file=sys.stderr)
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
 
 
 if __name__ == "__main__":

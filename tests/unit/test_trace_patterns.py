@@ -118,7 +118,11 @@ CASES: list[tuple[str, Category]] = [
     ("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", C.COMMUNICATION),  # RCCL
     ("mscclKernel_Sum_float_LL(int, int, mscclAlgo*, mscclWork*)", C.COMMUNICATION),
     ("c10d::allreduce_", C.COMMUNICATION), ("record_param_comms", C.COMMUNICATION),
-    ("nccl:all_reduce", C.COMMUNICATION),
+    ("nccl:all_reduce", C.COMMUNICATION), ("gloo:all_reduce", C.COMMUNICATION),
+    ("gloo:broadcast", C.COMMUNICATION), ("c10d::broadcast_", C.COMMUNICATION),
+    # DDP's bucket copies (torch 2.13, gloo): into the bucket scaled by 1/world, back to .grad
+    ("torch::distributed::reducer::mul_out", C.ELEMENTWISE),
+    ("torch.distributed.ddp.reducer::copy_bucket_to_grad", C.DATA_MOVEMENT),
     # AMD
     (k.TENSILE_HHS, C.GEMM), (k.TENSILE_BATCHED, C.GEMM), (k.CK_GEMM, C.GEMM),
     ("Custom_Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x256x64_MI16x16x1", C.GEMM),

@@ -7,6 +7,10 @@
 Warm-up iterations run unprofiled; the measured ones run under torch.profiler with module
 scopes (see `attribution.py`). Ctrl-C during measurement stops cleanly: the iterations that
 completed make a valid result marked `partial`.
+
+`bertscope.measure.ddp_worker` runs the same loop on every rank of a DistributedDataParallel
+job: `profile(..., wrap=DDP, data_seed=..., analyze=...)` wraps the model, gives each rank its
+own batches, and adds the capture's communication facts to the result's meta.
 """
 
 from __future__ import annotations
@@ -37,6 +41,12 @@ from bertscope.taxonomy import Classifier, Phase, Sublayer
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): stage is "warmup" or "measure"."""
+Wrap = Callable[[nn.Module], nn.Module]
+"""Wraps the built model for training (e.g. in DistributedDataParallel); the optimizer and
+the scope hooks stay on the inner model."""
+Analyze = Callable[[Any, int], dict[str, Any]]
+"""analyze(events, completed) -> entries added to the result's meta, from the capture's
+events and the number of completed measured iterations."""
 
 
 @dataclass
@@ -124,7 +134,7 @@ class _Trainer:
     """One model + optimizer + data: runs training iterations with phase scopes."""
 
     def __init__(self, m: ModelConfig, run: RunConfig, device: torch.device, *, hf: bool,
-                 seed: int) -> None:
+                 seed: int, wrap: Wrap | None = None, data_seed: int | None = None) -> None:
         torch.manual_seed(seed)
         self.run, self.device, self.hf, self.family = run, device, hf, m.family
         if hf:
@@ -137,10 +147,12 @@ class _Trainer:
             sublayer_of = reference_sublayer
             layers = [mod for mod in self.model.modules() if isinstance(mod, EncoderLayer)]
         self.model.train()
+        self.net = wrap(self.model) if wrap is not None else self.model  # what runs forward
         self.hooks = ScopeHooks(self.model, sublayer_of, layers, m.num_layers)
         self.opt = make_optimizer(run.optimizer, self.model.parameters())
         self.batches: list[PretrainingBatch] = [
-            synthetic_batch(m, batch=run.batch, seq=run.seq, seed=seed + i, device=device)
+            synthetic_batch(m, batch=run.batch, seq=run.seq,
+                            seed=(seed if data_seed is None else data_seed) + i, device=device)
             for i in range(run.micro_batches)]
         self.scaler = (torch.amp.GradScaler(device.type)
                        if run.precision is Precision.FP16 else None)
@@ -151,16 +163,20 @@ class _Trainer:
         return b.hf_inputs(self.family) if self.hf else b.model_inputs()
 
     def step(self) -> None:
-        """One optimizer step: forward and backward per micro-batch, then the update."""
-        for b in self.batches:
-            with _phase(self.hooks, Phase.FORWARD), torch.autocast(
-                    self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
-                out = self.model(**self._inputs(b))
-                loss = out.loss if hasattr(out, "loss") else out[0]
-                if len(self.batches) > 1:
-                    loss = loss / len(self.batches)
-            with _phase(self.hooks, Phase.BACKWARD):
-                (self.scaler.scale(loss) if self.scaler else loss).backward()
+        """One optimizer step: forward and backward per micro-batch, then the update.
+        A DDP-wrapped model synchronizes gradients in the last micro-batch only (no_sync)."""
+        last = len(self.batches) - 1
+        for i, b in enumerate(self.batches):
+            with (self.net.no_sync() if i < last and hasattr(self.net, "no_sync")
+                  else contextlib.nullcontext()):
+                with _phase(self.hooks, Phase.FORWARD), torch.autocast(
+                        self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
+                    out = self.net(**self._inputs(b))
+                    loss = out.loss if hasattr(out, "loss") else out[0]
+                    if len(self.batches) > 1:
+                        loss = loss / len(self.batches)
+                with _phase(self.hooks, Phase.BACKWARD):
+                    (self.scaler.scale(loss) if self.scaler else loss).backward()
         with _phase(self.hooks, Phase.OPTIMIZER):
             if self.scaler:
                 self.scaler.step(self.opt)
@@ -200,8 +216,15 @@ def profile(
     trace_out: str | Path | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    wrap: Wrap | None = None,
+    data_seed: int | None = None,
+    analyze: Analyze | None = None,
 ) -> ProfileResult:
-    """Run `warmup` + `iters` real training iterations and attribute every measured op."""
+    """Run `warmup` + `iters` real training iterations and attribute every measured op.
+
+    `wrap` wraps the model (DistributedDataParallel), `data_seed` seeds the synthetic batches
+    (default: `seed`), `analyze` adds its findings on the capture to the meta (see `Wrap`,
+    `Analyze`)."""
     if iters < 1 or warmup < 0:
         raise BertscopeError(f"need --iters >= 1 and --warmup >= 0, got {iters} and {warmup}")
     run.check(m)
@@ -210,7 +233,7 @@ def profile(
     dev = resolve_device(device)
     analytic = build(m, run)
     check_memory(analytic, dev)
-    trainer = _Trainer(m, run, dev, hf=hf, seed=seed)
+    trainer = _Trainer(m, run, dev, hf=hf, seed=seed, wrap=wrap, data_seed=data_seed)
     tell = progress or (lambda *_: None)
     for i in range(warmup):
         trainer.step()
@@ -241,6 +264,7 @@ def profile(
 
     attr = Attributor(Classifier(), use_device_time=dev.type == "cuda")
     iter_time_us = walk_capture(attr, prof.events(), len(done))
+    extra = analyze(prof.events(), len(done)) if analyze is not None else {}
     if trace_out is not None:
         _export_trace(prof, Path(trace_out))
 
@@ -252,8 +276,8 @@ def profile(
     })
     d = table.df
     op_time = float(d["time_s"].sum())
-    unattributed = float(d.loc[(d["sublayer"] == Sublayer.OTHER)
-                               & (d["phase"] != Phase.OPTIMIZER), "time_s"].sum())
+    unattributed = float(d.loc[(d["sublayer"] == Sublayer.OTHER) & ~d["phase"].isin(
+        [Phase.OPTIMIZER, Phase.COMMUNICATION]), "time_s"].sum())
     iteration_s = sum(done) / len(done)
     meta = {
         **table.meta,
@@ -273,6 +297,7 @@ def profile(
         # profiled iteration time not covered by any op: Python, hooks, the profiler itself
         "framework_share": max(0.0, 1 - op_time / (iter_time_us * 1e-6 / len(done)))
         if iter_time_us else 0.0,
+        **extra,
     }
     table.meta = meta
     return ProfileResult(table=table, analytic=analytic, meta=meta)
@@ -313,5 +338,5 @@ def _export_trace(prof: torch.profiler.profile, path: Path) -> None:
         raise
 
 
-__all__ = ["ProfileResult", "available_memory", "check_memory", "profile", "resolve_device",
-           "walk_capture"]
+__all__ = ["Analyze", "ProfileResult", "Wrap", "available_memory", "check_memory", "profile",
+           "resolve_device", "walk_capture"]

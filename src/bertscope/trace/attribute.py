@@ -31,6 +31,9 @@ _LINEAR_BWD = ("AddmmBackward0", "MmBackward0", "LinearBackward0")
 _WEIGHT_GRAD_NODES = ("EmbeddingBackward0", "torch::autograd::AccumulateGrad")
 _TRANSPARENT = frozenset({"DistributedDataParallel.forward"})
 """Wrapper scopes walked through like an iteration scope (DDP's forward holds the model's)."""
+_GRAD_SYNC = ("torch::distributed::reducer::", "torch.distributed.ddp.reducer::")
+"""DDP's own gradient-bucket work (copy into the bucket scaled by 1/world, copy back to
+.grad): phase communication, with the category of the work (elementwise, data movement)."""
 
 
 # --- reading the capture ------------------------------------------------------------------
@@ -189,10 +192,12 @@ class Attributor:
             if b == 1 and cat is Category.BATCHED_GEMM:
                 cat = Category.GEMM
         elements = 0 if cat.is_gemm else numel(shapes[0] if shapes else None)
-        if cat is Category.ELEMENTWISE and phase.is_backward and where.category in _SPECIFIC:
+        if cat is Category.ELEMENTWISE and phase.is_backward and where.category in _SPECIFIC \
+                and not name.startswith(_GRAD_SYNC):
             cat = where.category
         sub = self._sublayer(where, cat)
-        if cat is Category.COMMUNICATION:  # a collective (DDP's all-reduce) wherever it runs
+        if cat is Category.COMMUNICATION or name.startswith(_GRAD_SYNC):
+            # a collective (DDP's all-reduce) or DDP's bucket copies, wherever they run
             where, sub, phase = _NOWHERE, Sublayer.OTHER, Phase.COMMUNICATION
         elif phase is Phase.OPTIMIZER:
             sub = Sublayer.OPTIMIZER
