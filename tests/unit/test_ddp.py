@@ -293,3 +293,18 @@ def test_ctrl_c_during_a_distributed_run_exits_130(monkeypatch, capsys) -> None:
     monkeypatch.setattr(ddp, "profile_ddp", interrupted)
     assert main(["profile", "bert-tiny", "--nproc", "2"]) == 130
     assert capsys.readouterr().err == "bertscope: interrupted\n"
+
+
+def test_results_are_strict_json_even_with_nan(tmp_path) -> None:
+    """A NaN in the meta (e.g. an undefined rank wait) is written as null, not NaN."""
+    import json
+
+    from bertscope.analytic import ops
+    from bertscope.measure.profile import ProfileResult
+
+    t = ops("bert-tiny", batch=1, seq=8)
+    r = ProfileResult(table=t, analytic=t, meta={**t.meta, "wait_s": float("nan"),
+                                                 "ranks": [{"x": float("inf")}]})
+    text = r.write_json(tmp_path / "r.json").read_text()
+    doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
+    assert doc["meta"]["wait_s"] is None and doc["meta"]["ranks"][0]["x"] is None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import time
@@ -84,10 +85,21 @@ class ProfileResult:
         """Write the result (meta, measured rows, comparison) atomically as JSON."""
         rows = json.loads(self.table.df.to_json(orient="records"))
         comp = json.loads(self.comparison().reset_index().to_json(orient="records"))
-        doc = {"meta": self.meta, "rows": rows, "comparison": comp}
+        doc = {"meta": _strict(self.meta), "rows": rows, "comparison": comp}
         p = Path(path)
-        atomic_write(p, json.dumps(doc, indent=1, default=str).encode())
+        atomic_write(p, json.dumps(doc, indent=1, default=str, allow_nan=False).encode())
         return p
+
+
+def _strict(obj: Any) -> Any:
+    """`obj` with NaN and infinities as None, so the JSON written is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_strict(v) for v in obj]
+    return obj
 
 
 def available_memory(device: torch.device) -> int | None:
