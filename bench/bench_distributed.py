@@ -18,10 +18,8 @@ in the same run:
 from __future__ import annotations
 
 import random
-import statistics
-import time
-from collections.abc import Callable
 
+from _timing import median_time
 from bertscope.analytic import ops
 from bertscope.config import get_model
 from bertscope.parallel import Cluster, Workload, evaluate, search
@@ -34,17 +32,6 @@ MODEL, DEVICE, DEVICES, GLOBAL_BATCH, SEQ = "bert-large", "a100", 96, 6144, 128
 SAMPLE = 24
 
 
-def _median(fn: Callable[[], object], repeat: int = 7, setup: Callable[[], object] = lambda: None
-            ) -> float:
-    setup()
-    fn()  # warm up imports
-    times = []
-    for _ in range(repeat):
-        setup()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -53,8 +40,8 @@ def main() -> None:
     cluster = Cluster.build(DEVICE, DEVICES)
     layouts = enumerate_layouts(job, cluster)
     n = len(layouts["dp"])
-    cold = _median(lambda: search(job, cluster), setup=clear_compute_tables)
-    warm = _median(lambda: search(job, cluster))
+    cold = median_time(lambda: search(job, cluster), setup=clear_compute_tables)
+    warm = median_time(lambda: search(job, cluster))
     result = search(job, cluster)
     best = result.frame.iloc[0]
     print(f"{MODEL} global batch {GLOBAL_BATCH} x seq {SEQ} bf16 on {DEVICES} x {DEVICE} "
@@ -65,7 +52,7 @@ def main() -> None:
           f"{cold / n * 1e6:.1f} µs per layout")
 
     b = int(best["micro_batch"])
-    build = _median(lambda: ops(MODEL, batch=b, seq=SEQ, precision="bf16"))
+    build = median_time(lambda: ops(MODEL, batch=b, seq=SEQ, precision="bf16"))
     print(f"baseline 1: one op-table build {build * 1e3:.1f} ms; search / build "
           f"{cold / build:.1f}")
 
@@ -78,7 +65,7 @@ def main() -> None:
             predict(ops(MODEL, batch=int(r["micro_batch"]), seq=SEQ, precision="bf16",
                         micro_batches=int(r["micro_batches"])), profile)
 
-    naive_each = _median(naive, repeat=3) / SAMPLE
+    naive_each = median_time(naive, repeat=3) / SAMPLE
     print(f"baseline 2: naive build + predict per layout {naive_each * 1e3:.1f} ms, x {n:,} "
           f"layouts = {naive_each * n:.0f} s; naive / search {naive_each * n / cold:.0f}x")
 
@@ -88,7 +75,7 @@ def main() -> None:
         for layout in sample:
             evaluate(layout, job, cluster)
 
-    each = _median(one_by_one, repeat=3) / SAMPLE
+    each = median_time(one_by_one, repeat=3) / SAMPLE
     print(f"baseline 3: evaluate() per layout {each * 1e3:.2f} ms (tables cached), x {n:,} = "
           f"{each * n:.1f} s; per-layout / vectorized {each * n / cold:.0f}x")
 

@@ -8,25 +8,16 @@ same run: the bare cost of a pandas DataFrame of as many rows (the floor any op 
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import pandas as pd
 
+from _timing import median_time
 from bertscope.analytic import ops
 from bertscope.optable import Op
 
 TARGET_S = 0.050
+REPEAT = 21
 
 
-def _median(fn, repeat: int = 21) -> float:
-    fn()  # warm up imports and caches
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -39,8 +30,9 @@ def main() -> None:
     ]:
         table = ops("bert-large", **kw)
         rows = [Op(*r) for r in table.df[list(Op._fields)].itertuples(index=False)]
-        build = _median(lambda kw=kw: ops("bert-large", **kw))
-        floor = _median(lambda rows=rows: pd.DataFrame.from_records(rows, columns=Op._fields))
+        build = median_time(lambda kw=kw: ops("bert-large", **kw), REPEAT)
+        floor = median_time(
+            lambda rows=rows: pd.DataFrame.from_records(rows, columns=Op._fields), REPEAT)
         print(f"{label}: {len(table)} rows, build {build * 1e3:.1f} ms "
               f"(target {TARGET_S * 1e3:.0f} ms, ratio {build / TARGET_S:.2f}); "
               f"DataFrame floor {floor * 1e3:.1f} ms (build/floor {build / floor:.1f}x)")

@@ -14,23 +14,17 @@ import subprocess
 import sys
 import time
 
+from _timing import median_time
 from bertscope.analytic import ops
 from bertscope.perf import fuse, load_profile, predict
 
 TARGET_S = 1.0
+REPEAT = 11
 RUN = dict(batch=64, seq=128, precision="bf16")
 ARGV = ["predict", "bert-large", "--device", "a100", "--precision", "bf16", "--batch", "64",
         "--seq", "128"]
 
 
-def _median(fn, repeat: int = 11) -> float:
-    fn()  # warm up imports and caches
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _process(args: list[str], repeat: int = 3) -> float:
@@ -46,9 +40,9 @@ def main() -> None:
     """Time build, predict and the CLI; print the ratios."""
     profile = load_profile("a100")
     table = ops("bert-large", **RUN)
-    build = _median(lambda: ops("bert-large", **RUN))
-    pred = _median(lambda: predict(table, profile))
-    fused = _median(lambda: predict(fuse(table), profile))
+    build = median_time(lambda: ops("bert-large", **RUN), REPEAT)
+    pred = median_time(lambda: predict(table, profile), REPEAT)
+    fused = median_time(lambda: predict(fuse(table), profile), REPEAT)
     p = predict(table, profile).meta["prediction"]
     print(f"bert-large b64 s128 bf16 on a100: {len(table)} rows, predicted "
           f"{p['time_s'] * 1e3:.1f} ms/iteration, {p['tokens_per_s'] / 1e3:.1f} k tokens/s")

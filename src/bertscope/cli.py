@@ -11,12 +11,23 @@ from rich.console import Console
 from rich.table import Table
 
 from bertscope.cli_calibrate import register as register_calibrate
+from bertscope.cli_options import (
+    BatchOpt,
+    CheckpointingOpt,
+    DropoutOpt,
+    MaskedLmOnlyOpt,
+    MicroBatchesOpt,
+    ModelArg,
+    OptimizerOpt,
+    PrecisionOpt,
+    SeqOpt,
+)
 from bertscope.cli_parallel import register as register_parallel
 from bertscope.cli_perf import register
 from bertscope.cli_trace import register as register_trace
 from bertscope.config import PRESETS, ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.optable import Format
+from bertscope.optable import Format, check_folder
 from bertscope.report.tables import make_console
 
 try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itself
@@ -53,20 +64,15 @@ def models() -> None:
 
 @app.command()
 def ops(
-    model: Annotated[str, typer.Argument(help="Preset name or path to a HF config.json.")],
-    batch: Annotated[int, typer.Option(help="Sequences per micro-batch.")] = 8,
-    seq: Annotated[int, typer.Option(help="Tokens per sequence.")] = 128,
-    precision: Annotated[Precision, typer.Option(help="fp32, or mixed fp16/bf16.")] = (
-        Precision.FP32),
-    optimizer: Annotated[Optimizer, typer.Option(help="Optimizer of the update step.")] = (
-        Optimizer.ADAM),
-    dropout: Annotated[bool, typer.Option(help="Dropout layers on or off.")] = True,
-    checkpointing: Annotated[bool, typer.Option(
-        help="Full activation checkpointing of each encoder layer.")] = False,
-    micro_batches: Annotated[int, typer.Option(
-        help="Gradient accumulation: micro-batches per optimizer step.")] = 1,
-    masked_lm_only: Annotated[bool, typer.Option(
-        help="MLM head on the 15% masked positions only (NVIDIA BERT).")] = False,
+    model: ModelArg,
+    batch: BatchOpt = 8,
+    seq: SeqOpt = 128,
+    precision: PrecisionOpt = Precision.FP32,
+    optimizer: OptimizerOpt = Optimizer.ADAM,
+    dropout: DropoutOpt = True,
+    checkpointing: CheckpointingOpt = False,
+    micro_batches: MicroBatchesOpt = 1,
+    masked_lm_only: MaskedLmOnlyOpt = False,
     top: Annotated[int, typer.Option(help="Show the N largest ops.")] = 10,
     fmt: Annotated[Format | None, typer.Option(
         "--format", help="Export format (default: from the output suffix).")] = None,
@@ -91,20 +97,16 @@ def ops(
 
 @app.command()
 def profile(
-    model: Annotated[str, typer.Argument(help="Preset name or path to a HF config.json.")],
-    batch: Annotated[int, typer.Option(help="Sequences per micro-batch.")] = 4,
-    seq: Annotated[int, typer.Option(help="Tokens per sequence.")] = 128,
-    precision: Annotated[Precision, typer.Option(
-        help="fp32, or autocast fp16 (with loss scaling) / bf16.")] = Precision.FP32,
-    optimizer: Annotated[Optimizer, typer.Option(help="Optimizer of the update step.")] = (
-        Optimizer.ADAM),
+    model: ModelArg,
+    batch: BatchOpt = 4,
+    seq: SeqOpt = 128,
+    precision: PrecisionOpt = Precision.FP32,
+    optimizer: OptimizerOpt = Optimizer.ADAM,
     iters: Annotated[int, typer.Option(help="Measured iterations.")] = 3,
     warmup: Annotated[int, typer.Option(help="Unmeasured warm-up iterations.")] = 1,
-    dropout: Annotated[bool, typer.Option(help="Dropout layers on or off.")] = True,
-    checkpointing: Annotated[bool, typer.Option(
-        help="Activation checkpointing of each encoder layer.")] = False,
-    micro_batches: Annotated[int, typer.Option(
-        help="Gradient accumulation: micro-batches per optimizer step.")] = 1,
+    dropout: DropoutOpt = True,
+    checkpointing: CheckpointingOpt = False,
+    micro_batches: MicroBatchesOpt = 1,
     hf: Annotated[bool, typer.Option(
         "--hf", help="Profile the Hugging Face model instead of the reference one.")] = False,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
@@ -131,8 +133,7 @@ def profile(
                     dropout=dropout, checkpointing=checkpointing, micro_batches=micro_batches)
     run.check(m)
     for path in (output, trace_out):  # fail before minutes of work, not after
-        if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
-            raise BertscopeError(f"{path}: folder {path.parent} does not exist; create it first")
+        check_folder(path)
     if threads is not None and threads < 1:
         raise BertscopeError(f"--threads must be >= 1, got {threads}")
     if nproc < 1:

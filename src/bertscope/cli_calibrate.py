@@ -11,12 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bertscope.errors import BertscopeError
-
-
-def _console() -> Console:
-    from bertscope.report.tables import make_console
-
-    return make_console()
+from bertscope.optable import atomic_write, check_folder
+from bertscope.report.tables import make_console
 
 
 def _need_torch() -> None:
@@ -25,11 +21,6 @@ def _need_torch() -> None:
     except ImportError:
         raise BertscopeError("this command measures with PyTorch: pip install "
                              "'bertscope[torch]'") from None
-
-
-def _check_folder(path: Path | None) -> None:
-    if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
-        raise BertscopeError(f"{path}: folder {path.parent} does not exist; create it first")
 
 
 def calibrate_cmd(
@@ -44,11 +35,11 @@ def calibrate_cmd(
     """Microbenchmark the local device and fit its efficiency models (optionally to measured
     op tables); `bertscope predict --device FILE` then uses the profile."""
     _need_torch()
-    _check_folder(output)
+    check_folder(output)
     from bertscope.perf.validate import calibrate_local, load_result
 
     results = [load_result(p) for p in from_results or []]
-    out = _console()
+    out = make_console()
     profile, report = calibrate_local(device, results, quick=quick,
                                       log=lambda s: out.print(f"[dim]{s}[/]"))
     profile.save(output)
@@ -87,19 +78,17 @@ def validate_cmd(
     """Profile calibration configs, fit the model, then predict held-out configs and compare:
     per-config error, MAPE, per-category share error, per-op error."""
     _need_torch()
-    _check_folder(output)
+    check_folder(output)
     if results_dir is not None and not results_dir.is_dir():
         raise BertscopeError(f"--results-dir {results_dir}: no such folder; create it first")
     from bertscope.perf.validate import parse_specs, validate
 
-    out = _console()
+    out = make_console()
     report = validate(parse_specs(calibrate), parse_specs(check), device=device, iters=iters,
                       warmup=warmup, results_dir=results_dir,
                       log=lambda s: out.print(f"[dim]{s}[/]"))
     print_validation(report, out)
     if output is not None:
-        from bertscope.optable import atomic_write
-
         atomic_write(output, json.dumps(report, indent=1, default=str).encode())
         out.print(f"wrote {output}")
 

@@ -14,6 +14,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from bertscope.cli_options import (
+    ModelArg,
+    OptimizerOpt,
+    PrecisionOpt,
+    SeqOpt,
+)
 from bertscope.config import Optimizer, Precision
 from bertscope.errors import BertscopeError
 from bertscope.parallel.layouts import (
@@ -26,6 +32,7 @@ from bertscope.parallel.layouts import (
 )
 from bertscope.parallel.memory import Checkpoint, ZeroStage
 from bertscope.parallel.search import SearchResult, SearchSpace
+from bertscope.report.tables import make_console
 
 _TIME_LABELS = {
     "compute_s": "compute (incl. recompute, grad accumulation)",
@@ -44,24 +51,16 @@ _MEMORY_LABELS = {
 }
 
 
-def _console() -> Console:
-    from bertscope.report.tables import make_console
-
-    return make_console()
-
-
 def distributed_cmd(
-    model: Annotated[str, typer.Argument(help="Preset name or path to a HF config.json.")],
+    model: ModelArg,
     devices: Annotated[int, typer.Option(help="Devices in all.")],
     device: Annotated[str, typer.Option(
         help="Catalog device (see `bertscope devices`), a .toml/.json device file, or a "
              "profile JSON with calibrated efficiency models.")],
     global_batch: Annotated[int, typer.Option(help="Sequences per optimizer step.")],
-    seq: Annotated[int, typer.Option(help="Tokens per sequence.")] = 128,
-    precision: Annotated[Precision, typer.Option(help="fp32, or mixed fp16/bf16.")] = (
-        Precision.BF16),
-    optimizer: Annotated[Optimizer, typer.Option(help="Optimizer of the update step.")] = (
-        Optimizer.ADAM),
+    seq: SeqOpt = 128,
+    precision: PrecisionOpt = Precision.BF16,
+    optimizer: OptimizerOpt = Optimizer.ADAM,
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
     pp: Annotated[int | None, typer.Option(help="Pipeline stages.")] = None,
     dp: Annotated[int | None, typer.Option(
@@ -103,7 +102,7 @@ def distributed_cmd(
                         precision=precision, optimizer=optimizer)
     cluster = Cluster.build(device, devices, devices_per_node=per_node, intra=intra,
                             inter=inter)
-    out = _console()
+    out = make_console()
     if search:
         space = SearchSpace(dp=dp, tp=tp, pp=pp, micro_batches=microbatches,
                             zero=None if zero is None else _zero(zero), checkpoint=checkpoint,

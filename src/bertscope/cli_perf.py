@@ -14,35 +14,36 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bertscope.cli_options import (
+    BatchOpt,
+    CheckpointingOpt,
+    DropoutOpt,
+    MaskedLmOnlyOpt,
+    MicroBatchesOpt,
+    ModelArg,
+    OptimizerOpt,
+    PrecisionOpt,
+    SeqOpt,
+)
 from bertscope.config import Optimizer, Precision
 from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable
-
-
-def _console() -> Console:
-    from bertscope.report.tables import make_console
-
-    return make_console()
+from bertscope.report.tables import binary, make_console, print_breakdowns, si
 
 
 def predict_cmd(
-    model: Annotated[str, typer.Argument(help="Preset name or path to a HF config.json.")],
+    model: ModelArg,
     device: Annotated[str, typer.Option(
         help="Catalog device (see `bertscope devices`), or a .toml/.json device file, or a "
              "profile JSON with calibrated efficiency models.")],
-    batch: Annotated[int, typer.Option(help="Sequences per micro-batch.")] = 8,
-    seq: Annotated[int, typer.Option(help="Tokens per sequence.")] = 128,
-    precision: Annotated[Precision, typer.Option(help="fp32, or mixed fp16/bf16.")] = (
-        Precision.FP32),
-    optimizer: Annotated[Optimizer, typer.Option(help="Optimizer of the update step.")] = (
-        Optimizer.ADAM),
-    dropout: Annotated[bool, typer.Option(help="Dropout layers on or off.")] = True,
-    checkpointing: Annotated[bool, typer.Option(
-        help="Full activation checkpointing of each encoder layer.")] = False,
-    micro_batches: Annotated[int, typer.Option(
-        help="Gradient accumulation: micro-batches per optimizer step.")] = 1,
-    masked_lm_only: Annotated[bool, typer.Option(
-        help="MLM head on the 15% masked positions only (NVIDIA BERT).")] = False,
+    batch: BatchOpt = 8,
+    seq: SeqOpt = 128,
+    precision: PrecisionOpt = Precision.FP32,
+    optimizer: OptimizerOpt = Optimizer.ADAM,
+    dropout: DropoutOpt = True,
+    checkpointing: CheckpointingOpt = False,
+    micro_batches: MicroBatchesOpt = 1,
+    masked_lm_only: MaskedLmOnlyOpt = False,
     fusion: Annotated[bool, typer.Option(
         help="Fuse chains of memory-bound ops and the optimizer step; show what it buys.")] = (
         False),
@@ -66,7 +67,7 @@ def predict_cmd(
                       micro_batches=micro_batches, masked_lm_only=masked_lm_only)
     unfused = predict(table, profile)
     result = predict(fuse(table), profile) if fusion else unfused
-    out = _console()
+    out = make_console()
     print_prediction(result, out, top=top, unfused=unfused if fusion else None)
     if plot is not None:
         from bertscope.report.roofline import plot_roofline
@@ -96,7 +97,7 @@ def devices_cmd() -> None:
                  if r["ridge_FLOP_per_byte"] is not None else "-")
         t.add_row(r["name"], r["sku"], r["kind"], num(r["bf16_TFLOPS"]), num(r["fp16_TFLOPS"]),
                   num(r["fp32_TFLOPS"]), num(r["bandwidth_GBps"]), num(r["memory_GB"]), ridge)
-    out = _console()
+    out = make_console()
     out.print(t)
     out.print("--device also takes a .toml/.json device file (same fields as the catalog) "
                   "or a profile JSON with calibrated efficiency models.")
@@ -104,8 +105,6 @@ def devices_cmd() -> None:
 
 # -- rendering ---------------------------------------------------------------------------------
 def _time(seconds: float) -> str:
-    from bertscope.report.tables import si
-
     return si(seconds, "s")
 
 
@@ -115,8 +114,6 @@ def print_prediction(table: OpTable, console: Console, *, top: int = 10,
     phase and bound, and the slowest ops with their bounds. With `unfused`, also what fusion
     bought against it."""
     from bertscope.perf import by_bound
-    from bertscope.report.tables import binary, si, summary_table
-
     meta = table.meta
     pred = meta["prediction"]
     run = meta.get("run", {})
@@ -146,9 +143,7 @@ def print_prediction(table: OpTable, console: Console, *, top: int = 10,
             f"fusion: {fu['chains']} chains of {fu['ops_merged']} ops merged, "
             f"{fu['launches_saved']:,} launches and {binary(fu['bytes_elided'])} of traffic "
             f"saved: {_time(before)} -> {_time(pred['time_s'])} ({gain:.1f}% faster)")
-    console.print(summary_table(table.by_category(), "By category"))
-    console.print(summary_table(table.summary("group"), "By sublayer group"))
-    console.print(summary_table(table.by_phase(), "By phase"))
+    print_breakdowns(table, console)
     console.print(_bound_table(by_bound(table)))
     if top > 0:
         console.print(_top_table(table, top))
@@ -181,8 +176,6 @@ def top_ops(table: OpTable, n: int) -> pd.DataFrame:
 
 
 def _top_table(table: OpTable, n: int) -> Table:
-    from bertscope.report.tables import binary, si
-
     total = float(table.df["time_s"].sum())
     t = Table(title=f"Top {n} ops by predicted time, summed over layers (shape: MxNxK\\[xbatch] "
                     f"for GEMMs, else elements; eff = roofline time / predicted time)",

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bertscope.errors import BertscopeError
-from bertscope.optable import atomic_write
+from bertscope.optable import atomic_write, check_folder
 
 
 class TraceFormat(StrEnum):
@@ -50,8 +50,7 @@ def trace_cmd(
     if fmt is None:
         suffix = output.suffix.lower().lstrip(".") if output is not None else ""
         fmt = TraceFormat(suffix) if suffix in ("csv", "json") else TraceFormat.TABLE
-    if output is not None and not (output.parent if str(output.parent) else Path(".")).is_dir():
-        raise BertscopeError(f"{output}: folder {output.parent} does not exist; create it first")
+    check_folder(output)
     result = analyze_trace(path, rank=rank, patterns=patterns)
     table = result.table
     if fmt is TraceFormat.TABLE:

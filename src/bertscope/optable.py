@@ -13,7 +13,8 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -177,25 +178,43 @@ def _format(value: str, p: Path) -> Format:
         raise BertscopeError(f"{p}: unknown format {value!r}; use csv, json or parquet") from None
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write bytes to `path` so that readers see the old file or the whole new one, never half."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
+def check_folder(path: str | Path | None) -> None:
+    """Raise the usual one-line error when the folder `path` would be written into is missing
+    (call it before long work, so bad output paths fail first)."""
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
-        raise BertscopeError(f"{path}: folder {parent} does not exist; create it first")
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        raise BertscopeError(f"{p}: folder {parent} does not exist; create it first")
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[str]:
+    """A temporary path beside `path` to write into; on success it replaces `path` whole,
+    on failure it is removed. Readers see the old file or the whole new one, never half."""
+    path = Path(path)
+    check_folder(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else Path("."),
+                               prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-__all__ = ["COLUMNS", "Format", "Op", "OpTable", "atomic_write"]
+def atomic_write(path: str | Path, data: bytes) -> None:
+    """Write bytes to `path` atomically (see `atomic_path`)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+__all__ = ["COLUMNS", "Format", "Op", "OpTable", "atomic_path", "atomic_write", "check_folder"]

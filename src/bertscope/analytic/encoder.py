@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bertscope.analytic.optimizer import optimizer_ops
-from bertscope.analytic.params import param_groups
+from bertscope.analytic.params import layer_params, param_groups
 from bertscope.config import Activation, Family, ModelConfig, RunConfig
 from bertscope.optable import Op
 from bertscope.taxonomy import Category, Phase, Sublayer
@@ -319,7 +319,7 @@ def _heads(m: ModelConfig, run: RunConfig, ab: int) -> _Section:
 
 def _shared_grad_sum(m: ModelConfig, ab: int, layer: int) -> Op:
     """ALBERT: layer `layer` > 0 adds its weight gradients into the shared layer's."""
-    n = param_groups(m)[1].params
+    n = layer_params(m)
     return Op("shared_layer.grad_sum", layer, S.OTHER, C.ELEMENTWISE, P.BACKWARD_WEIGHT,
               elements=n, flops=n, bytes_read=2 * ab * n, bytes_written=ab * n)
 

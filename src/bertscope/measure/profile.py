@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,7 +35,7 @@ from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
 from bertscope.measure.data import PretrainingBatch, synthetic_batch
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.models import EncoderLayer, build_model, module_sublayer
-from bertscope.optable import OpTable, atomic_write
+from bertscope.optable import OpTable, atomic_path, atomic_write
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 
 Progress = Callable[[str, int, int], None]
@@ -337,17 +335,8 @@ def walk_capture(attr: Attributor, events: Any, completed: int) -> float:
 
 
 def _export_trace(prof: torch.profiler.profile, path: Path) -> None:
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise BertscopeError(f"{path}: folder {parent} does not exist; create it first")
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         prof.export_chrome_trace(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 __all__ = ["Analyze", "ProfileResult", "Wrap", "available_memory", "check_memory", "profile",

@@ -30,7 +30,12 @@ from bertscope.perf.calibrate import (
     join_keys,
     joined,
 )
-from bertscope.perf.efficiency import DeviceProfile, Overhead
+from bertscope.perf.efficiency import (
+    BandwidthEfficiency,
+    DeviceProfile,
+    GemmEfficiency,
+    Overhead,
+)
 from bertscope.perf.predict import predict
 
 
@@ -90,8 +95,12 @@ def calibrate_local(device: str, results: Sequence[Any] = (), *, quick: bool = F
     bf16 = mb.gemm_points(grid[:4], dev, "bf16") if dev.type == "cuda" else None
     device_desc = mb.local_device(dev, gemm, stream, bf16)
     src = device_desc.sources["memory_bandwidth"].split(" (")[0]
-    base = DeviceProfile(device=device_desc, gemm=_placeholder_gemm(),
-                         bandwidth=_placeholder_bw(),
+    # the gemm and bandwidth models are replaced by the fits below
+    base = DeviceProfile(device=device_desc,
+                         gemm=GemmEfficiency(max_fraction=1.0, half_saturation_flops=0.0,
+                                             source="placeholder"),
+                         bandwidth=BandwidthEfficiency(max_fraction=1.0, half_saturation_bytes=0.0,
+                                                       source="placeholder"),
                          overhead=Overhead(seconds_per_launch=overhead_s,
                                            source=f"{src} (1-element add)"),
                          notes=f"calibrated on {device_desc.sku}, torch {torch.__version__}")
@@ -108,19 +117,6 @@ def calibrate_local(device: str, results: Sequence[Any] = (), *, quick: bool = F
             f"fitted to measured op tables of {', '.join(names)} ({src})")
         report.update(fits, from_profiles=names)
     return profile, report
-
-
-def _placeholder_gemm() -> Any:
-    from bertscope.perf.efficiency import GemmEfficiency
-
-    return GemmEfficiency(max_fraction=1.0, half_saturation_flops=0.0, source="placeholder")
-
-
-def _placeholder_bw() -> Any:
-    from bertscope.perf.efficiency import BandwidthEfficiency
-
-    return BandwidthEfficiency(max_fraction=1.0, half_saturation_bytes=0.0,
-                               source="placeholder")
 
 
 def compare(result: Any, profile: DeviceProfile) -> dict[str, Any]:

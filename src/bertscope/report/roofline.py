@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bertscope.errors import BertscopeError
-from bertscope.optable import OpTable, atomic_write
+from bertscope.optable import OpTable, atomic_write, check_folder
 from bertscope.taxonomy import Category
 
 SUFFIXES = (".png", ".svg")
@@ -51,8 +51,7 @@ def plot_roofline(table: OpTable, path: str | Path, *, title: str | None = None)
     pred = table.meta.get("prediction")
     if not pred or "time_s" not in table.df.columns:
         raise BertscopeError("plot_roofline needs a predicted table; run perf.predict first")
-    if not p.parent.is_dir() and str(p.parent):
-        raise BertscopeError(f"{p}: folder {p.parent} does not exist; create it first")
+    check_folder(p)
     Figure, Line2D = _matplotlib()
 
     d = table.df

@@ -91,6 +91,15 @@ def top_table(table: OpTable, n: int, by: str = "flops") -> Table:
     return t
 
 
+def print_breakdowns(table: OpTable, console: Console, *, categories: bool = True) -> None:
+    """Print the summary tables by category (unless `categories` is False), sublayer group
+    and phase."""
+    if categories:
+        console.print(summary_table(table.by_category(), "By category"))
+    console.print(summary_table(table.summary("group"), "By sublayer group"))
+    console.print(summary_table(table.by_phase(), "By phase"))
+
+
 def print_optable(table: OpTable, console: Console, top: int = 10) -> None:
     """Print totals, the breakdowns by category, sublayer group, sublayer and phase, and the
     top ops."""
@@ -112,9 +121,7 @@ def print_optable(table: OpTable, console: Console, top: int = 10) -> None:
             f"memory: weights {binary(mem['weights'] + mem['master_weights'])}, "
             f"grads {binary(mem['gradients'])}, optimizer {binary(mem['optimizer_states'])}, "
             f"activations {binary(mem['activations'])}, peak ~ {binary(mem['peak'])}")
-    console.print(summary_table(table.by_category(), "By category"))
-    console.print(summary_table(table.summary("group"), "By sublayer group"))
-    console.print(summary_table(table.by_phase(), "By phase"))
+    print_breakdowns(table, console)
     if top > 0:
         console.print(top_table(table, top))
 
@@ -151,8 +158,7 @@ def print_profile(result: Any, console: Console, top: int = 10) -> None:
         f"{100 * meta['unattributed_share']:.2f}%   framework/profiler gaps "
         f"{100 * meta['framework_share']:.1f}% of the profiled iteration")
     console.print(comparison_table(result.comparison()))
-    console.print(summary_table(table.summary("group"), "By sublayer group"))
-    console.print(summary_table(table.by_phase(), "By phase"))
+    print_breakdowns(table, console, categories=False)
     layers = table.df[table.df["layer"] >= 0]["time_s"].sum()
     console.print(f"encoder layers: {100 * layers / meta['op_time_s']:.1f}% of op time; "
                   f"optimizer: {100 * _share(table, 'phase', 'optimizer'):.1f}%")
@@ -166,5 +172,6 @@ def _share(table: OpTable, col: str, value: str) -> float:
     return float(d.loc[d[col] == value, "time_s"].sum() / total) if total else 0.0
 
 
-__all__ = ["WIDE", "binary", "comparison_table", "make_console", "print_optable",
+__all__ = ["WIDE", "binary", "comparison_table", "make_console", "print_breakdowns",
+           "print_optable",
            "print_profile", "si", "summary_table", "top_table"]
