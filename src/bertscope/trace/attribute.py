@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bertscope.optable import Op
@@ -149,8 +149,9 @@ class Attributor:
         node = evt.name[len(_EVAL):]
         hit = self._seq.get(evt.sequence_nr)
         # nodes without a forward op (AccumulateGrad of a parameter) run right after the node
-        # that produced the parameter's gradient: they inherit its place
-        where, fwd = hit if hit is not None else (self._last, None)
+        # that produced the parameter's gradient: they inherit its place, not its category
+        # (a tied weight's gradient sum is an elementwise add, not part of the embedding)
+        where, fwd = hit if hit is not None else (replace(self._last, category=None), None)
         self._last = where
         fwd_shape = _fwd_shape(fwd) if fwd is not None else None
         gemms = 0
