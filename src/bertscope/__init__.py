@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from bertscope.analytic import build, memory_estimate, ops, parameter_count
 from bertscope.config import (
     PRESETS,
@@ -15,9 +17,27 @@ from bertscope.config import (
 from bertscope.errors import BertscopeError
 from bertscope.optable import Op, OpTable
 from bertscope.taxonomy import Category, Phase, Sublayer
-from bertscope.trace import analyze_trace, read_trace
+
+if TYPE_CHECKING:
+    from bertscope.trace import analyze_trace, read_trace
 
 __version__ = "0.1.0"
+
+_LAZY = {"analyze_trace": "bertscope.trace", "read_trace": "bertscope.trace"}
+"""Names imported on first use: the trace reader needs pandas, which commands that do not
+read traces should not pay for at start-up."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
 
 __all__ = [
     "PRESETS",

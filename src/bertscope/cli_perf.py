@@ -7,9 +7,9 @@ Thin like the rest of the CLI: parse, call `bertscope.perf`, render. Errors are
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -27,8 +27,18 @@ from bertscope.cli_options import (
 )
 from bertscope.config import Optimizer, Precision
 from bertscope.errors import BertscopeError
-from bertscope.optable import OpTable
-from bertscope.report.tables import binary, make_console, print_breakdowns, si
+from bertscope.optable import (
+    Grouped,
+    OpTable,
+    group_first_max,
+    group_rows,
+    group_sum,
+    stable_largest,
+)
+from bertscope.report.tables import binary, make_console, print_breakdowns, shape, si
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def predict_cmd(
@@ -160,23 +170,32 @@ def _bound_table(rows: dict[str, dict[str, Any]]) -> Table:
     return t
 
 
+def top_groups(table: OpTable, n: int) -> Grouped:
+    """The n op sites with the most predicted time, each summed over the encoder layers
+    (ffn1 of all 24 layers is one entry), keyed by (name, phase): time, roofline time, FLOPs,
+    bytes, layers, and the bound and shape of its slowest row. `top_ops` without pandas."""
+    c = table.columns
+    keys, codes = group_rows(c, ("name", "phase"))
+    size = len(keys)
+    summed = {"time_s": c["time_s"], "roofline_s": c["roofline_s"], "flops": c["flops"],
+              "bytes": c["bytes_read"] + c["bytes_written"], "layers": c["layer"] >= 0}
+    out = {col: group_sum(codes, size, values) for col, values in summed.items()}
+    slowest = group_first_max(codes, size, c["time_s"])
+    for col in ("bound", "m", "n", "k", "batch", "elements"):
+        out[col] = c[col][slowest]
+    top = Grouped(("name", "phase"), keys, out)
+    return top.take(stable_largest(out["time_s"], n))
+
+
 def top_ops(table: OpTable, n: int) -> pd.DataFrame:
     """The n op sites with the most predicted time, each summed over the encoder layers
     (ffn1 of all 24 layers is one entry): time, roofline time, FLOPs, bytes, layers, and
     the bound of its slowest row."""
-    d = table.df.assign(bytes=table.df["bytes_read"] + table.df["bytes_written"],
-                        layers=(table.df["layer"] >= 0).astype(int))
-    keys = ["name", "phase"]
-    g = d.groupby(keys, sort=False, observed=True)
-    out = g[["time_s", "roofline_s", "flops", "bytes", "layers"]].sum()
-    slowest = d.loc[g["time_s"].idxmax().to_numpy()].set_index(keys)
-    for col in ("bound", "m", "n", "k", "batch", "elements"):
-        out[col] = slowest[col]
-    return out.nlargest(n, "time_s").reset_index()
+    return top_groups(table, n).to_frame().reset_index()
 
 
 def _top_table(table: OpTable, n: int) -> Table:
-    total = float(table.df["time_s"].sum())
+    total = float(np.nansum(table.columns["time_s"]))
     t = Table(title=f"Top {n} ops by predicted time, summed over layers (shape: MxNxK\\[xbatch] "
                     f"for GEMMs, else elements; eff = roofline time / predicted time)",
               title_justify="left", header_style="bold")
@@ -184,14 +203,10 @@ def _top_table(table: OpTable, n: int) -> Table:
                 "bound", "eff"):
         t.add_column(col, justify="left" if col in ("op", "phase", "bound") else "right",
                      overflow="fold", no_wrap=col != "op")
-    for _, r in top_ops(table, n).iterrows():
-        if r["batch"]:
-            shape = f"{r['m']}x{r['n']}x{r['k']}" + (f"x{r['batch']}" if r["batch"] > 1 else "")
-        else:
-            shape = f"{r['elements']:,}"
+    for (name, phase), r in top_groups(table, n).rows():
         eff = r["roofline_s"] / r["time_s"] if r["time_s"] > 0 else 1.0
         intensity = r["flops"] / r["bytes"] if r["bytes"] > 0 else 0.0
-        t.add_row(r["name"], str(r["layers"]) if r["layers"] else "-", str(r["phase"]), shape,
+        t.add_row(name, str(r["layers"]) if r["layers"] else "-", str(phase), shape(r),
                   si(r["flops"]), binary(r["bytes"]), f"{intensity:.1f}", _time(r["time_s"]),
                   f"{100 * r['time_s'] / total:.2f}" if total > 0 else "-", str(r["bound"]),
                   f"{100 * eff:.0f}%")
@@ -204,4 +219,5 @@ def register(app: typer.Typer) -> None:
     app.command("devices")(devices_cmd)
 
 
-__all__ = ["devices_cmd", "predict_cmd", "print_prediction", "register", "top_ops"]
+__all__ = ["devices_cmd", "predict_cmd", "print_prediction", "register", "top_groups",
+           "top_ops"]

@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from bertscope.errors import BertscopeError
 from bertscope.optable import atomic_write, check_folder
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class TraceFormat(StrEnum):

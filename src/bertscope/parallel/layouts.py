@@ -45,7 +45,6 @@ from enum import StrEnum
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from bertscope.analytic.encoder import encoder_ops
 from bertscope.analytic.optimizer import optimizer_ops
@@ -472,8 +471,8 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
                 keys.append((bi, ti, spi, len(base["name"])))
     update = _columns(_update_ops(workload))
     stacked = {c: np.concatenate([p[c] for p in parts] + [update[c]]) for c in update}
-    pred = predict(OpTable(df=pd.DataFrame(stacked), meta={}), profile, workload.precision).df
-    time = pred["time_s"].to_numpy()
+    pred = predict(OpTable.from_columns(stacked), profile, workload.precision)
+    time = pred.columns["time_s"]
     shape = (len(bs), len(ts), 2)
     size = math.prod(shape)
     flat = np.repeat([np.ravel_multi_index(k[:3], shape) for k in keys], [k[3] for k in keys])

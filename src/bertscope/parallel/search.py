@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from bertscope.errors import BertscopeError
 from bertscope.parallel.layouts import (
@@ -34,6 +33,9 @@ from bertscope.parallel.layouts import (
     evaluate_arrays,
 )
 from bertscope.parallel.memory import CHECKPOINTS, Checkpoint, ZeroStage
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -189,6 +191,8 @@ def _schedules(layers: int, p: int, space: SearchSpace) -> list[tuple[int, int]]
 def search(workload: Workload, cluster: Cluster, space: SearchSpace | None = None) -> SearchResult:
     """Cost every valid layout in `space` and rank them: layouts that fit device memory
     first, each group by tokens/s. Raises `BertscopeError` when no layout is valid."""
+    import pandas as pd  # the result is a frame; imported here to keep the CLI's start fast
+
     t0 = time.perf_counter()
     arrays = enumerate_layouts(workload, cluster, space)
     if len(arrays["dp"]) == 0:

@@ -27,17 +27,19 @@ registered by class name so a `DeviceProfile` JSON file can name any of them.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
-import pandas as pd
 
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, DeviceKind, device_from_dict
-from bertscope.optable import atomic_write
+from bertscope.optable import atomic_write, bytes_moved
 
+if TYPE_CHECKING:
+    import pandas as pd
 ASSUMED = "assumed default"
 """`source` of a figure nobody has fitted or measured yet."""
 
@@ -52,9 +54,10 @@ class EfficiencyModel(Protocol):
 
     source: str
 
-    def fraction(self, rows: pd.DataFrame) -> np.ndarray:
+    def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction in (0, 1] per row; it and work / fraction are non-decreasing in the work
-        one launch does."""
+        one launch does. `rows` maps op-table column names to 1-D arrays (`OpTable.columns`,
+        which `predict` passes) or is a DataFrame; read columns with `np.asarray`."""
         ...
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,8 +71,9 @@ class OverheadModel(Protocol):
 
     source: str
 
-    def seconds(self, rows: pd.DataFrame) -> np.ndarray:
-        """Seconds per row (all executions of the row together)."""
+    def seconds(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """Seconds per row (all executions of the row together). `rows` as for
+        `EfficiencyModel.fraction`."""
         ...
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,9 +143,10 @@ def _saturating(work: np.ndarray, half: float) -> np.ndarray:
     return w / (w + half)
 
 
-def _per_launch(rows: pd.DataFrame, column: str | pd.Series) -> np.ndarray:
+def _per_launch(rows: Mapping[str, Any] | pd.DataFrame, column: str | Any) -> np.ndarray:
     total = rows[column] if isinstance(column, str) else column
-    return total.to_numpy(dtype=float) / np.maximum(rows["count"].to_numpy(dtype=float), 1.0)
+    return (np.asarray(total, dtype=float)
+            / np.maximum(np.asarray(rows["count"], dtype=float), 1.0))
 
 
 # -- the default models -----------------------------------------------------------------------
@@ -174,11 +179,11 @@ class GemmEfficiency(_Model):
     def __post_init__(self) -> None:
         self._check()
 
-    def fraction(self, rows: pd.DataFrame) -> np.ndarray:
+    def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""
         w = _per_launch(rows, "flops")
-        dims = rows[["m", "n", "k"]].to_numpy(dtype=float)
-        d = np.where(dims.min(axis=1) > 0, dims.min(axis=1), 1.0)
+        smallest = np.minimum.reduce([np.asarray(rows[c], dtype=float) for c in "mnk"])
+        d = np.where(smallest > 0, smallest, 1.0)
         f = (self.max_fraction * _saturating(w, self.half_saturation_flops)
              * _saturating(d, self.half_saturation_dim))
         return np.where(w > 0, f, 1.0)
@@ -208,9 +213,9 @@ class BandwidthEfficiency(_Model):
     def __post_init__(self) -> None:
         self._check()
 
-    def fraction(self, rows: pd.DataFrame) -> np.ndarray:
+    def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak bandwidth per row (rows moving no bytes get 1)."""
-        b = _per_launch(rows, rows["bytes_read"] + rows["bytes_written"])
+        b = _per_launch(rows, bytes_moved(rows))
         return np.where(b > 0, self.max_fraction * _saturating(b, self.half_saturation_bytes),
                         1.0)
 
@@ -234,9 +239,9 @@ class Overhead(_Model):
     def __post_init__(self) -> None:
         self._check()
 
-    def seconds(self, rows: pd.DataFrame) -> np.ndarray:
+    def seconds(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """count x seconds_per_launch per row."""
-        return rows["count"].to_numpy(dtype=float) * self.seconds_per_launch
+        return np.asarray(rows["count"], dtype=float) * self.seconds_per_launch
 
 
 # Assumed defaults per device kind, to be replaced by calibration. Rationale, not measurement:

@@ -47,11 +47,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import pandas as pd
+import numpy as np
 
 from bertscope.config import Precision
 from bertscope.errors import BertscopeError
-from bertscope.optable import OpTable
+from bertscope.optable import OpTable, as_column, bytes_moved, intensity
 from bertscope.taxonomy import Category, Phase, Sublayer
 
 C = Category
@@ -209,14 +209,14 @@ def fuse(table: OpTable) -> OpTable:
     merged (see the module docstring). Adds the column `fused` (original rows per row) and
     meta["fusion"] (chains, launches saved, bytes elided). A fused table is returned as is."""
     if table.meta.get("fusion"):
-        return OpTable(df=table.df.copy(), meta=dict(table.meta))
+        return table.with_columns({})
     precision = table.meta.get("run", {}).get("precision")
     if precision is None:
         raise BertscopeError("fuse needs the run precision (meta['run']['precision']) to size "
                              "the tensors a chain keeps on chip")
     act_bytes = Precision(precision).act_bytes
-    src = table.df
-    columns = list(src.columns)
+    src = table.columns
+    columns = list(src)
     records = [dict(zip(columns, values, strict=True))
                for values in zip(*(src[c].tolist() for c in columns), strict=True)]
     out: list[dict[str, Any]] = []
@@ -251,18 +251,15 @@ def fuse(table: OpTable) -> OpTable:
             merged += j - i
             launches_saved += (j - i - 1) * int(r["count"])
         i = j
-    df = pd.DataFrame.from_records(out, columns=[*src.columns.drop(FUSED_COLUMN,
-                                                                   errors="ignore"),
-                                                 FUSED_COLUMN])
-    moved = df["bytes_read"] + df["bytes_written"]
-    if "intensity" in df.columns:
-        df["intensity"] = (df["flops"] / moved.where(moved > 0)).fillna(0.0)
-    df[FUSED_COLUMN] = df[FUSED_COLUMN].astype(int)
-    before = float((src["bytes_read"] + src["bytes_written"]).sum())
+    names = [*(c for c in columns if c != FUSED_COLUMN), FUSED_COLUMN]
+    cols = {c: as_column([r[c] for r in out]) for c in names}
+    if "intensity" in cols:
+        cols["intensity"] = intensity(cols)
+    cols[FUSED_COLUMN] = cols[FUSED_COLUMN].astype(int)
     meta = dict(table.meta)
     meta["fusion"] = {"chains": chains, "ops_merged": merged, "launches_saved": launches_saved,
-                      "bytes_elided": before - float(moved.sum())}
-    return OpTable(df=df, meta=meta)
+                      "bytes_elided": float(np.sum(bytes_moved(src)) - np.sum(bytes_moved(cols)))}
+    return OpTable.from_columns(cols, meta)
 
 
 __all__ = ["FUSABLE", "FUSED_COLUMN", "SAVES_INPUT", "SAVES_OUTPUT", "fuse"]

@@ -16,6 +16,7 @@ time is the sum of the rows' times.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -26,7 +27,7 @@ from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, NumberFormat
 from bertscope.optable import OpTable
 from bertscope.perf.efficiency import DeviceProfile, default_profile
-from bertscope.perf.roofline import GEMM_CATEGORIES, roofline, select_peaks
+from bertscope.perf.roofline import GEMM_CATEGORIES, Peaks, roofline, select_peaks
 
 
 class Bound(StrEnum):
@@ -53,6 +54,20 @@ def _fraction(values: np.ndarray, what: str) -> np.ndarray:
     return f
 
 
+def _per_row(method: Callable[[Any], Any], table: OpTable) -> np.ndarray:
+    """`method(rows)` of an efficiency model on the table's columns. A model written for
+    DataFrame rows (the protocol before op tables had columns) fails on them (an
+    AttributeError or TypeError, or an answer of the wrong length: `len(rows)` counts
+    columns) and is given the DataFrame instead."""
+    try:
+        out = np.asarray(method(table.columns), dtype=float)
+        if out.shape in ((), (len(table),)):
+            return out
+    except (AttributeError, TypeError):
+        pass
+    return np.asarray(method(table.df), dtype=float)
+
+
 def predict(table: OpTable, profile: DeviceProfile | Device,
             precision: Precision | str | None = None, *,
             gemm_format: NumberFormat | str | None = None) -> OpTable:
@@ -61,7 +76,8 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
 
     `precision` defaults to the table's run precision (meta["run"]["precision"]); a bare
     `Device` gets its kind's default efficiency models. `gemm_format` forces the GEMM peak's
-    format (e.g. "tf32"). Totals and shares go to meta["prediction"].
+    format (e.g. "tf32"). Totals and shares go to meta["prediction"]. Works on the table's
+    columns (no pandas); the result is column-backed unless `table` is DataFrame-backed.
     """
     if isinstance(profile, Device):
         profile = default_profile(profile)
@@ -70,33 +86,40 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
         if precision is None:
             raise BertscopeError("the op table names no run precision; pass precision=")
     peaks = select_peaks(profile.device, precision, gemm_format)
-    d = table.df.copy()
-    roof = roofline(d, peaks)
-    gemm = d["category"].isin(GEMM_CATEGORIES).to_numpy()
-    f_gemm = np.where(gemm, _fraction(profile.gemm.fraction(d), "GEMM"), 1.0)
-    f_bw = _fraction(profile.bandwidth.fraction(d), "bandwidth")
-    compute = roof["compute_s"].to_numpy() / f_gemm
-    memory = roof["memory_s"].to_numpy() / f_bw
-    overhead = np.asarray(profile.overhead.seconds(d), dtype=float)
+    rows = table.columns
+    roof = roofline(rows, peaks)
+    gemm = np.isin(np.asarray(rows["category"], dtype=object), GEMM_CATEGORIES)
+    f_gemm = np.where(gemm, _fraction(_per_row(profile.gemm.fraction, table), "GEMM"), 1.0)
+    f_bw = _fraction(_per_row(profile.bandwidth.fraction, table), "bandwidth")
+    compute = roof["compute_s"] / f_gemm
+    memory = roof["memory_s"] / f_bw
+    overhead = _per_row(profile.overhead.seconds, table)
     if np.any(overhead < 0):
         raise BertscopeError("overhead model returned a negative time")
     terms = np.stack([compute, memory, overhead])
-    d["time_s"] = terms.max(axis=0)  # NaN where the row cannot be placed (no link figure)
-    d["compute_s"] = compute
-    d["memory_s"] = memory
-    d["overhead_s"] = overhead
-    d["roofline_s"] = roof["roofline_s"].to_numpy()
-    d["bound"] = _BOUNDS[np.nan_to_num(terms, nan=-1.0).argmax(axis=0)]
+    added = {
+        "time_s": terms.max(axis=0),  # NaN where the row cannot be placed (no link figure)
+        "compute_s": compute,
+        "memory_s": memory,
+        "overhead_s": overhead,
+        "roofline_s": roof["roofline_s"],
+        "bound": _BOUNDS[np.nan_to_num(terms, nan=-1.0).argmax(axis=0)],
+    }
     meta = dict(table.meta)
-    meta["prediction"] = _summary(d, meta, profile, Precision(precision), peaks)
-    return OpTable(df=d, meta=meta)
+    meta["prediction"] = _summary({**rows, **added}, meta, profile, Precision(precision), peaks)
+    return table.with_columns(added, meta)
 
 
-def _summary(d: Any, meta: dict[str, Any], profile: DeviceProfile, precision: Precision,
-             peaks: Any) -> dict[str, Any]:
+def _total(values: Any) -> float:
+    """Sum of a column, NaN ignored (as pandas sums)."""
+    return float(np.nansum(np.asarray(values, dtype=float)))
+
+
+def _summary(cols: Mapping[str, Any], meta: dict[str, Any], profile: DeviceProfile,
+             precision: Precision, peaks: Peaks) -> dict[str, Any]:
     """Iteration totals of a predicted table: time, tokens/s, achieved FLOP/s."""
-    time_s = float(d["time_s"].sum())
-    flops = float(d["flops"].sum())
+    time_s = _total(cols["time_s"])
+    flops = _total(cols["flops"])
     run = meta.get("run", {})
     tokens = (int(run["batch"]) * int(run["seq"]) * int(run.get("micro_batches", 1))
               if "batch" in run and "seq" in run else None)
@@ -114,7 +137,7 @@ def _summary(d: Any, meta: dict[str, Any], profile: DeviceProfile, precision: Pr
         "models": {"gemm": profile.gemm.to_dict(), "bandwidth": profile.bandwidth.to_dict(),
                    "overhead": profile.overhead.to_dict()},
         "time_s": time_s,
-        "roofline_s": float(d["roofline_s"].sum()),
+        "roofline_s": _total(cols["roofline_s"]),
         "flops": flops,
         "achieved_flops": flops / time_s if time_s > 0 else 0.0,
         "peak_fraction": flops / time_s / peaks.gemm_flops if time_s > 0 else 0.0,
@@ -126,16 +149,18 @@ def _summary(d: Any, meta: dict[str, Any], profile: DeviceProfile, precision: Pr
 
 def by_bound(table: OpTable) -> dict[str, dict[str, float]]:
     """Rows, launches and time per bound (compute, memory, overhead) of a predicted table."""
-    d = table.df
-    if "bound" not in d.columns:
+    cols = table.columns
+    if "bound" not in cols:
         raise BertscopeError("the table has no predictions; run predict() first")
-    total = float(d["time_s"].sum())
+    time_s = np.asarray(cols["time_s"], dtype=float)
+    bound = np.asarray(cols["bound"], dtype=object)
+    total = _total(time_s)
     out = {}
     for b in Bound:
-        sel = d[d["bound"] == b.value]
-        t = float(sel["time_s"].sum())
-        out[b.value] = {"rows": len(sel), "launches": int(sel["count"].sum()), "time_s": t,
-                        "time_share": t / total if total > 0 else 0.0}
+        sel = bound == b.value
+        t = _total(time_s[sel])
+        out[b.value] = {"rows": int(sel.sum()), "launches": int(np.sum(cols["count"][sel])),
+                        "time_s": t, "time_share": t / total if total > 0 else 0.0}
     return out
 
 

@@ -26,15 +26,20 @@ Communication rows are held to the interconnect bandwidth (NaN where the device 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from bertscope.config import Precision
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, NumberFormat
+from bertscope.optable import bytes_moved, is_frame
 from bertscope.taxonomy import Category
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 F = NumberFormat
 _GEMM_FORMATS: dict[Precision, tuple[NumberFormat, ...]] = {
@@ -107,26 +112,33 @@ def select_peaks(device: Device, precision: Precision | str,
                  notes=tuple(notes))
 
 
-def row_peaks(rows: pd.DataFrame, peaks: Peaks) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: (FLOP/s peak, bytes/s peak) the row is held to."""
-    cat = rows["category"]
-    gemm = cat.isin(GEMM_CATEGORIES).to_numpy()
+def row_peaks(rows: Mapping[str, Any] | pd.DataFrame,
+              peaks: Peaks) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: (FLOP/s peak, bytes/s peak) the row is held to. `rows`: op-table columns
+    (`OpTable.columns`, a DataFrame, any mapping of name -> array)."""
+    cat = np.asarray(rows["category"], dtype=object)
+    gemm = np.isin(cat, GEMM_CATEGORIES)
     flops_peak = np.where(gemm, peaks.gemm_flops, peaks.vector_flops)
-    comm = (cat == Category.COMMUNICATION).to_numpy()
+    comm = cat == Category.COMMUNICATION
     link = peaks.interconnect if peaks.interconnect is not None else np.nan
     bytes_peak = np.where(comm, link, peaks.bandwidth)
     return flops_peak.astype(float), bytes_peak.astype(float)
 
 
-def roofline(rows: pd.DataFrame, peaks: Peaks) -> pd.DataFrame:
+def roofline(rows: Mapping[str, Any] | pd.DataFrame,
+             peaks: Peaks) -> dict[str, np.ndarray] | pd.DataFrame:
     """Per row: compute_s = flops / peak, memory_s = bytes / bandwidth, and their max,
-    roofline_s (the fastest the row could possibly run)."""
+    roofline_s (the fastest the row could possibly run). A dict of arrays for columns; a
+    DataFrame (with the rows' index) for a DataFrame."""
     flops_peak, bytes_peak = row_peaks(rows, peaks)
-    compute = rows["flops"].to_numpy(dtype=float) / flops_peak
-    moved = (rows["bytes_read"] + rows["bytes_written"]).to_numpy(dtype=float)
-    memory = moved / bytes_peak
-    return pd.DataFrame({"compute_s": compute, "memory_s": memory,
-                         "roofline_s": np.maximum(compute, memory)}, index=rows.index)
+    compute = np.asarray(rows["flops"], dtype=float) / flops_peak
+    memory = bytes_moved(rows) / bytes_peak
+    out = {"compute_s": compute, "memory_s": memory, "roofline_s": np.maximum(compute, memory)}
+    if is_frame(rows):
+        import pandas as pd
+
+        return pd.DataFrame(out, index=rows.index)
+    return out
 
 
 __all__ = ["GEMM_CATEGORIES", "Peaks", "roofline", "row_peaks", "select_peaks"]

@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from bertscope.optable import OpTable
+from bertscope.optable import Grouped, OpTable, is_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 WIDE = 132
 """Console columns when stdout is not a terminal and COLUMNS is unset (rich would use 80 and
@@ -46,19 +49,36 @@ def binary(x: float) -> str:
     return f"{x:.0f} B"
 
 
-def summary_table(summary: pd.DataFrame, title: str) -> Table:
-    """A rich table of an `OpTable.summary` frame: time (where known), ops, FLOPs, bytes
-    (where known), their shares and intensity."""
+def shape(r: Mapping[str, Any]) -> str:
+    """A row's shape: MxNxK[xbatch] for GEMMs, else its element count."""
+    if r["batch"]:
+        return f"{r['m']}x{r['n']}x{r['k']}" + (f"x{r['batch']}" if r["batch"] > 1 else "")
+    return f"{r['elements']:,}"
+
+
+def _grouped(summary: Grouped | pd.DataFrame) -> Grouped:
+    """A summary frame (`OpTable.summary`) in the pandas-free form (`OpTable.grouped`)."""
+    if not is_frame(summary):
+        return summary
+    by = tuple(summary.index.names) if summary.index.nlevels > 1 else (summary.index.name,)
+    return Grouped(by, list(summary.index), {c: summary[c].to_numpy() for c in summary.columns})
+
+
+def summary_table(summary: Grouped | pd.DataFrame, title: str) -> Table:
+    """A rich table of a summary (`OpTable.grouped`, or the frame of `OpTable.summary`): time
+    (where known), ops, FLOPs, bytes (where known), their shares and intensity."""
+    summary = _grouped(summary)
     timed = "time_s" in summary.columns
-    has_bytes = bool(summary["bytes"].sum() > 0)
+    has_bytes = bool(summary.columns["bytes"].sum() > 0)
     t = Table(title=title, title_justify="left", header_style="bold")
-    t.add_column(summary.index.name or "key", no_wrap=True)
+    t.add_column(summary.by[0] if len(summary.by) == 1 and summary.by[0] else "key",
+                 no_wrap=True)
     cols = (["time", "time %"] if timed else []) + ["ops", "FLOPs", "FLOP %"]
     if has_bytes:
         cols += ["bytes", "bytes %", "FLOP/B"]
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
-    for key, r in summary.iterrows():
+    for key, r in summary.rows():
         cells = [si(r["time_s"], "s"), f"{100 * r['time_share']:.1f}"] if timed else []
         cells += [f"{int(r['count'])}", si(r["flops"]), f"{100 * r['flops_share']:.1f}"]
         if has_bytes:
@@ -79,15 +99,13 @@ def top_table(table: OpTable, n: int, by: str = "flops") -> Table:
     for col in cols:
         t.add_column(col, justify="left" if col in ("op", "sublayer", "phase") else "right",
                      no_wrap=True)
-    for _, r in table.top(n, by).iterrows():
-        if r["batch"]:
-            shape = f"{r['m']}x{r['n']}x{r['k']}" + (f"x{r['batch']}" if r["batch"] > 1 else "")
-        else:
-            shape = f"{r['elements']:,}"
+    c = table.columns
+    for i in table.top_positions(n, by):
+        r = {name: col[i] for name, col in c.items()}
         tail = ([si(r["time_s"], "s")] if timed else
                 [binary(r["bytes_read"] + r["bytes_written"]), f"{r['intensity']:.1f}"])
-        t.add_row(r["name"], "-" if r["layer"] < 0 else str(r["layer"]), r["sublayer"],
-                  r["phase"], shape, si(r["flops"]), *tail)
+        t.add_row(r["name"], "-" if r["layer"] < 0 else str(r["layer"]), str(r["sublayer"]),
+                  str(r["phase"]), shape(r), si(r["flops"]), *tail)
     return t
 
 
@@ -95,9 +113,9 @@ def print_breakdowns(table: OpTable, console: Console, *, categories: bool = Tru
     """Print the summary tables by category (unless `categories` is False), sublayer group
     and phase."""
     if categories:
-        console.print(summary_table(table.by_category(), "By category"))
-    console.print(summary_table(table.summary("group"), "By sublayer group"))
-    console.print(summary_table(table.by_phase(), "By phase"))
+        console.print(summary_table(table.grouped("category"), "By category"))
+    console.print(summary_table(table.grouped("group"), "By sublayer group"))
+    console.print(summary_table(table.grouped("phase"), "By phase"))
 
 
 def print_optable(table: OpTable, console: Console, top: int = 10) -> None:
@@ -173,5 +191,4 @@ def _share(table: OpTable, col: str, value: str) -> float:
 
 
 __all__ = ["WIDE", "binary", "comparison_table", "make_console", "print_breakdowns",
-           "print_optable",
-           "print_profile", "si", "summary_table", "top_table"]
+           "print_optable", "print_profile", "shape", "si", "summary_table", "top_table"]
