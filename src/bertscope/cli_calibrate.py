@@ -13,6 +13,7 @@ from rich.table import Table
 from bertscope.errors import BertscopeError
 from bertscope.optable import atomic_write, check_folder
 from bertscope.report.tables import make_console
+from bertscope.trace.attribute import Statistic
 
 
 def _need_torch() -> None:
@@ -69,8 +70,14 @@ def validate_cmd(
         "--validate", help="Held-out configs to predict and compare, MODEL:BATCH:SEQ[,...].")
     ] = "bert-base:2:128,bert-base:4:64,bert-medium:8:64,bert-small:4:256",
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
-    iters: Annotated[int, typer.Option(help="Measured iterations per config.")] = 3,
-    warmup: Annotated[int, typer.Option(help="Warm-up iterations per config.")] = 1,
+    iters: Annotated[int, typer.Option(help="Measured iterations per config.")] = 5,
+    warmup: Annotated[int, typer.Option(help="Warm-up iterations per config.")] = 2,
+    statistic: Annotated[Statistic, typer.Option(
+        help="Each op's time over the iterations: median (robust to a slow iteration) or "
+             "mean.")] = Statistic.MEDIAN,
+    rounds: Annotated[int, typer.Option(
+        help="Measure every config this many times, all configs in turn, and take the "
+             "median (a shared machine's slow spells then fall on all configs alike).")] = 1,
     output: Annotated[Path | None, typer.Option(help="Write the full report (JSON).")] = None,
     results_dir: Annotated[Path | None, typer.Option(
         help="Keep each config's profile result here and reuse those already there.")] = None,
@@ -85,7 +92,8 @@ def validate_cmd(
 
     out = make_console()
     report = validate(parse_specs(calibrate), parse_specs(check), device=device, iters=iters,
-                      warmup=warmup, results_dir=results_dir,
+                      warmup=warmup, statistic=statistic, rounds=rounds,
+                      results_dir=results_dir,
                       log=lambda s: out.print(f"[dim]{s}[/]"))
     print_validation(report, out)
     if output is not None:

@@ -88,6 +88,25 @@ def test_accumulate_grad_takes_the_place_but_not_the_category_of_the_node_before
                                                        Category.ELEMENTWISE)
 
 
+def test_median_statistic_ignores_one_slow_iteration() -> None:
+    from bertscope.trace.attribute import Statistic
+
+    a = Attributor(Classifier())
+    add_times = (10.0, 30.0, 1000.0)  # us; the last iteration hit a stall
+    for i, t in enumerate(add_times):
+        a.iteration = i
+        kids = [ev("aten::add", t, shapes=[[4]])]
+        if i == 0:
+            kids.append(ev("aten::mul", 6.0, shapes=[[4]]))  # ran in iteration 0 only
+        a.walk(ev(f"bertscope.iter::{i}", t + 6, [ev("bertscope.phase::forward", t + 6, kids)]))
+    mean = {o.name: o.time_s for o in a.ops(3)}
+    median = {o.name: o.time_s for o in a.ops(3, Statistic.MEDIAN)}
+    assert mean["aten::add"] == pytest.approx((10 + 30 + 1000) / 3 * 1e-6)
+    assert median["aten::add"] == pytest.approx(30e-6)  # median of 10, 30, 1000
+    assert mean["aten::mul"] == pytest.approx(2e-6)  # 6 / 3
+    assert median["aten::mul"] == 0.0  # median of 6, 0, 0
+
+
 def test_device_time_is_used_on_cuda() -> None:
     a = Attributor(Classifier(), use_device_time=True)
     a.walk(iteration(device_time=7.0))

@@ -135,3 +135,27 @@ def test_specs_and_held_out_configs() -> None:
             parse_specs(bad)
     with pytest.raises(BertscopeError, match="cannot be validated: bert-mini:8:128"):
         validate(parse_specs("bert-mini:8:128"), parse_specs("bert-mini:8:128"))
+
+
+def test_combine_takes_each_rows_median_over_rounds() -> None:
+    from types import SimpleNamespace
+
+    from bertscope.perf.validate import combine
+
+    def result(add_s: float, mul_s: float | None, iterations: list[float]) -> SimpleNamespace:
+        rows = [Op("aten::add", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD,
+                   elements=8, count=2, bytes_read=64.0, time_s=add_s)]
+        if mul_s is not None:
+            rows.append(Op("aten::mul", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD,
+                           elements=8, time_s=mul_s))
+        meta = {"iteration_times_s": iterations, "iteration_s": float(np.median(iterations))}
+        return SimpleNamespace(table=OpTable.from_ops(rows, meta), analytic=None, meta=meta)
+
+    c = combine([result(1.0, 0.5, [10.0, 11.0]), result(3.0, None, [30.0, 12.0]),
+                 result(100.0, 0.7, [13.0, 14.0])])
+    rows = {o.name: o for o in c.table.df.itertuples()}
+    assert rows["aten::add"].time_s == 3.0  # median of 1, 3, 100
+    assert rows["aten::mul"].time_s == 0.5  # median of 0.5, 0 (absent), 0.7
+    assert (rows["aten::add"].count, rows["aten::add"].bytes_read) == (2, 64.0)
+    assert c.meta["iteration_s"] == 12.5  # median of 10, 11, 30, 12, 13, 14
+    assert c.meta["rounds"] == 3

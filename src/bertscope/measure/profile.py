@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,12 +32,15 @@ from torch import nn
 from bertscope.analytic import build
 from bertscope.config import Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import BertscopeError
+from bertscope.measure.allocator import HostAllocator, keep_freed_memory
+from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
 from bertscope.measure.data import PretrainingBatch, synthetic_batch
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.models import EncoderLayer, build_model, module_sublayer
 from bertscope.optable import OpTable, atomic_path, atomic_write
 from bertscope.taxonomy import Classifier, Phase, Sublayer
+from bertscope.trace.attribute import Statistic
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): stage is "warmup" or "measure"."""
@@ -229,20 +233,38 @@ def profile(
     wrap: Wrap | None = None,
     data_seed: int | None = None,
     analyze: Analyze | None = None,
+    statistic: Statistic | str = Statistic.MEAN,
+    host_allocator: HostAllocator | str = HostAllocator.KEEP,
 ) -> ProfileResult:
     """Run `warmup` + `iters` real training iterations and attribute every measured op.
+
+    Each row's time and the iteration time are the `statistic` (mean or median) over the
+    measured iterations; the median resists one-off slow iterations on a shared machine.
+    On a CPU, `host_allocator` "keep" first tunes glibc to keep freed memory, so ops are not
+    charged for page faults (see `bertscope.measure.allocator`; process-wide).
 
     `wrap` wraps the model (DistributedDataParallel), `data_seed` seeds the synthetic batches
     (default: `seed`), `analyze` adds its findings on the capture to the meta (see `Wrap`,
     `Analyze`)."""
     if iters < 1 or warmup < 0:
         raise BertscopeError(f"need --iters >= 1 and --warmup >= 0, got {iters} and {warmup}")
+    try:
+        statistic = Statistic(statistic)
+    except ValueError:
+        raise BertscopeError(f"unknown statistic {statistic!r}; use mean or median") from None
+    try:
+        host_allocator = HostAllocator(host_allocator)
+    except ValueError:
+        raise BertscopeError(f"unknown host allocator {host_allocator!r}; use keep or "
+                             f"system") from None
     run.check(m)
     if hf and m.family is Family.ALBERT and not m.share_layers:
         raise BertscopeError("Hugging Face ALBERT shares its layers; set share_layers")
     dev = resolve_device(device)
     analytic = build(m, run)
     check_memory(analytic, dev)
+    if host_allocator is HostAllocator.KEEP and dev.type == "cpu":
+        keep_freed_memory()
     trainer = _Trainer(m, run, dev, hf=hf, seed=seed, wrap=wrap, data_seed=data_seed)
     tell = progress or (lambda *_: None)
     for i in range(warmup):
@@ -278,7 +300,7 @@ def profile(
     if trace_out is not None:
         _export_trace(prof, Path(trace_out))
 
-    table = OpTable.from_ops(attr.ops(len(done)), {
+    table = OpTable.from_ops(attr.ops(len(done), statistic), {
         "producer": "profile",
         "model": analytic.meta["model"],
         "run": analytic.meta["run"],
@@ -288,7 +310,8 @@ def profile(
     op_time = float(d["time_s"].sum())
     unattributed = float(d.loc[(d["sublayer"] == Sublayer.OTHER) & ~d["phase"].isin(
         [Phase.OPTIMIZER, Phase.COMMUNICATION]), "time_s"].sum())
-    iteration_s = sum(done) / len(done)
+    iteration_s = (statistics.median(done) if statistic is Statistic.MEDIAN
+                   else sum(done) / len(done))
     meta = {
         **table.meta,
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
@@ -298,6 +321,8 @@ def profile(
         "iters": len(done),
         "warmup": warmup,
         "partial": partial,
+        "statistic": statistic.value,
+        "host_allocator": current_allocator().value,  # process-wide, once set
         "iteration_s": iteration_s,
         "iteration_times_s": done,
         "tokens_per_s": run.tokens / iteration_s,
@@ -321,16 +346,20 @@ def walk_capture(attr: Attributor, events: Any, completed: int) -> float:
                   key=lambda e: e.time_range.start)
     iters = {id(e): e for e in tops
              if e.name.startswith(ITER) and int(e.name[len(ITER):]) < completed}
-    windows = [(e.time_range.start, e.time_range.end) for e in iters.values()]
+    windows = [(e.time_range.start, e.time_range.end, int(e.name[len(ITER):]))
+               for e in iters.values()]
     main_threads = {e.thread for e in iters.values()}
     total = 0.0
     for evt in tops:  # time order: an iteration's forward before its backward nodes
         if id(evt) in iters:
+            attr.iteration = int(evt.name[len(ITER):])
             attr.walk(evt)
             total += attr.time_us(evt)
-        elif evt.thread not in main_threads and any(
-                lo <= evt.time_range.start < hi for lo, hi in windows):
-            attr.walk(evt, Phase.BACKWARD)
+        elif evt.thread not in main_threads:
+            inside = [i for lo, hi, i in windows if lo <= evt.time_range.start < hi]
+            if inside:
+                attr.iteration = inside[0]
+                attr.walk(evt, Phase.BACKWARD)
     return total
 
 

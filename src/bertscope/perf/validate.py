@@ -23,6 +23,7 @@ import pandas as pd
 
 from bertscope.config import ModelConfig, RunConfig, get_model
 from bertscope.errors import BertscopeError
+from bertscope.optable import Op, OpTable
 from bertscope.perf.calibrate import (
     KEYS,
     fit_from_microbench,
@@ -159,7 +160,6 @@ def load_result(path: str | Path) -> Any:
     from types import SimpleNamespace
 
     from bertscope.analytic import build
-    from bertscope.optable import Op, OpTable
 
     p = Path(path)
     try:
@@ -176,35 +176,75 @@ def load_result(path: str | Path) -> Any:
                            meta=meta)
 
 
+def combine(results: Sequence[Any]) -> Any:
+    """One result from several measurements of the same config: each row's time is the
+    median over them (a row missing from one took 0 there), the iteration time the median of
+    all measured iterations. Returns an object with `table`, `analytic` and `meta`."""
+    from types import SimpleNamespace
+
+    if len(results) == 1:
+        return results[0]
+    keys = ["name", "layer", "sublayer", "category", "phase", "m", "n", "k", "batch",
+            "elements"]
+    frames = [r.table.df.assign(_round=i) for i, r in enumerate(results)]
+    d = pd.concat(frames, ignore_index=True)
+    times = (d.pivot_table(index=keys, columns="_round", values="time_s", aggfunc="sum",
+                           observed=True).reindex(columns=range(len(results))).fillna(0.0))
+    first = d.drop_duplicates(keys).set_index(keys)
+    first = first.drop(columns=["time_s", "_round", "intensity"])
+    first["time_s"] = times.median(axis=1)
+    rows = [Op(**r) for r in first.reset_index().to_dict(orient="records")]
+    meta = dict(results[0].meta)
+    every = [t for r in results for t in r.meta["iteration_times_s"]]
+    meta.update(iteration_s=float(np.median(every)), iteration_times_s=every,
+                rounds=len(results), op_time_s=float(first["time_s"].sum()))
+    return SimpleNamespace(table=OpTable.from_ops(rows, meta), analytic=results[0].analytic,
+                           meta=meta)
+
+
 def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: str = "cpu",
-             iters: int = 3, warmup: int = 1, quick: bool = False,
-             results_dir: str | Path | None = None,
+             iters: int = 5, warmup: int = 2, statistic: str = "median", rounds: int = 1,
+             quick: bool = False, results_dir: str | Path | None = None,
              log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Profile the calibration configs, fit, then profile and predict the held-out ones.
-    With `results_dir`, each config's result is kept there and reused when present."""
+
+    Measured rows and iteration times are the `statistic` over `iters` iterations (see
+    `bertscope.measure.profile`). With `rounds` > 1 every config is measured that many
+    times, all configs in turn each round (slow spells of a shared machine then fall on all
+    configs alike), and the rounds are combined by their median (`combine`). With
+    `results_dir`, each measurement is kept there and reused when present."""
     from bertscope.measure.profile import profile as run_profile
 
     overlap = {str(s) for s in calibrate} & {str(s) for s in check}
     if overlap:
         raise BertscopeError(f"configs used for calibration cannot be validated: "
                              f"{', '.join(sorted(overlap))}")
+    if rounds < 1:
+        raise BertscopeError(f"--rounds must be >= 1, got {rounds}")
 
-    def measure(spec: RunSpec) -> Any:
-        saved = (Path(results_dir) / f"{str(spec).replace(':', '-').replace('/', '_')}.json"
-                 if results_dir is not None else None)
+    def measure(spec: RunSpec, i: int) -> Any:
+        stem = str(spec).replace(":", "-").replace("/", "_")
+        name = f"{stem}.json" if rounds == 1 else f"{stem}.round{i}.json"
+        saved = Path(results_dir) / name if results_dir is not None else None
         if saved is not None and saved.is_file():
             log(f"reusing {saved}")
             return load_result(saved)
-        log(f"profiling {spec}")
+        log(f"profiling {spec}" + (f" (round {i + 1} of {rounds})" if rounds > 1 else ""))
         m, run = spec.configs()
-        result = run_profile(m, run, iters=iters, warmup=warmup, device=device)
+        result = run_profile(m, run, iters=iters, warmup=warmup, device=device,
+                             statistic=statistic)
         if saved is not None:
             result.write_json(saved)
         return result
 
-    fitted = [measure(s) for s in calibrate]
+    specs = [*calibrate, *check]
+    measured: dict[str, list[Any]] = {str(s): [] for s in specs}
+    for i in range(rounds):
+        for s in specs:
+            measured[str(s)].append(measure(s, i))
+    fitted = [combine(measured[str(s)]) for s in calibrate]
     profile, fits = calibrate_local(device, fitted, quick=quick, log=log)
-    rows = [compare(measure(s), profile) for s in check]
+    rows = [compare(combine(measured[str(s)]), profile) for s in check]
     errors = np.array([abs(r["error"]) for r in rows])
     return {
         "calibrated_on": [str(s) for s in calibrate],
@@ -217,4 +257,5 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     }
 
 
-__all__ = ["RunSpec", "calibrate_local", "compare", "parse_specs", "validate"]
+__all__ = ["RunSpec", "calibrate_local", "combine", "compare", "load_result", "parse_specs",
+           "validate"]

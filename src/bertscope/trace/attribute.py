@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 from bertscope.optable import Op
@@ -34,6 +36,16 @@ _TRANSPARENT = frozenset({"DistributedDataParallel.forward"})
 _GRAD_SYNC = ("torch::distributed::reducer::", "torch.distributed.ddp.reducer::")
 """DDP's own gradient-bucket work (copy into the bucket scaled by 1/world, copy back to
 .grad): phase communication, with the category of the work (elementwise, data movement)."""
+
+
+class Statistic(StrEnum):
+    """How a row's time per iteration is taken over the measured iterations."""
+
+    MEAN = "mean"
+    """Total time over the iterations, divided by their number."""
+    MEDIAN = "median"
+    """The median of the row's time in each iteration: one slow iteration (a page-fault
+    storm, another process on a shared machine) does not move it."""
 
 
 # --- reading the capture ------------------------------------------------------------------
@@ -116,6 +128,9 @@ class Attributor:
     classify: Classifier
     use_device_time: bool = False
     rows: dict[tuple[Any, ...], list[float]] = field(default_factory=dict)
+    iteration: int = 0
+    """Index of the measured iteration being walked (set by the caller; for `Statistic`)."""
+    _per_iteration: dict[tuple[Any, ...], dict[int, float]] = field(default_factory=dict)
     _seq: dict[int, tuple[_Where, Any]] = field(default_factory=dict)
     _core_gemms: dict[int, int] = field(default_factory=dict)
     _last: _Where = _NOWHERE
@@ -232,14 +247,23 @@ class Attributor:
         acc[0] += 1
         acc[1] += flops
         acc[2] += t
+        per = self._per_iteration.setdefault(key, {})
+        per[self.iteration] = per.get(self.iteration, 0.0) + t
 
-    def ops(self, iterations: int) -> list[Op]:
-        """Rows averaged per iteration: count, FLOPs and time per training iteration."""
+    def ops(self, iterations: int, statistic: Statistic = Statistic.MEAN) -> list[Op]:
+        """Rows per training iteration: count and FLOPs averaged, time by `statistic` over
+        the iterations 0 .. iterations - 1 (a row absent from an iteration took 0 there)."""
         out = []
-        for (name, layer, sub, cat, phase, m, n, k, b, el), (cnt, fl, t) in self.rows.items():
+        for key, (cnt, fl, t) in self.rows.items():
+            name, layer, sub, cat, phase, m, n, k, b, el = key
+            if statistic is Statistic.MEDIAN:
+                per = self._per_iteration[key]
+                t = statistics.median(per.get(i, 0.0) for i in range(iterations))
+            else:
+                t = t / iterations
             out.append(Op(name, layer, sub, cat, phase, m=m, n=n, k=k, batch=b, elements=el,
                           count=max(1, round(cnt / iterations)), flops=fl / iterations,
-                          time_s=t * 1e-6 / iterations))
+                          time_s=t * 1e-6))
         return out
 
 
@@ -277,4 +301,5 @@ def _backward_phase(node: str, op: str, evt: Any, fwd: tuple[int, int, int] | No
     return Phase.BACKWARD_DATA
 
 
-__all__ = ["ATTN_CORE", "ITER", "PHASE", "SCOPE", "Attributor", "gemm_shape", "numel"]
+__all__ = ["ATTN_CORE", "ITER", "PHASE", "SCOPE", "Attributor", "Statistic", "gemm_shape",
+           "numel"]
