@@ -135,6 +135,14 @@ class Attributor:
     _core_gemms: dict[int, int] = field(default_factory=dict)
     _last: _Where = _NOWHERE
 
+    def forget(self) -> None:
+        """Drop what links events within one capture (forward ops by sequence number, the
+        attention-core GEMM counts keyed by event id), keeping the rows: call it before
+        walking a new capture, so the old one's events can be freed and their ids reused."""
+        self._seq.clear()
+        self._core_gemms.clear()
+        self._last = _NOWHERE
+
     def time_us(self, evt: Any) -> float:
         """Inclusive time of an event: kernel time on a device, else CPU time (us)."""
         return float(evt.device_time_total if self.use_device_time else evt.cpu_time_total)
