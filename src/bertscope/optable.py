@@ -114,14 +114,50 @@ def intensity(cols: Mapping[str, Any]) -> np.ndarray:
     return np.where(np.isnan(out), 0.0, out)
 
 
-def _frozen(cols: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
-    """A read-only view of the columns: read-only arrays in a read-only mapping."""
-    out = {}
-    for name, col in cols.items():
-        view = col.view()
-        view.flags.writeable = False
-        out[name] = view
-    return MappingProxyType(out)
+class Columns:
+    """An op table's rows as read-only columns, read the way a DataFrame is: `rows["flops"]`
+    is a 1-D numpy array, `"phase" in rows` asks for a column, `len(rows)` counts rows, and
+    iterating (or `keys()`) gives the column names. So efficiency models written for a
+    DataFrame run on it unchanged, and `dict(rows)` copies it."""
+
+    __slots__ = ("_cols", "_n")
+
+    def __init__(self, cols: Mapping[str, np.ndarray]) -> None:
+        out = {}
+        for name, col in cols.items():
+            view = np.asarray(col).view()
+            view.flags.writeable = False
+            out[name] = view
+        lengths = {len(v) for v in out.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns differ in length: {sorted(lengths)}")
+        self._cols: Mapping[str, np.ndarray] = MappingProxyType(out)
+        self._n = lengths.pop() if lengths else 0
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._cols[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._cols
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cols)
+
+    def keys(self) -> Iterable[str]:
+        """The column names."""
+        return self._cols.keys()
+
+    def items(self) -> Iterable[tuple[str, np.ndarray]]:
+        """(name, column) pairs."""
+        return self._cols.items()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The column names (as `DataFrame.columns` lists them)."""
+        return tuple(self._cols)
 
 
 def stable_largest(values: Any, n: int) -> np.ndarray:
@@ -246,7 +282,7 @@ class OpTable:
             raise BertscopeError(f"OpTable(df=...) needs a pandas DataFrame, got "
                                  f"{type(df).__name__}; use OpTable.from_columns for arrays")
         self._df: pd.DataFrame | None = df
-        self._cols: Mapping[str, np.ndarray] | None = None
+        self._cols: Columns | None = None
         self._on_frame = True  # the DataFrame is the primary store
         self.meta: dict[str, Any] = meta if meta is not None else {}
 
@@ -262,7 +298,7 @@ class OpTable:
             raise BertscopeError(f"op-table columns must be 1-D and of one length ({shapes})")
         table = cls.__new__(cls)
         table._df = None
-        table._cols = _frozen(cols)
+        table._cols = Columns(cols)
         table._on_frame = False
         table.meta = dict(meta) if meta is not None else {}
         return table
@@ -278,12 +314,12 @@ class OpTable:
         return cls.from_columns(cols, meta)
 
     @property
-    def columns(self) -> Mapping[str, np.ndarray]:
+    def columns(self) -> Columns:
         """The rows as read-only columns: name -> 1-D numpy array (enum columns as object
-        arrays of what the table holds: enum members or strings)."""
+        arrays of what the table holds: enum members or strings); see `Columns`."""
         if self._cols is None:
             assert self._df is not None
-            self._cols = _frozen({name: self._df[name].to_numpy() for name in self._df.columns})
+            self._cols = Columns({name: self._df[name].to_numpy() for name in self._df.columns})
         return self._cols
 
     @property
@@ -308,7 +344,7 @@ class OpTable:
     def __len__(self) -> int:
         if self._df is not None:
             return len(self._df)
-        return len(next(iter(self.columns.values()), ()))
+        return len(self.columns)
 
     def __repr__(self) -> str:
         return (f"OpTable({len(self)} rows, columns={list(self.columns)}, "
@@ -449,6 +485,6 @@ def atomic_write(path: str | Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-__all__ = ["COLUMNS", "Format", "Grouped", "Op", "OpTable", "as_column", "atomic_path",
-           "atomic_write", "bytes_moved", "check_folder", "group_first_max", "group_rows",
-           "group_sum", "intensity", "is_frame", "stable_largest", "summarize"]
+__all__ = ["COLUMNS", "Columns", "Format", "Grouped", "Op", "OpTable", "as_column",
+           "atomic_path", "atomic_write", "bytes_moved", "check_folder", "group_first_max",
+           "group_rows", "group_sum", "intensity", "is_frame", "stable_largest", "summarize"]

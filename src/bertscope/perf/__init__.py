@@ -13,44 +13,22 @@ round-trip), `predict.py` (time per row and its bound), `fusion.py` (what fusion
 
 from __future__ import annotations
 
-import functools
-import importlib
-from pathlib import Path
-from typing import Any
-
-from bertscope.perf import efficiency as _efficiency
 from bertscope.perf.efficiency import (
     ASSUMED,
     BandwidthEfficiency,
+    CategoryBandwidthEfficiency,
     DeviceProfile,
     EfficiencyModel,
     GemmEfficiency,
     Overhead,
     OverheadModel,
     default_profile,
+    load_profile,
     register_model,
 )
 from bertscope.perf.fusion import fuse
 from bertscope.perf.predict import Bound, by_bound, predict
 from bertscope.perf.roofline import Peaks, roofline, select_peaks
-
-# The fitted models (CategoryBandwidthEfficiency) live in calibrate.py, which imports pandas;
-# it is imported on first use, not here, so that predicting never pays for pandas.
-_FITTED = "bertscope.perf.calibrate"
-
-
-@functools.wraps(_efficiency.load_profile)
-def load_profile(name_or_path: str | Path) -> DeviceProfile:
-    if Path(str(name_or_path)).suffix.lower() == ".json":
-        importlib.import_module(_FITTED)  # registers the models a profile file may name
-    return _efficiency.load_profile(name_or_path)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "CategoryBandwidthEfficiency":
-        return getattr(importlib.import_module(_FITTED), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = [
     "ASSUMED",

@@ -28,8 +28,8 @@ Fits (closed form):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,12 +38,11 @@ from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
+    CategoryBandwidthEfficiency,
     DeviceProfile,
     GemmEfficiency,
-    _Model,
-    _per_launch,
     _saturating,
-    register_model,
+    phase_family,
 )
 from bertscope.taxonomy import Category, Phase
 
@@ -52,12 +51,6 @@ KEYS = ["layer", "sublayer", "phase", "kind", "category"]
 
 _GEMM = [Category.GEMM.value, Category.BATCHED_GEMM.value]
 _BACKWARD = [Phase.BACKWARD.value, Phase.BACKWARD_DATA.value, Phase.BACKWARD_WEIGHT.value]
-
-
-def _phase_family(phase: pd.Series) -> pd.Series:
-    """forward (recompute included), backward (data, weight, unsplit) or optimizer."""
-    p = phase.astype(str)
-    return p.where(~p.isin(_BACKWARD), "backward").where(p != Phase.RECOMPUTE.value, "forward")
 
 
 def join_keys(df: pd.DataFrame) -> pd.DataFrame:
@@ -93,55 +86,6 @@ def joined(measured: OpTable, analytic: OpTable) -> pd.DataFrame:
         share = np.where(total > 0, out["measured_s"] / total.where(total > 0, 1.0), 0.0)
         out["measured_s"] = out["measured_s"] + extra * share
     return out
-
-
-@register_model
-@dataclass(kw_only=True, frozen=True, slots=True)
-class CategoryBandwidthEfficiency(_Model):
-    """`BandwidthEfficiency` with its own (max_fraction, half_saturation_bytes) per category
-    of memory-bound op, as fitted from measured op tables; categories not listed use the
-    defaults. GEMM rows get `gemm_fraction` (their time is the GEMM model's business)."""
-
-    per_category: dict[str, list[float]] = field(default_factory=dict)
-    """category (or "category@phase family": forward, backward, optimizer) ->
-    [max_fraction, half_saturation_bytes]; the phase-specific entry wins."""
-    max_fraction: float = 1.0
-    """Default for categories not listed."""
-    half_saturation_bytes: float = 0.0
-    """Default for categories not listed."""
-    gemm_fraction: float = 1.0
-    """Bandwidth fraction of GEMM rows."""
-    source: str = "fitted"
-    """Where the figures come from."""
-
-    _bounds: ClassVar[dict[str, tuple[float, float]]] = {
-        "max_fraction": (1e-9, 1.0), "half_saturation_bytes": (0.0, 1e15),
-        "gemm_fraction": (1e-9, 1.0)}
-
-    def __post_init__(self) -> None:
-        self._check()
-        for cat, pair in self.per_category.items():
-            ok = (isinstance(pair, list | tuple) and len(pair) == 2
-                  and 0 < float(pair[0]) <= 1 and float(pair[1]) >= 0)
-            if not ok:
-                raise BertscopeError(f"CategoryBandwidthEfficiency: {cat}: expected "
-                                     f"[max_fraction in (0, 1], half_saturation_bytes >= 0], "
-                                     f"got {pair!r}")
-
-    def fraction(self, rows: pd.DataFrame) -> np.ndarray:
-        """Fraction of peak bandwidth per row (rows moving no bytes get 1)."""
-        b = _per_launch(rows, rows["bytes_read"] + rows["bytes_written"])
-        cats = rows["category"].astype(str).to_numpy()
-        phase = rows["phase"] if "phase" in rows.columns else pd.Series([""] * len(rows))
-        keyed = cats + "@" + _phase_family(phase).to_numpy()
-        top = np.full(len(rows), self.max_fraction, dtype=float)
-        half = np.full(len(rows), self.half_saturation_bytes, dtype=float)
-        for key, (mx, h) in sorted(self.per_category.items(), key=lambda kv: "@" in kv[0]):
-            sel = (keyed == key) if "@" in key else (cats == key)  # category@phase wins
-            top[sel], half[sel] = float(mx), float(h)
-        f = top * np.where(half > 0, b / np.maximum(b + half, 1e-300), 1.0)
-        f = np.where(np.isin(cats, _GEMM), self.gemm_fraction, f)
-        return np.where(b > 0, f, 1.0)
 
 
 def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -215,7 +159,8 @@ def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
 
     pooled = fit(p)
     per: dict[str, list[float]] = {}
-    family = _phase_family(p["phase"]) if "phase" in p.columns else None
+    family = (pd.Series(phase_family(p["phase"]), index=p.index) if "phase" in p.columns
+              else None)
     for cat, sel in p.groupby("category"):
         if len(sel) >= min_points and sel["bytes"].nunique() > 1:
             per[str(cat)] = fit(sel)

@@ -244,6 +244,69 @@ class Overhead(_Model):
         return np.asarray(rows["count"], dtype=float) * self.seconds_per_launch
 
 
+_FAMILY = {"backward": "backward", "backward_data": "backward", "backward_weight": "backward",
+           "recompute": "forward"}
+
+
+def phase_family(phase: Any) -> np.ndarray:
+    """Per row: forward (recompute included), backward (data, weight, unsplit) or the phase
+    itself (optimizer, communication)."""
+    return np.array([_FAMILY.get(str(p), str(p)) for p in np.asarray(phase, dtype=object)],
+                    dtype=object)
+
+
+_GEMM_NAMES = ("gemm", "batched_gemm")
+
+
+@register_model
+@dataclass(kw_only=True, frozen=True, slots=True)
+class CategoryBandwidthEfficiency(_Model):
+    """`BandwidthEfficiency` with its own (max_fraction, half_saturation_bytes) per category
+    of memory-bound op, as fitted from measured op tables; categories not listed use the
+    defaults. GEMM rows get `gemm_fraction` (their time is the GEMM model's business)."""
+
+    per_category: dict[str, list[float]] = field(default_factory=dict)
+    """category (or "category@phase family": forward, backward, optimizer) ->
+    [max_fraction, half_saturation_bytes]; the phase-specific entry wins."""
+    max_fraction: float = 1.0
+    """Default for categories not listed."""
+    half_saturation_bytes: float = 0.0
+    """Default for categories not listed."""
+    gemm_fraction: float = 1.0
+    """Bandwidth fraction of GEMM rows."""
+    source: str = "fitted"
+    """Where the figures come from."""
+
+    _bounds: ClassVar[dict[str, tuple[float, float]]] = {
+        "max_fraction": (1e-9, 1.0), "half_saturation_bytes": (0.0, 1e15),
+        "gemm_fraction": (1e-9, 1.0)}
+
+    def __post_init__(self) -> None:
+        self._check()
+        for cat, pair in self.per_category.items():
+            ok = (isinstance(pair, list | tuple) and len(pair) == 2
+                  and 0 < float(pair[0]) <= 1 and float(pair[1]) >= 0)
+            if not ok:
+                raise BertscopeError(f"CategoryBandwidthEfficiency: {cat}: expected "
+                                     f"[max_fraction in (0, 1], half_saturation_bytes >= 0], "
+                                     f"got {pair!r}")
+
+    def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """Fraction of peak bandwidth per row (rows moving no bytes get 1)."""
+        b = _per_launch(rows, bytes_moved(rows))
+        cats = np.array([str(c) for c in np.asarray(rows["category"], dtype=object)],
+                        dtype=object)
+        keyed = cats + "@" + (phase_family(rows["phase"]) if "phase" in rows else "")
+        top = np.full(len(b), self.max_fraction, dtype=float)
+        half = np.full(len(b), self.half_saturation_bytes, dtype=float)
+        for key, (mx, h) in sorted(self.per_category.items(), key=lambda kv: "@" in kv[0]):
+            sel = (keyed == key) if "@" in key else (cats == key)  # category@phase wins
+            top[sel], half[sel] = float(mx), float(h)
+        f = top * np.where(half > 0, b / np.maximum(b + half, 1e-300), 1.0)
+        f = np.where(np.isin(cats, _GEMM_NAMES), self.gemm_fraction, f)
+        return np.where(b > 0, f, 1.0)
+
+
 # Assumed defaults per device kind, to be replaced by calibration. Rationale, not measurement:
 # - GPU: large cuBLAS / rocBLAS GEMMs commonly run at 70-90% of the dense tensor peak; a
 #   GEMM of ~0.25 GFLOP needs about 1 us at A100 bf16 peak to fill 100+ SMs; head-size-64
@@ -422,6 +485,7 @@ def device_to_dict(d: Device) -> dict[str, Any]:
 __all__ = [
     "ASSUMED",
     "BandwidthEfficiency",
+    "CategoryBandwidthEfficiency",
     "DeviceProfile",
     "EfficiencyModel",
     "GemmEfficiency",
@@ -431,5 +495,6 @@ __all__ = [
     "device_to_dict",
     "load_profile",
     "model_from_dict",
+    "phase_family",
     "register_model",
 ]

@@ -16,7 +16,7 @@ time is the sum of the rows' times.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -54,20 +54,6 @@ def _fraction(values: np.ndarray, what: str) -> np.ndarray:
     return f
 
 
-def _per_row(method: Callable[[Any], Any], table: OpTable) -> np.ndarray:
-    """`method(rows)` of an efficiency model on the table's columns. A model written for
-    DataFrame rows (the protocol before op tables had columns) fails on them (an
-    AttributeError or TypeError, or an answer of the wrong length: `len(rows)` counts
-    columns) and is given the DataFrame instead."""
-    try:
-        out = np.asarray(method(table.columns), dtype=float)
-        if out.shape in ((), (len(table),)):
-            return out
-    except (AttributeError, TypeError):
-        pass
-    return np.asarray(method(table.df), dtype=float)
-
-
 def predict(table: OpTable, profile: DeviceProfile | Device,
             precision: Precision | str | None = None, *,
             gemm_format: NumberFormat | str | None = None) -> OpTable:
@@ -89,11 +75,11 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
     rows = table.columns
     roof = roofline(rows, peaks)
     gemm = np.isin(np.asarray(rows["category"], dtype=object), GEMM_CATEGORIES)
-    f_gemm = np.where(gemm, _fraction(_per_row(profile.gemm.fraction, table), "GEMM"), 1.0)
-    f_bw = _fraction(_per_row(profile.bandwidth.fraction, table), "bandwidth")
+    f_gemm = np.where(gemm, _fraction(profile.gemm.fraction(rows), "GEMM"), 1.0)
+    f_bw = _fraction(profile.bandwidth.fraction(rows), "bandwidth")
     compute = roof["compute_s"] / f_gemm
     memory = roof["memory_s"] / f_bw
-    overhead = _per_row(profile.overhead.seconds, table)
+    overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)
     if np.any(overhead < 0):
         raise BertscopeError("overhead model returned a negative time")
     terms = np.stack([compute, memory, overhead])
