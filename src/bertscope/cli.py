@@ -25,10 +25,18 @@ from bertscope.cli_options import (
 from bertscope.cli_parallel import register as register_parallel
 from bertscope.cli_perf import register
 from bertscope.cli_trace import register as register_trace
-from bertscope.config import PRESETS, ModelConfig, Optimizer, Precision, RunConfig
+from bertscope.config import (
+    PRESETS,
+    HostAllocator,
+    ModelConfig,
+    Optimizer,
+    Precision,
+    RunConfig,
+)
 from bertscope.errors import BertscopeError
 from bertscope.optable import Format, check_folder
 from bertscope.report.tables import make_console
+from bertscope.trace.attribute import Statistic
 
 try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itself
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
@@ -123,6 +131,13 @@ def profile(
     link: Annotated[str | None, typer.Option(
         help="With --nproc: catalog link for the prediction, e.g. nvlink4 (default: the "
              "link measured between the ranks).")] = None,
+    statistic: Annotated[Statistic, typer.Option(
+        help="Each op's time over the measured iterations: mean, or median (robust to a "
+             "slow iteration on a shared machine).")] = Statistic.MEAN,
+    host_allocator: Annotated[HostAllocator, typer.Option(
+        help="CPU runs: keep freed memory in the process (no page faults charged to ops, as "
+             "with a caching allocator) or leave the C library's defaults.")] = (
+        HostAllocator.KEEP),
 ) -> None:
     """Run real pretraining iterations under torch.profiler and break them down."""
     from bertscope.config import get_model
@@ -140,6 +155,10 @@ def profile(
         raise BertscopeError(f"--nproc must be >= 1, got {nproc}")
     if nproc == 1 and link is not None:
         raise BertscopeError("--link needs --nproc 2 or more")
+    if nproc > 1 and (statistic is not Statistic.MEAN
+                      or host_allocator is not HostAllocator.KEEP):
+        raise BertscopeError("--statistic and --host-allocator apply to --nproc 1 only; "
+                             "DDP ranks use the mean and keep freed memory")
     try:
         import torch
     except ImportError:
@@ -165,7 +184,8 @@ def profile(
             bar.update(tasks[stage], completed=done)  # type: ignore[arg-type]
 
         result = run_profile(m, run, iters=iters, warmup=warmup, device=device, hf=hf,
-                             trace_out=trace_out, progress=tell)
+                             trace_out=trace_out, progress=tell, statistic=statistic,
+                             host_allocator=host_allocator)
     print_profile(result, console, top=top)
     path = output or Path(f"profile-{m.name.replace('/', '_')}-b{batch}-s{seq}-"
                           f"{precision.value}.json")

@@ -75,6 +75,16 @@ class Optimizer(StrEnum):
         return 1 if self is Optimizer.SGD else 2
 
 
+class HostAllocator(StrEnum):
+    """How host memory is allocated while measuring on a CPU (bertscope.measure.allocator)."""
+
+    KEEP = "keep"
+    """Freed memory stays in the process (glibc tuned with mallopt): no page faults on reuse,
+    as with a caching allocator."""
+    SYSTEM = "system"
+    """The C library's defaults, untouched."""
+
+
 @dataclass(kw_only=True, slots=True, frozen=True)
 class ModelConfig:
     """An encoder Transformer (BERT, RoBERTa or ALBERT) as its sizes.
@@ -333,6 +343,7 @@ __all__ = [
     "PRESETS",
     "Activation",
     "Family",
+    "HostAllocator",
     "ModelConfig",
     "Optimizer",
     "Precision",

@@ -73,19 +73,23 @@ def test_accumulate_grad_takes_the_place_but_not_the_category_of_the_node_before
     # aten::add right after EmbeddingBackward0; the add is elementwise, not embedding work
     emb = ev("aten::embedding", 10, seq=3, shapes=[[100, 8], [2, 4]])
     fwd = ev("bertscope.phase::forward", 12, [ev("bertscope::-1::embedding", 11, [emb])])
+    # autograd sums the two gradients in the embedding's node (its input buffer), and an
+    # AccumulateGrad that adds into an existing .grad runs right after it
     node = ev("autograd::engine::evaluate_function: EmbeddingBackward0", 30,
               [ev("EmbeddingBackward0", 25, [ev("aten::embedding_backward", 20,
-                                                 shapes=[[2, 4, 8]])])], seq=3)
+                                                 shapes=[[2, 4, 8]])]),
+               ev("aten::add", 4, shapes=[[100, 8], [100, 8]])], seq=3)
     acc = ev("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 9,
              [ev("torch::autograd::AccumulateGrad", 8,
-                 [ev("aten::add", 7, shapes=[[100, 8], [100, 8]])])])
+                 [ev("aten::add_", 7, shapes=[[100, 8], [100, 8]])])])
     a = Attributor(Classifier())
     a.walk(ev("bertscope.iter::0", 60, [fwd, ev("bertscope.phase::backward", 40, [node, acc])]))
     by_name = {o.name: o for o in a.ops(1)}
     assert by_name["aten::embedding_backward"].category is Category.EMBEDDING
-    add = by_name["aten::add"]
-    assert (add.layer, add.sublayer, add.category) == (-1, Sublayer.EMBEDDING,
-                                                       Category.ELEMENTWISE)
+    for name in ("aten::add", "aten::add_"):
+        add = by_name[name]
+        assert (add.layer, add.sublayer, add.category) == (-1, Sublayer.EMBEDDING,
+                                                           Category.ELEMENTWISE)
 
 
 def test_median_statistic_ignores_one_slow_iteration() -> None:

@@ -20,20 +20,12 @@ from __future__ import annotations
 
 import ctypes
 import platform
-from enum import StrEnum
+
+from bertscope.config import HostAllocator
 
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_MAX = -1, -2, -4
 _SETTINGS = ((_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1), (_M_TOP_PAD, 2**30))
 """(mallopt parameter, value) pairs; the largest values an int argument takes."""
-
-
-class HostAllocator(StrEnum):
-    """How host memory is allocated while measuring."""
-
-    KEEP = "keep"
-    """Freed memory stays in the process (glibc tuned with mallopt; see the module doc)."""
-    SYSTEM = "system"
-    """The C library's defaults, untouched."""
 
 
 _applied = False

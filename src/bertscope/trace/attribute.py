@@ -64,9 +64,11 @@ class _Where:
 
 
 _SPECIFIC = (Category.DROPOUT, Category.ACTIVATION, Category.SOFTMAX, Category.LAYERNORM,
-             Category.LOSS, Category.EMBEDDING)
+             Category.LOSS)
 """Forward categories whose backward's generic elementwise ops keep the forward's category
-(CPU dropout is bernoulli_ + mul forward and a plain mul backward)."""
+(CPU dropout is bernoulli_ + mul forward and a plain mul backward). Not the embedding: the
+plain add in its backward node is autograd summing a tied weight's two gradients (word
+embedding and MLM decoder), elementwise work as in the analytic table."""
 
 
 _NOWHERE = _Where(-1, Sublayer.OTHER)
