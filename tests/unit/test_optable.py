@@ -121,3 +121,19 @@ def test_models_get_the_columns_not_a_frame() -> None:
     profile = load_profile("a100").with_models(gemm=model)
     predict(table, profile, "fp32")
     assert model.seen is not None and not issubclass(model.seen, pd.DataFrame)
+
+
+def test_columns_read_like_a_dataframe_and_are_read_only() -> None:
+    from bertscope.optable import Columns
+
+    table = ops("bert-tiny", batch=2, seq=16)
+    cols = table.columns
+    assert isinstance(cols, Columns)
+    assert len(cols) == len(table) == len(table.df)  # rows, as len(DataFrame) counts
+    assert "flops" in cols and "nope" not in cols
+    assert list(cols) == list(table.df.columns) == list(cols.columns)
+    assert dict(cols).keys() == set(table.df.columns)
+    with pytest.raises(ValueError):
+        cols["flops"][0] = 1.0  # views are read-only
+    with pytest.raises(ValueError, match="differ in length"):
+        Columns({"a": np.zeros(2), "b": np.zeros(3)})

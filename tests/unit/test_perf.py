@@ -52,13 +52,15 @@ def _device(peaks: dict[str, float], bandwidth: float = 1e12, kind: str = "gpu")
 
 
 def _ideal(device: Device, *, gemm: float = 1.0, w0: float = 0.0, d0: float = 0.0,
-           bw: float = 1.0, b0: float = 0.0, launch: float = 0.0) -> DeviceProfile:
+           bw: float = 1.0, b0: float = 0.0, launch: float = 0.0,
+           host: float = 0.0) -> DeviceProfile:
     return DeviceProfile(device=device,
                          gemm=GemmEfficiency(max_fraction=gemm, half_saturation_flops=w0,
                                              half_saturation_dim=d0, source="test"),
                          bandwidth=BandwidthEfficiency(max_fraction=bw,
                                                        half_saturation_bytes=b0, source="test"),
-                         overhead=Overhead(seconds_per_launch=launch, source="test"))
+                         overhead=Overhead(seconds_per_launch=launch,
+                                           host_seconds_per_launch=host, source="test"))
 
 
 def _table(*rows: Op, precision: str = "fp32") -> OpTable:
@@ -113,6 +115,39 @@ def test_small_ops_are_overhead_bound() -> None:
     p = predict(_table(row), _ideal(dev, launch=5e-6), "fp32").df.iloc[0]
     assert p["time_s"] == pytest.approx(15e-6)  # 3 launches x 5 us
     assert p["bound"] == "overhead"
+
+
+def test_host_time_adds_to_every_launch() -> None:
+    dev = _device({"fp32": 100e12}, bandwidth=1e12)
+    row = Op("add", 0, Sublayer.FFN_ADD_NORM, Category.ELEMENTWISE, Phase.FORWARD,
+             elements=10**9, count=2, flops=1e9, bytes_read=1e9, bytes_written=1e9)
+    p = predict(_table(row), _ideal(dev, launch=5e-6, host=1e-4), "fp32").df.iloc[0]
+    # max(10 us compute, 2 ms memory, 2 x 5 us floor) + 2 launches x 100 us host = 2.2 ms
+    assert p["time_s"] == pytest.approx(2.2e-3)
+    assert p["host_s"] == pytest.approx(2e-4)
+    assert p["bound"] == "memory"
+    small = row._replace(flops=30, bytes_read=120, bytes_written=120)
+    q = predict(_table(small), _ideal(dev, launch=5e-6, host=1e-4), "fp32").df.iloc[0]
+    assert q["time_s"] == pytest.approx(2 * 5e-6 + 2e-4)  # floor + host
+    assert q["bound"] == "overhead"
+
+
+def test_host_gap_is_fitted_per_analytic_launch() -> None:
+    from bertscope.perf.calibrate import fit_host_gap
+
+    def pair(iteration_s: float, op_s: float, launches: int) -> tuple[OpTable, OpTable]:
+        measured = OpTable.from_ops(
+            [Op("aten::add", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD,
+                time_s=op_s)], {"iteration_s": iteration_s})
+        analytic = OpTable.from_ops(
+            [Op("add", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD, count=launches)])
+        return measured, analytic
+
+    # gaps per launch: (1.0 - 0.8) / 100 = 2 ms, (2.0 - 1.9) / 200 = 0.5 ms,
+    # (1.5 - 1.2) / 100 = 3 ms; the median is 2 ms
+    pairs = [pair(1.0, 0.8, 100), pair(2.0, 1.9, 200), pair(1.5, 1.2, 100)]
+    assert fit_host_gap(pairs) == pytest.approx(2e-3)
+    assert fit_host_gap([(OpTable.from_ops([]), OpTable.from_ops([]))]) is None
 
 
 def test_gemms_use_the_precision_peak_and_other_ops_fp32() -> None:
@@ -273,7 +308,8 @@ def profiles(draw) -> DeviceProfile:
                   d0=draw(st.sampled_from([0.0, 8.0, 64.0])),
                   bw=draw(fractions),
                   b0=draw(st.sampled_from([0.0, 1e4, 2.0**20, 1e8])),
-                  launch=draw(st.sampled_from([0.0, 0.0, 1e-6, 5e-6, 1e-4])))
+                  launch=draw(st.sampled_from([0.0, 0.0, 1e-6, 5e-6, 1e-4])),
+                  host=draw(st.sampled_from([0.0, 0.0, 2e-6, 2e-4])))
 
 
 @st.composite

@@ -23,12 +23,16 @@ Fits (closed form):
 - From measured op tables the fits are robust (`robust=True`): c = 0 and a = the median of
   time / work over the join keys, because run-to-run noise there is heavy-tailed;
   microbenchmarks (clean, repeated medians) use least squares with the fixed-cost term.
+- Host time per launch (`Overhead.host_seconds_per_launch`, added to every op): the median
+  over runs of (measured iteration - sum of measured ops) / analytic launches; on a CPU the
+  eager framework's work between ops (Python, hooks, autograd, the profiler) is 5-12% of an
+  iteration and scales with launches, not with FLOPs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +45,7 @@ from bertscope.perf.efficiency import (
     CategoryBandwidthEfficiency,
     DeviceProfile,
     GemmEfficiency,
+    Overhead,
     _saturating,
     phase_family,
 )
@@ -173,10 +178,27 @@ def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
                                        half_saturation_bytes=pooled[1], source=source)
 
 
+def fit_host_gap(pairs: Iterable[tuple[OpTable, OpTable]]) -> float | None:
+    """Host seconds per analytic launch between ops: the median over runs of (measured
+    iteration - sum of measured ops) / launches of the analytic table. Measured tables carry
+    the iteration time as meta["iteration_s"]; None when none does."""
+    gaps = []
+    for measured, analytic in pairs:
+        iteration = measured.meta.get("iteration_s")
+        launches = float(np.sum(np.asarray(analytic.columns["count"], dtype=float)))
+        if iteration is None or launches <= 0:
+            continue
+        ops = float(np.nansum(np.asarray(measured.columns["time_s"], dtype=float)))
+        gaps.append(max(0.0, float(iteration) - ops) / launches)
+    return float(np.median(gaps)) if gaps else None
+
+
 def fit_from_tables(pairs: Iterable[tuple[OpTable, OpTable]], profile: DeviceProfile,
                     source: str) -> tuple[DeviceProfile, dict[str, Any]]:
-    """Fit GEMM and memory models from (measured, analytic) table pairs of the same runs;
-    returns the profile with the fitted models and a report of the fits."""
+    """Fit GEMM and memory models, and the host time per launch (when the measured tables
+    carry iteration times), from (measured, analytic) table pairs of the same runs; returns
+    the profile with the fitted models and a report of the fits."""
+    pairs = list(pairs)
     keys = pd.concat([joined(m, a) for m, a in pairs], ignore_index=True)
     keys = keys.rename(columns={"measured_s": "time_s"})
     peak = profile.device.peak_flops("fp32")
@@ -185,7 +207,14 @@ def fit_from_tables(pairs: Iterable[tuple[OpTable, OpTable]], profile: DevicePro
     report = {"gemm_points": gemm.points, "gemm_fit_mape": gemm.mape,
               "memory_points": int((keys["kind"] == "memory").sum()),
               "memory_categories": sorted(mem.per_category)}
-    return profile.with_models(gemm=gemm.model, bandwidth=mem), report
+    models: dict[str, Any] = {"gemm": gemm.model, "bandwidth": mem}
+    host = fit_host_gap(pairs)
+    if host is not None and isinstance(profile.overhead, Overhead):
+        models["overhead"] = replace(
+            profile.overhead, host_seconds_per_launch=host,
+            source=f"{profile.overhead.source}; host time per launch {source}")
+        report["host_seconds_per_launch"] = host
+    return profile.with_models(**models), report
 
 
 def fit_from_microbench(gemm_points: pd.DataFrame, stream_points: pd.DataFrame,
@@ -202,5 +231,15 @@ def fit_from_microbench(gemm_points: pd.DataFrame, stream_points: pd.DataFrame,
     return profile.with_models(gemm=gemm, bandwidth=bw)
 
 
-__all__ = ["KEYS", "CategoryBandwidthEfficiency", "GemmFit", "fit_from_microbench",
-           "fit_from_tables", "fit_gemm", "fit_memory", "join_keys", "joined"]
+__all__ = [
+    "KEYS",
+    "CategoryBandwidthEfficiency",
+    "GemmFit",
+    "fit_from_microbench",
+    "fit_from_tables",
+    "fit_gemm",
+    "fit_host_gap",
+    "fit_memory",
+    "join_keys",
+    "joined",
+]

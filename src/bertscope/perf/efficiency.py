@@ -6,7 +6,8 @@ A prediction divides each row's ideal time by an achieved fraction of the device
                = flops / peak                                    other rows (vector units)
     memory_s   = bytes / (bandwidth x bandwidth.fraction(rows))
     overhead_s = overhead.seconds(rows)                          launch cost per execution
-    time_s     = max(compute_s, memory_s, overhead_s)
+    host_s     = overhead.host_seconds(rows)                     host work nothing overlaps
+    time_s     = max(compute_s, memory_s, overhead_s) + host_s
 
 Contracts every model keeps (the property tests in tests/unit/test_perf.py rely on them):
 
@@ -15,8 +16,8 @@ Contracts every model keeps (the property tests in tests/unit/test_perf.py rely 
   either (so merging ops, as fusion does, never costs time: with f non-decreasing, w / f(w)
   is subadditive; with w / f(w) non-decreasing, eliding bytes never adds time). The
   saturating defaults below give w / f(w) = (w + w0) / max, which is both;
-- an `OverheadModel` charges a row no more than the sum of what its members' rows would be
-  charged separately;
+- an `OverheadModel` charges a row (floor and host time alike) no more than the sum of what
+  its members' rows would be charged separately;
 - models depend on the rows only, never on the device's peaks (a faster chip is never slower).
 
 The default figures are *assumed defaults* per device kind (`source` says so); calibration
@@ -72,8 +73,13 @@ class OverheadModel(Protocol):
     source: str
 
     def seconds(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
-        """Seconds per row (all executions of the row together). `rows` as for
-        `EfficiencyModel.fraction`."""
+        """Seconds per row (all executions of the row together), a floor under the row's
+        time. `rows` as for `EfficiencyModel.fraction`."""
+        ...
+
+    def host_seconds(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """Host seconds per row that add to its time (work between ops the device does not
+        overlap: on a CPU the host is the device)."""
         ...
 
     def to_dict(self) -> dict[str, Any]:
@@ -227,14 +233,22 @@ class Overhead(_Model):
 
     It is a floor, not an addition (time = max(compute, memory, overhead)): the host
     dispatches the next kernel while the device runs the current one, so an op costs its
-    launch time only when that exceeds its device time (eager PyTorch on small ops)."""
+    launch time only when that exceeds its device time (eager PyTorch on small ops). Host
+    work that nothing overlaps (a CPU runs the framework and the ops one after the other) is
+    the separate, additive `host_seconds_per_launch`; calibration fits it from the gap
+    between measured iterations and the sum of their ops."""
 
     seconds_per_launch: float
     """Seconds per kernel launch (host dispatch plus launch latency)."""
+    host_seconds_per_launch: float = 0.0
+    """Host time per launch that *adds* to the op's time: the eager framework's work between
+    ops (Python, module hooks, the autograd engine, a profiler's bookkeeping) where nothing
+    overlaps it, as on a CPU, which runs both. 0 where the host runs ahead of the device."""
     source: str = ASSUMED
-    """Where the figure comes from: "assumed default", or a calibration run."""
+    """Where the figures come from: "assumed default", or a calibration run."""
 
-    _bounds: ClassVar[dict[str, tuple[float, float]]] = {"seconds_per_launch": (0.0, 1.0)}
+    _bounds: ClassVar[dict[str, tuple[float, float]]] = {
+        "seconds_per_launch": (0.0, 1.0), "host_seconds_per_launch": (0.0, 1.0)}
 
     def __post_init__(self) -> None:
         self._check()
@@ -242,6 +256,10 @@ class Overhead(_Model):
     def seconds(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """count x seconds_per_launch per row."""
         return np.asarray(rows["count"], dtype=float) * self.seconds_per_launch
+
+    def host_seconds(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """count x host_seconds_per_launch per row."""
+        return np.asarray(rows["count"], dtype=float) * self.host_seconds_per_launch
 
 
 _FAMILY = {"backward": "backward", "backward_data": "backward", "backward_weight": "backward",

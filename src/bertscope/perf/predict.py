@@ -6,7 +6,9 @@ For each row (all its `count` executions together):
                = flops / fp32 peak                   other rows (vector units)
     memory_s   = bytes moved / (bandwidth x bandwidth.fraction)
     overhead_s = overhead.seconds                     count x seconds per launch by default
-    time_s     = max(compute_s, memory_s, overhead_s),  bound = the term that wins
+    host_s     = overhead.host_seconds                host work between ops nothing overlaps
+    time_s     = max(compute_s, memory_s, overhead_s) + host_s
+    bound      = the largest of compute_s, memory_s and overhead_s + host_s
 
 Because every fraction is at most 1, time_s >= roofline_s = max(flops / peak,
 bytes / bandwidth); because no model reads the device's peaks, a faster chip never predicts
@@ -38,8 +40,8 @@ class Bound(StrEnum):
     OVERHEAD = "overhead"
 
 
-PREDICTED_COLUMNS: tuple[str, ...] = ("compute_s", "memory_s", "overhead_s", "roofline_s",
-                                      "bound")
+PREDICTED_COLUMNS: tuple[str, ...] = ("compute_s", "memory_s", "overhead_s", "host_s",
+                                      "roofline_s", "bound")
 """Columns `predict` adds (time_s is filled in place)."""
 
 _BOUNDS = np.array([b.value for b in Bound], dtype=object)
@@ -58,7 +60,8 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
             precision: Precision | str | None = None, *,
             gemm_format: NumberFormat | str | None = None) -> OpTable:
     """A copy of `table` with `time_s` predicted on `profile`'s device, and the columns
-    compute_s, memory_s, overhead_s (the three candidate times), roofline_s and bound.
+    compute_s, memory_s, overhead_s (the three candidate times), host_s (host time added),
+    roofline_s and bound.
 
     `precision` defaults to the table's run precision (meta["run"]["precision"]); a bare
     `Device` gets its kind's default efficiency models. `gemm_format` forces the GEMM peak's
@@ -80,14 +83,17 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
     compute = roof["compute_s"] / f_gemm
     memory = roof["memory_s"] / f_bw
     overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)
-    if np.any(overhead < 0):
+    host = np.asarray(profile.overhead.host_seconds(rows), dtype=float)
+    if np.any(overhead < 0) or np.any(host < 0):
         raise BertscopeError("overhead model returned a negative time")
-    terms = np.stack([compute, memory, overhead])
+    terms = np.stack([compute, memory, overhead + host])
     added = {
-        "time_s": terms.max(axis=0),  # NaN where the row cannot be placed (no link figure)
+        # NaN where the row cannot be placed (no link figure)
+        "time_s": np.maximum(np.maximum(compute, memory), overhead) + host,
         "compute_s": compute,
         "memory_s": memory,
         "overhead_s": overhead,
+        "host_s": host,
         "roofline_s": roof["roofline_s"],
         "bound": _BOUNDS[np.nan_to_num(terms, nan=-1.0).argmax(axis=0)],
     }
