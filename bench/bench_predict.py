@@ -10,11 +10,14 @@ third-party libraries alone; and whether the command imports pandas (it should n
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import statistics
 import subprocess
 import sys
 import time
+
+import typer
 
 from _timing import median_time
 from bertscope.analytic import ops
@@ -68,7 +71,11 @@ def main() -> None:
           f"(ratio {fused / build:.2f})")
     cli = _process(["-m", "bertscope.cli", *ARGV])
     floor = _process(["-c", "import bertscope.cli"])
-    libs = _process(["-c", "import numpy, typer, typer._adapters, rich.console, rich.table"])
+    # the third-party floor: what any typer + rich + numpy CLI pays (typer >= 0.29 also
+    # builds pydantic adapters for every option: typer._adapters)
+    adapters = ", typer._adapters" if importlib.util.find_spec("typer._adapters") else ""
+    libs = _process(["-c", f"import numpy, typer{adapters}, rich.console, rich.table"])
+    print(f"typer {typer.__version__}")
     print(f"CLI end to end {cli:.2f} s (median of {PROCESS_REPEAT}; target {TARGET_S:.0f} s, "
           f"ratio {cli / TARGET_S:.2f}); import floor {floor:.2f} s, so the command itself "
           f"takes {cli - floor:.2f} s; third-party libraries alone {libs:.2f} s "
