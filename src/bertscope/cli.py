@@ -155,10 +155,6 @@ def profile(
         raise BertscopeError(f"--nproc must be >= 1, got {nproc}")
     if nproc == 1 and link is not None:
         raise BertscopeError("--link needs --nproc 2 or more")
-    if nproc > 1 and (statistic is not Statistic.MEAN
-                      or host_allocator is not HostAllocator.KEEP):
-        raise BertscopeError("--statistic and --host-allocator apply to --nproc 1 only; "
-                             "DDP ranks use the mean and keep freed memory")
     try:
         import torch
     except ImportError:
@@ -169,7 +165,8 @@ def profile(
 
     if nproc > 1:
         _profile_ddp(m, run, nproc=nproc, iters=iters, warmup=warmup, device=device, hf=hf,
-                     threads=threads, link=link, top=top, output=output, trace_out=trace_out)
+                     threads=threads, link=link, top=top, output=output, trace_out=trace_out,
+                     statistic=statistic, host_allocator=host_allocator)
         return
     if threads is not None:
         torch.set_num_threads(threads)
@@ -195,7 +192,8 @@ def profile(
 
 def _profile_ddp(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int, warmup: int,
                  device: str, hf: bool, threads: int | None, link: str | None, top: int,
-                 output: Path | None, trace_out: Path | None) -> None:
+                 output: Path | None, trace_out: Path | None, statistic: Statistic,
+                 host_allocator: HostAllocator) -> None:
     """`profile --nproc N`: DDP under torchrun, merged over ranks, measured vs predicted."""
     from bertscope.measure.ddp import profile_ddp
     from bertscope.report.ddp import print_ddp
@@ -204,7 +202,8 @@ def _profile_ddp(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int, warm
     err = Console(stderr=True)
     with err.status(f"training on {nproc} processes (torchrun) ..."):
         result = profile_ddp(m, run, nproc=nproc, iters=iters, warmup=warmup, device=device,
-                             hf=hf, threads=threads, link=link, trace_dir=trace_out)
+                             hf=hf, threads=threads, link=link, trace_dir=trace_out,
+                             statistic=statistic, host_allocator=host_allocator)
     print_profile(result.profile, console, top=top)
     print_ddp(result, console)
     path = output or Path(f"profile-{m.name.replace('/', '_')}-b{run.batch}-s{run.seq}-"

@@ -32,7 +32,8 @@ def test_profile_nproc_2_measures_and_predicts_the_all_reduce(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "ddp.json"
     rc = main(["profile", "bert-tiny", "--nproc", "2", "--batch", "2", "--seq", "16",
-               "--iters", "2", "--warmup", "1", "--top", "0", "--output", str(out)])
+               "--iters", "2", "--warmup", "1", "--top", "0", "--output", str(out),
+               "--statistic", "median"])
     printed = capsys.readouterr().out
     assert rc == 0, printed
     doc = json.loads(out.read_text())
@@ -56,6 +57,7 @@ def test_profile_nproc_2_measures_and_predicts_the_all_reduce(
     comm = [r for r in doc["rows"] if r["category"] == Category.COMMUNICATION]
     assert comm and all(r["phase"] == Phase.COMMUNICATION for r in comm)
     assert len(doc["meta"]["iteration_times_s"]) == 4
+    assert doc["meta"]["statistic"] == "median"  # passed through to every rank
     # the printed table shows measured and predicted shares side by side
     assert "measured" in printed and "predicted" in printed
     line = next(ln for ln in printed.splitlines() if "all-reduce share of iteration" in ln)

@@ -278,11 +278,13 @@ def merge_ranks(docs: Sequence[dict[str, Any]], *, link: Link, link_note: str,
 def profile_ddp(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int = 3,
                 warmup: int = 1, device: str = "cpu", hf: bool = False, seed: int = 0,
                 threads: int | None = None, link: str | None = None,
-                trace_dir: str | Path | None = None) -> DdpResult:
+                trace_dir: str | Path | None = None, statistic: str = "mean",
+                host_allocator: str = "keep") -> DdpResult:
     """Train `m` with DistributedDataParallel on `nproc` local processes under torchrun,
     profile every rank and merge them (see the module docstring). `link` names a catalog
     link for the prediction (default: the link measured between the ranks); `trace_dir`
-    (created) receives each rank's trace as rank<R>.json, which `bertscope trace` reads."""
+    (created) receives each rank's trace as rank<R>.json, which `bertscope trace` reads.
+    `statistic` and `host_allocator` are passed to every rank's `profile`."""
     if not isinstance(nproc, int) or nproc < 2:
         raise BertscopeError(f"--nproc must be >= 2 for a distributed run, got {nproc}")
     if iters < 1 or warmup < 0:
@@ -304,7 +306,8 @@ def profile_ddp(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int = 3,
         spec = {"model": _plain(asdict(m)), "run": _plain(asdict(run)), "iters": iters,
                 "warmup": warmup, "device": dev, "hf": hf, "seed": seed, "threads": per_rank,
                 "out_dir": str(folder), "trace": trace_dir is not None,
-                "link_bytes": [LINK_SMALL_BYTES, _bucket_bytes(m)]}
+                "link_bytes": [LINK_SMALL_BYTES, _bucket_bytes(m)],
+                "statistic": str(statistic), "host_allocator": str(host_allocator)}
         (folder / "spec.json").write_text(json.dumps(spec))
         _run_torchrun(folder, nproc, dev, per_rank)
         docs = []

@@ -175,7 +175,9 @@ def run_rank(spec: dict[str, Any], rank: int, world: int, local_rank: int) -> Pr
         return profile(m, run, iters=int(spec["iters"]), warmup=int(spec["warmup"]),
                        device=str(dev), hf=bool(spec["hf"]), seed=int(spec["seed"]),
                        wrap=wrap, data_seed=int(spec["seed"]) + rank * run.micro_batches,
-                       analyze=analyze, trace_out=trace)
+                       analyze=analyze, trace_out=trace,
+                       statistic=spec.get("statistic", "mean"),
+                       host_allocator=spec.get("host_allocator", "keep"))
     finally:
         dist.destroy_process_group()
 
