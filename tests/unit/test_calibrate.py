@@ -159,3 +159,26 @@ def test_combine_takes_each_rows_median_over_rounds() -> None:
     assert (rows["aten::add"].count, rows["aten::add"].bytes_read) == (2, 64.0)
     assert c.meta["iteration_s"] == 12.5  # median of 10, 11, 30, 12, 13, 14
     assert c.meta["rounds"] == 3
+
+
+def test_gemm_fit_recovers_a_rate_per_phase() -> None:
+    from bertscope.perf.calibrate import fit_gemm
+
+    peak = 1e12
+    true = {"forward": 0.4, "backward_data": 0.5, "backward_weight": 0.6}
+    rows = []
+    for phase, frac in true.items():
+        for n in (512, 1024, 2048, 4096):  # min(M, N, K) = 512 throughout
+            flops = 2 * 512 * n * 512
+            rows.append({"flops": flops, "count": 1, "m": 512, "n": n, "k": 512,
+                         "phase": phase, "time_s": flops / (peak * frac)})
+    points = pd.DataFrame(rows)
+    fit = fit_gemm(points, peak, "test")
+    want = points["phase"].map(true).to_numpy()
+    np.testing.assert_allclose(fit.model.fraction(points), want, rtol=1e-9)
+    # weight gradients 0.6 / 0.4 = 1.5x the forward rate, whatever the base fraction
+    f = fit.model.per_phase
+    assert f["backward_weight"] / f["forward"] == pytest.approx(1.5)
+    assert fit.mape == pytest.approx(0.0, abs=1e-9)
+    recompute = points.assign(phase="recompute").iloc[:1]
+    assert fit.model.fraction(recompute)[0] == pytest.approx(0.4)  # runs as forward

@@ -147,3 +147,28 @@ def test_cli_search_when_nothing_fits(capsys) -> None:
                         "--search", "--top", "2")
     assert rc == 0, err
     assert "no layout fits" in out and "smallest-memory" in out and "Best layout" not in out
+
+
+def test_cli_takes_a_calibrated_profile(capsys, tmp_path) -> None:
+    # fitted models hold dicts (per-phase GEMM factors, per-category bandwidth); the
+    # distributed model caches by profile, so they must hash by value
+    from bertscope.hardware import load_device
+    from bertscope.perf import CategoryBandwidthEfficiency, DeviceProfile, GemmEfficiency, Overhead
+
+    def fitted() -> DeviceProfile:
+        return DeviceProfile(
+            device=load_device("a100"),
+            gemm=GemmEfficiency(max_fraction=0.7, half_saturation_flops=1e8,
+                                per_phase={"forward": 0.9, "backward_weight": 1.1},
+                                source="test fit"),
+            bandwidth=CategoryBandwidthEfficiency(per_category={"dropout": [0.3, 0.0]},
+                                                  max_fraction=0.8, source="test fit"),
+            overhead=Overhead(seconds_per_launch=5e-6, host_seconds_per_launch=1e-6,
+                              source="test fit"))
+
+    assert hash(fitted()) == hash(fitted()) and fitted() == fitted()
+    path = fitted().save(tmp_path / "fitted.json")
+    rc, out, err = _run(capsys, "distributed", "bert-base", "--devices", "16", "--device",
+                        str(path), "--global-batch", "256", "--tp", "2")
+    assert rc == 0, err
+    assert "Iteration time per device" in out

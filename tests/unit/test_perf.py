@@ -53,10 +53,11 @@ def _device(peaks: dict[str, float], bandwidth: float = 1e12, kind: str = "gpu")
 
 def _ideal(device: Device, *, gemm: float = 1.0, w0: float = 0.0, d0: float = 0.0,
            bw: float = 1.0, b0: float = 0.0, launch: float = 0.0,
-           host: float = 0.0) -> DeviceProfile:
+           host: float = 0.0, per_phase: dict[str, float] | None = None) -> DeviceProfile:
     return DeviceProfile(device=device,
                          gemm=GemmEfficiency(max_fraction=gemm, half_saturation_flops=w0,
-                                             half_saturation_dim=d0, source="test"),
+                                             half_saturation_dim=d0,
+                                             per_phase=dict(per_phase or {}), source="test"),
                          bandwidth=BandwidthEfficiency(max_fraction=bw,
                                                        half_saturation_bytes=b0, source="test"),
                          overhead=Overhead(seconds_per_launch=launch,
@@ -309,7 +310,9 @@ def profiles(draw) -> DeviceProfile:
                   bw=draw(fractions),
                   b0=draw(st.sampled_from([0.0, 1e4, 2.0**20, 1e8])),
                   launch=draw(st.sampled_from([0.0, 0.0, 1e-6, 5e-6, 1e-4])),
-                  host=draw(st.sampled_from([0.0, 0.0, 2e-6, 2e-4])))
+                  host=draw(st.sampled_from([0.0, 0.0, 2e-6, 2e-4])),
+                  per_phase=draw(st.sampled_from([{}, {"forward": 0.9, "backward_weight": 1.1},
+                                                  {"backward_data": 3.0}])))
 
 
 @st.composite

@@ -18,6 +18,8 @@ Fits (closed form):
 
 - GEMM: per launch t = (W + W0) / (P x max) x (D + D0) / D, which is `GemmEfficiency`; for
   each D0 on a grid, t D / (D + D0) = a W + c is linear, so max = 1 / (P a), W0 = c / a.
+  From measured op tables, then one factor per phase (forward, data and weight gradient):
+  the median of predicted / measured time over that phase's keys.
 - Memory, per category c: per launch t = a_c B + c_c, which is `CategoryBandwidthEfficiency`
   with max_c = 1 / (bandwidth a_c) and B0_c = c_c / a_c (a fixed cost per launch, Little's law).
 - From measured op tables the fits are robust (`robust=True`): c = 0 and a = the median of
@@ -47,6 +49,7 @@ from bertscope.perf.efficiency import (
     GemmEfficiency,
     Overhead,
     _saturating,
+    gemm_phase,
     phase_family,
 )
 from bertscope.taxonomy import Category, Phase
@@ -145,7 +148,16 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
         if best is None or err < best[0]:
             best = (err, model)
     assert best is not None
-    return GemmFit(model=best[1], mape=best[0], points=len(p))
+    err, model = best
+    if robust and "phase" in p.columns:  # one factor per phase: the median rate ratio
+        phases = gemm_phase(p["phase"])
+        ratio = w / (peak_flops * model.fraction(p)) / t  # > 1: faster than the base model
+        per_phase = {str(ph): float(np.median(ratio[phases == ph]))
+                     for ph in sorted(set(phases)) if np.sum(phases == ph) >= 3}
+        model = replace(model, per_phase=per_phase)
+        pred = w / (peak_flops * model.fraction(p))
+        err = float(np.sum(np.abs(pred - t) * cnt) / np.sum(t * cnt))
+    return GemmFit(model=model, mape=err, points=len(p))
 
 
 def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,

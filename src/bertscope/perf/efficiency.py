@@ -128,6 +128,11 @@ class _Model:
         """Fields plus `"model"`: the class name, for `model_from_dict`."""
         return {"model": type(self).__name__, **asdict(self)}  # type: ignore[call-overload]
 
+    def _hash(self) -> int:
+        """A hash of the figures, for models with dict fields (which frozen dataclasses
+        cannot hash field by field): profiles are cache keys in the distributed model."""
+        return hash(json.dumps(self.to_dict(), sort_keys=True, default=str))
+
     def _check(self) -> None:
         for name, (lo, hi) in self._bounds.items():
             value = getattr(self, name)
@@ -155,6 +160,12 @@ def _per_launch(rows: Mapping[str, Any] | pd.DataFrame, column: str | Any) -> np
             / np.maximum(np.asarray(rows["count"], dtype=float), 1.0))
 
 
+def gemm_phase(phase: Any) -> np.ndarray:
+    """Per row: the phase a GEMM's efficiency is keyed by (recompute runs as forward)."""
+    return np.array(["forward" if str(p) == "recompute" else str(p)
+                     for p in np.asarray(phase, dtype=object)], dtype=object)
+
+
 # -- the default models -----------------------------------------------------------------------
 @register_model
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -167,6 +178,9 @@ class GemmEfficiency(_Model):
     term makes small GEMMs pay a fixed fill/drain cost (time = (W + W0) / (peak x max)); the D
     term makes thin GEMMs (head size 64, a 2-class classifier) slower than square ones of the
     same work. No tile or wave quantization: a smooth default that calibration can replace.
+    `per_phase` scales the fraction of one phase's GEMMs (capped at 1): the same shape runs
+    at different rates as a forward addmm (bias folded in), a data gradient or a weight
+    gradient (a transposed operand).
     """
 
     max_fraction: float
@@ -175,6 +189,9 @@ class GemmEfficiency(_Model):
     """FLOPs per launch at which the size term is 1/2 (0: no size penalty)."""
     half_saturation_dim: float = 0.0
     """Smallest GEMM dimension at which the shape term is 1/2 (0: no shape penalty)."""
+    per_phase: dict[str, float] = field(default_factory=dict)
+    """GEMM phase (forward, which covers recompute; backward_data; backward_weight;
+    backward) -> factor on the fraction; phases not listed get 1."""
     source: str = ASSUMED
     """Where the figures come from: "assumed default", or a calibration run."""
 
@@ -184,6 +201,15 @@ class GemmEfficiency(_Model):
 
     def __post_init__(self) -> None:
         self._check()
+        for phase, factor in self.per_phase.items():
+            ok = (isinstance(factor, int | float) and not isinstance(factor, bool)
+                  and 0 < float(factor) <= 1e3)
+            if not ok:
+                raise BertscopeError(f"GemmEfficiency.per_phase[{phase!r}] must be a number "
+                                     f"in (0, 1000], got {factor!r}")
+
+    def __hash__(self) -> int:
+        return self._hash()
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""
@@ -192,6 +218,10 @@ class GemmEfficiency(_Model):
         d = np.where(smallest > 0, smallest, 1.0)
         f = (self.max_fraction * _saturating(w, self.half_saturation_flops)
              * _saturating(d, self.half_saturation_dim))
+        if self.per_phase and "phase" in rows:
+            phases = gemm_phase(rows["phase"])
+            scale = np.array([float(self.per_phase.get(p, 1.0)) for p in phases], dtype=float)
+            f = np.minimum(1.0, f * scale)
         return np.where(w > 0, f, 1.0)
 
 
@@ -308,6 +338,9 @@ class CategoryBandwidthEfficiency(_Model):
                 raise BertscopeError(f"CategoryBandwidthEfficiency: {cat}: expected "
                                      f"[max_fraction in (0, 1], half_saturation_bytes >= 0], "
                                      f"got {pair!r}")
+
+    def __hash__(self) -> int:
+        return self._hash()
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak bandwidth per row (rows moving no bytes get 1)."""
@@ -511,6 +544,7 @@ __all__ = [
     "OverheadModel",
     "default_profile",
     "device_to_dict",
+    "gemm_phase",
     "load_profile",
     "model_from_dict",
     "phase_family",
