@@ -66,6 +66,11 @@ def test_scopes_sequence_numbers_and_gradient_split() -> None:
     # the node's own overhead (80 - 30 - 35 - 5 = 10 us) goes to its largest op (wgrad)
     wg = next(o for o in a.ops(1) if o.phase is Phase.BACKWARD_WEIGHT and o.name == "aten::mm")
     assert wg.time_s == pytest.approx(45e-6)
+    from bertscope.trace.attribute import Statistic
+
+    wg = next(o for o in a.ops(1, Statistic.MEDIAN)
+              if o.phase is Phase.BACKWARD_WEIGHT and o.name == "aten::mm")
+    assert wg.time_s == pytest.approx(45e-6)  # the median keeps the folded overhead too
 
 
 def test_accumulate_grad_takes_the_place_but_not_the_category_of_the_node_before() -> None:

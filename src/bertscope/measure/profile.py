@@ -286,7 +286,8 @@ def profile(
     whole = trace_out is not None or analyze is not None
 
     def walk(p: torch.profiler.profile) -> None:
-        attr.forget()
+        attr.new_iteration()
+        attr.end_tree()
         walked_us.append(walk_capture(attr, p.events(), len(done)))
 
     with warnings.catch_warnings():

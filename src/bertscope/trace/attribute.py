@@ -130,20 +130,23 @@ class Attributor:
     classify: Classifier
     use_device_time: bool = False
     rows: dict[tuple[Any, ...], list[float]] = field(default_factory=dict)
+    """Row key -> [launches, FLOPs] over all walked iterations."""
     iteration: int = 0
     """Index of the measured iteration being walked (set by the caller; for `Statistic`)."""
-    _per_iteration: dict[tuple[Any, ...], dict[int, float]] = field(default_factory=dict)
+    times: dict[tuple[Any, ...], dict[int, float]] = field(default_factory=dict)
+    """Row key -> {iteration: time (us)}."""
     _seq: dict[int, tuple[_Where, Any]] = field(default_factory=dict)
     _core_gemms: dict[int, int] = field(default_factory=dict)
     _last: _Where = _NOWHERE
 
-    def forget(self) -> None:
-        """Drop what links events within one capture (forward ops by sequence number, the
-        attention-core GEMM counts keyed by event id), keeping the rows: call it before
-        walking a new capture, so the old one's events can be freed and their ids reused."""
+    def new_iteration(self) -> None:
+        """Forget the previous iteration's forward ops (backward nodes look up only their
+        own iteration's), so their events can be freed."""
         self._seq.clear()
+
+    def end_tree(self) -> None:
+        """Forget per-tree state keyed by event identity (ids are reused once freed)."""
         self._core_gemms.clear()
-        self._last = _NOWHERE
 
     def time_us(self, evt: Any) -> float:
         """Inclusive time of an event: kernel time on a device, else CPU time (us)."""
@@ -201,7 +204,7 @@ class Attributor:
         if rest <= 0 or recomputed:  # a recompute's Python gaps stay framework time
             return total
         if emitted:  # the node's own dispatch overhead goes to its largest op
-            self.rows[max(emitted, key=lambda kt: kt[1])[0]][2] += rest
+            self._add_time(max(emitted, key=lambda kt: kt[1])[0], rest)
         else:  # a node that ran no ATen op of its own
             key = (node, where.layer, where.sublayer, Category.OTHER, Phase.BACKWARD,
                    0, 0, 0, 0, 0)
@@ -253,24 +256,26 @@ class Attributor:
         return Sublayer.ATTN_SCORE if nth <= 1 else Sublayer.ATTN_CONTEXT
 
     def _accumulate(self, key: tuple[Any, ...], flops: float, t: float) -> None:
-        acc = self.rows.setdefault(key, [0.0, 0.0, 0.0])
+        acc = self.rows.setdefault(key, [0.0, 0.0])
         acc[0] += 1
         acc[1] += flops
-        acc[2] += t
-        per = self._per_iteration.setdefault(key, {})
+        self._add_time(key, t)
+
+    def _add_time(self, key: tuple[Any, ...], t: float) -> None:
+        per = self.times.setdefault(key, {})
         per[self.iteration] = per.get(self.iteration, 0.0) + t
 
     def ops(self, iterations: int, statistic: Statistic = Statistic.MEAN) -> list[Op]:
         """Rows per training iteration: count and FLOPs averaged, time by `statistic` over
         the iterations 0 .. iterations - 1 (a row absent from an iteration took 0 there)."""
         out = []
-        for key, (cnt, fl, t) in self.rows.items():
+        for key, (cnt, fl) in self.rows.items():
             name, layer, sub, cat, phase, m, n, k, b, el = key
+            per = self.times[key]
             if statistic is Statistic.MEDIAN:
-                per = self._per_iteration[key]
                 t = statistics.median(per.get(i, 0.0) for i in range(iterations))
             else:
-                t = t / iterations
+                t = sum(per.values()) / iterations
             out.append(Op(name, layer, sub, cat, phase, m=m, n=n, k=k, batch=b, elements=el,
                           count=max(1, round(cnt / iterations)), flops=fl / iterations,
                           time_s=t * 1e-6))

@@ -78,13 +78,6 @@ class _Placer(Attributor):
         self.place[evt.lo:evt.hi] = kid
         return key, t
 
-    def new_iteration(self) -> None:
-        """Forget the previous iteration's forward ops (bounded memory on long traces)."""
-        self._seq.clear()
-
-    def end_tree(self) -> None:
-        """Forget per-tree state keyed by node identity (ids are reused once freed)."""
-        self._core_gemms.clear()
 
 
 @dataclass
