@@ -290,30 +290,30 @@ def profile(
         attr.end_tree()
         walked_us.append(walk_capture(attr, p.events(), len(done)))
 
+    partial = False
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*warmup.*")  # no warm-up per capture
+        # a capture per iteration has no warm-up of its own and clears its events as it ends
+        warnings.filterwarnings("ignore", message=".*(warmup|clears events).*")
         prof = torch.profiler.profile(
             activities=activities, record_shapes=True, with_flops=True,
             schedule=None if whole else torch.profiler.schedule(wait=0, warmup=0, active=1,
                                                                 repeat=iters),
             on_trace_ready=None if whole else walk)
-    partial = False
-    try:
-        with warnings.catch_warnings(), prof:
-            warnings.filterwarnings("ignore", message=".*(warmup|clears events).*")
-            for i in range(iters):
-                t0 = time.perf_counter()
-                with torch.autograd.profiler.record_function(f"{ITER}{i}"):
-                    trainer.step()
-                    trainer.sync()
-                done.append(time.perf_counter() - t0)
-                tell("measure", i + 1, iters)
-                if not whole:
-                    prof.step()
-    except KeyboardInterrupt:
-        partial = True
-    finally:
-        trainer.hooks.remove()
+        try:
+            with prof:
+                for i in range(iters):
+                    t0 = time.perf_counter()
+                    with torch.autograd.profiler.record_function(f"{ITER}{i}"):
+                        trainer.step()
+                        trainer.sync()
+                    done.append(time.perf_counter() - t0)
+                    tell("measure", i + 1, iters)
+                    if not whole:
+                        prof.step()
+        except KeyboardInterrupt:
+            partial = True
+        finally:
+            trainer.hooks.remove()
     if not done:
         raise BertscopeError("interrupted before any measured iteration completed")
     if whole:

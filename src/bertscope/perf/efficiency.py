@@ -160,10 +160,15 @@ def _per_launch(rows: Mapping[str, Any] | pd.DataFrame, column: str | Any) -> np
             / np.maximum(np.asarray(rows["count"], dtype=float), 1.0))
 
 
+def _renamed(phase: Any, names: dict[str, str]) -> np.ndarray:
+    """Per row: the phase's name under `names`, or the phase itself (object array of str)."""
+    return np.array([names.get(str(p), str(p)) for p in np.asarray(phase, dtype=object)],
+                    dtype=object)
+
+
 def gemm_phase(phase: Any) -> np.ndarray:
     """Per row: the phase a GEMM's efficiency is keyed by (recompute runs as forward)."""
-    return np.array(["forward" if str(p) == "recompute" else str(p)
-                     for p in np.asarray(phase, dtype=object)], dtype=object)
+    return _renamed(phase, {"recompute": "forward"})
 
 
 # -- the default models -----------------------------------------------------------------------
@@ -299,8 +304,7 @@ _FAMILY = {"backward": "backward", "backward_data": "backward", "backward_weight
 def phase_family(phase: Any) -> np.ndarray:
     """Per row: forward (recompute included), backward (data, weight, unsplit) or the phase
     itself (optimizer, communication)."""
-    return np.array([_FAMILY.get(str(p), str(p)) for p in np.asarray(phase, dtype=object)],
-                    dtype=object)
+    return _renamed(phase, _FAMILY)
 
 
 _GEMM_NAMES = ("gemm", "batched_gemm")

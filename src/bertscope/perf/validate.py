@@ -192,8 +192,7 @@ def combine(results: Sequence[Any]) -> Any:
 
     if len(results) == 1:
         return results[0]
-    keys = ["name", "layer", "sublayer", "category", "phase", "m", "n", "k", "batch",
-            "elements"]
+    keys = list(Op._fields[:Op._fields.index("count")])  # what names a row: name .. elements
     frames = [r.table.df.assign(_round=i) for i, r in enumerate(results)]
     d = pd.concat(frames, ignore_index=True)
     times = (d.pivot_table(index=keys, columns="_round", values="time_s", aggfunc="sum",
