@@ -182,3 +182,30 @@ def test_gemm_fit_recovers_a_rate_per_phase() -> None:
     assert fit.mape == pytest.approx(0.0, abs=1e-9)
     recompute = points.assign(phase="recompute").iloc[:1]
     assert fit.model.fraction(recompute)[0] == pytest.approx(0.4)  # runs as forward
+
+
+def test_gemm_fit_raises_a_peak_the_measured_gemms_beat() -> None:
+    # the microbenchmark ran in a slow spell: it saw 50 GFLOP/s, the profiled GEMMs ran at
+    # 80 (all shapes alike). Clamping the fraction at 1 would predict them 80 / 50 = 1.6x
+    # slow; the fit instead raises the peak to 80 GFLOP/s and keeps fractions at most 1.
+    from dataclasses import replace
+
+    from bertscope.perf.calibrate import fit_gemm, with_gemm_peak
+
+    rows = []
+    for n in (512, 1024, 2048):
+        flops = 2 * 512 * n * 512
+        rows.append({"flops": flops, "count": 1, "m": 512, "n": n, "k": 512,
+                     "time_s": flops / 80e9})
+    points = pd.DataFrame(rows)
+    fit = fit_gemm(points, 50e9, "test")
+    assert fit.peak_flops == pytest.approx(80e9)
+    assert fit.model.max_fraction == pytest.approx(1.0)
+    pred = points["flops"] / (fit.peak_flops * fit.model.fraction(points))
+    np.testing.assert_allclose(pred, points["time_s"], rtol=1e-9)
+    base = load_profile("a100")
+    slow = replace(base, device=replace(base.device, peaks={**base.device.peaks, "fp32": 50e9}))
+    raised = with_gemm_peak(slow, fit)
+    assert raised.device.peak_flops("fp32") == pytest.approx(80e9)
+    assert "microbenchmark measured 5e+10" in raised.device.sources["peaks.fp32"]
+    assert with_gemm_peak(base, fit) is base  # 19.5 TFLOP/s is already above 80 GFLOP/s

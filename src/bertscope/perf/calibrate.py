@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from bertscope.errors import BertscopeError
+from bertscope.hardware import NumberFormat
 from bertscope.optable import OpTable
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
@@ -116,48 +117,71 @@ def _rate_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 @dataclass(frozen=True, slots=True)
 class GemmFit:
-    """A fitted GEMM model and its time-weighted relative error on its points."""
+    """A fitted GEMM model, the peak its fractions are relative to, and its time-weighted
+    relative error on its points."""
 
     model: GemmEfficiency
     mape: float
     points: int
+    peak_flops: float
+    """The peak given, or, where measured GEMMs ran faster than it (a microbenchmark taken
+    in a slow spell), the fastest fitted rate, so that no fraction exceeds 1."""
 
 
 def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
              robust: bool = True) -> GemmFit:
-    """Fit `GemmEfficiency` to points with columns flops, count (launches), m, n, k, time_s;
-    `robust` fits a median rate (no size term), else least squares with one."""
+    """Fit `GemmEfficiency` to points with columns flops, count (launches), m, n, k, time_s
+    (and phase: one factor per phase); `robust` fits a median rate (no size term), else least
+    squares with one. The fit is made in rates (FLOP/s), then expressed as fractions of
+    `peak_flops`, or of the fastest fitted rate where that is higher (see `GemmFit`)."""
     p = points[(points["flops"] > 0) & (points["time_s"] > 0)]
     if len(p) < 3:
         raise BertscopeError(f"GEMM fit needs at least 3 measured GEMMs, got {len(p)}")
     cnt = np.maximum(p["count"].to_numpy(float), 1.0)
     w = p["flops"].to_numpy(float) / cnt
     t = p["time_s"].to_numpy(float) / cnt
+
+    def error(pred: np.ndarray) -> float:
+        return float(np.sum(np.abs(pred - t) * cnt) / np.sum(t * cnt))  # time-weighted
+
     dims = p[["m", "n", "k"]].to_numpy(float)
     d = np.where(dims.min(axis=1) > 0, dims.min(axis=1), 1.0)
-    best: tuple[float, GemmEfficiency] | None = None
+    best: tuple[float, float, float, float] | None = None  # error, rate, W0, D0
     for d0 in (0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0):
         shape = d / (d + d0) if d0 else np.ones_like(d)
         a, c = (_rate_fit if robust else _linear_fit)(w, t * shape)
-        mx = min(1.0, 1.0 / (peak_flops * a))
-        model = GemmEfficiency(max_fraction=mx, half_saturation_flops=c / a,
-                               half_saturation_dim=d0, source=source)
-        frac = mx * _saturating(w, c / a) * (shape if d0 else 1.0)
-        pred = w / (peak_flops * frac)
-        err = float(np.sum(np.abs(pred - t) * cnt) / np.sum(t * cnt))  # time-weighted
-        if best is None or err < best[0]:
-            best = (err, model)
+        pred = w / (_saturating(w, c / a) * shape) * a  # rate 1 / a for large square GEMMs
+        if best is None or error(pred) < best[0]:
+            best = (error(pred), 1.0 / a, c / a, d0)
     assert best is not None
-    err, model = best
+    err, rate, w0, d0 = best
+    per_phase: dict[str, float] = {}
     if robust and "phase" in p.columns:  # one factor per phase: the median rate ratio
         phases = gemm_phase(p["phase"])
-        ratio = w / (peak_flops * model.fraction(p)) / t  # > 1: faster than the base model
+        shape = d / (d + d0) if d0 else np.ones_like(d)
+        ratio = w / (rate * _saturating(w, w0) * shape) / t  # > 1: faster than the base
         per_phase = {str(ph): float(np.median(ratio[phases == ph]))
                      for ph in sorted(set(phases)) if np.sum(phases == ph) >= 3}
-        model = replace(model, per_phase=per_phase)
-        pred = w / (peak_flops * model.fraction(p))
-        err = float(np.sum(np.abs(pred - t) * cnt) / np.sum(t * cnt))
-    return GemmFit(model=model, mape=err, points=len(p))
+    peak = max(peak_flops, rate * max([1.0, *per_phase.values()]))
+    model = GemmEfficiency(max_fraction=rate / peak, half_saturation_flops=w0,
+                           half_saturation_dim=d0, per_phase=per_phase, source=source)
+    if per_phase:
+        err = error(w / (peak * model.fraction(p)))
+    return GemmFit(model=model, mape=err, points=len(p), peak_flops=peak)
+
+
+def with_gemm_peak(profile: DeviceProfile, fit: GemmFit) -> DeviceProfile:
+    """`profile` with its fp32 peak raised to `fit.peak_flops` where the fit needed a higher
+    one (measured GEMMs beat the microbenchmark); the source says why."""
+    dev = profile.device
+    old = dev.peak_flops("fp32")
+    if fit.peak_flops <= old:
+        return profile
+    note = (f"fastest fitted GEMM rate ({fit.model.source}); the microbenchmark measured "
+            f"{old:.4g} FLOP/s: {dev.sources['peaks.fp32']}")
+    device = replace(dev, peaks={**dev.peaks, NumberFormat.FP32: fit.peak_flops},
+                     sources={**dev.sources, "peaks.fp32": note})
+    return replace(profile, device=device)
 
 
 def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
@@ -215,6 +239,7 @@ def fit_from_tables(pairs: Iterable[tuple[OpTable, OpTable]], profile: DevicePro
     keys = keys.rename(columns={"measured_s": "time_s"})
     peak = profile.device.peak_flops("fp32")
     gemm = fit_gemm(keys[keys["kind"] == "gemm"], peak, source)
+    profile = with_gemm_peak(profile, gemm)
     mem = fit_memory(keys[keys["kind"] == "memory"], profile.device.memory_bandwidth, source)
     report = {"gemm_points": gemm.points, "gemm_fit_mape": gemm.mape,
               "memory_points": int((keys["kind"] == "memory").sum()),
@@ -233,8 +258,8 @@ def fit_from_microbench(gemm_points: pd.DataFrame, stream_points: pd.DataFrame,
                         profile: DeviceProfile, source: str) -> DeviceProfile:
     """Fit GEMM and (pooled) bandwidth models from microbenchmark points: GEMM rows with
     m, n, k, flops, count, time_s; streaming rows with bytes, count, time_s."""
-    gemm = fit_gemm(gemm_points, profile.device.peak_flops("fp32"), source,
-                    robust=False).model
+    fit = fit_gemm(gemm_points, profile.device.peak_flops("fp32"), source, robust=False)
+    profile, gemm = with_gemm_peak(profile, fit), fit.model
     b = stream_points["bytes"].to_numpy(float)
     t = stream_points["time_s"].to_numpy(float)
     a, c = _linear_fit(b, t)
@@ -254,4 +279,5 @@ __all__ = [
     "fit_memory",
     "join_keys",
     "joined",
+    "with_gemm_peak",
 ]
