@@ -6,12 +6,17 @@ write with outputs captured before the change.
     python bench/golden.py check     # runs again, prints a diff per command that changed
 
 Wall-clock figures (the layout search's "in N ms") are masked before comparing. Exports are
-compared as text (CSV/JSON rows) after the printed output.
+compared as text (CSV/JSON rows) after the printed output; columns an export gained since the
+capture (new op-table columns) are dropped before comparing, so new columns pass and every old
+value must be the same.
 """
 
 from __future__ import annotations
 
+import csv
 import difflib
+import io
+import json
 import os
 import re
 import subprocess
@@ -83,6 +88,55 @@ def run(name: str, args: list[str], tmp: Path) -> str:
     return text
 
 
+_SECTION = re.compile(r"\n--- \.(csv|json) export ---\n")
+
+
+def _old_columns_only(before: str, after: str) -> str:
+    """`after` with export columns that `before` lacks removed (CSV columns, JSON row keys)."""
+    b_parts, a_parts = _SECTION.split(before), _SECTION.split(after)
+    if len(b_parts) != len(a_parts):
+        return after
+    out = [a_parts[0]]
+    for i in range(1, len(a_parts), 2):
+        kind, b_text, a_text = a_parts[i], b_parts[i + 1], a_parts[i + 1]
+        if kind == "csv":
+            keep = next(csv.reader(io.StringIO(b_text)))
+            rows = list(csv.DictReader(io.StringIO(a_text)))
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=keep, extrasaction="ignore", lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+            a_text = buf.getvalue() if set(keep) <= set(rows[0] if rows else keep) else a_text
+        else:
+            b_doc, a_doc = json.loads(b_text), json.loads(a_text)
+            keys = set(b_doc["rows"][0]) if b_doc.get("rows") else set()
+            a_doc["rows"] = [{k: v for k, v in r.items() if k in keys} for r in a_doc["rows"]]
+            a_text, b_text = json.dumps(a_doc, indent=1), json.dumps(b_doc, indent=1)
+            b_parts[i + 1] = b_text
+        out += [f"\n--- .{kind} export ---\n", a_text]
+    return "".join(out)
+
+
+def _json_stdout_as_export(text: str) -> str:
+    """A command that printed JSON: its output marked as a JSON export section."""
+    head, sep, body = text.partition("\n{")
+    if sep and head.count("\n") == 1:
+        return f"{head}\n\n--- .json export ---\n{{{body}"
+    return text
+
+
+def _normalized_before(before: str) -> str:
+    """`before` with JSON exports re-dumped the way `_old_columns_only` dumps them."""
+    parts = _SECTION.split(before)
+    out = [parts[0]]
+    for i in range(1, len(parts), 2):
+        text = parts[i + 1]
+        if parts[i] == "json":
+            text = json.dumps(json.loads(text), indent=1)
+        out += [f"\n--- .{parts[i]} export ---\n", text]
+    return "".join(out)
+
+
 def main(mode: str) -> int:
     """capture: write the outputs; check: compare with them (exit 1 on any difference)."""
     GOLDEN.mkdir(parents=True, exist_ok=True)
@@ -97,6 +151,9 @@ def main(mode: str) -> int:
                 print(f"captured {name}")
                 continue
             before = path.read_text()
+            if text != before:
+                before, text = _json_stdout_as_export(before), _json_stdout_as_export(text)
+                text, before = _old_columns_only(before, text), _normalized_before(before)
             if text == before:
                 print(f"same     {name}")
                 continue

@@ -34,7 +34,7 @@ from bertscope.config import (
     RunConfig,
 )
 from bertscope.errors import BertscopeError
-from bertscope.optable import Format, check_folder
+from bertscope.io import Format, check_folder
 from bertscope.report.tables import make_console
 from bertscope.trace.attribute import Statistic
 

@@ -116,7 +116,7 @@ def distributed_cmd(
             print_layout(evaluate(best, workload, cluster), workload, cluster, out,
                          title="Best layout")
         if output is not None:
-            from bertscope.optable import atomic_write
+            from bertscope.io import atomic_write
 
             atomic_write(output, result.frame.to_csv(index=False).encode())
             out.print(f"wrote {result.evaluated} layouts to {output}")

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bertscope.errors import BertscopeError
-from bertscope.optable import atomic_write, check_folder
+from bertscope.io import atomic_write, check_folder
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,7 +1,50 @@
-"""The one error type users see: a one-line message that says what is wrong and how to fix it."""
+"""The one error type users see (a one-line message that says what is wrong and how to fix it),
+and the two checks every config and loader shares: an enum value, a positive integer."""
 
 from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Any, TypeVar
+
+E = TypeVar("E", bound=Enum)
 
 
 class BertscopeError(ValueError):
     """Bad input (config, preset name, file, CLI value). The CLI prints it as one line, exit 2."""
+
+
+def parse_enum(kind: type[E], value: Any, what: str) -> E:
+    """`value` as a member of the enum `kind` (a member, or its value); otherwise a
+    `BertscopeError` naming `what` and listing the choices."""
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(str(m.value) for m in kind)
+        raise BertscopeError(f"unknown {what} {value!r}; choose one of: {choices}") from None
+
+
+def is_positive_int(value: Any) -> bool:
+    """True for an int (not a bool) above zero."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def is_positive_number(value: Any) -> bool:
+    """True for a finite int or float (not a bool) above zero."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def check_positive_ints(obj: Any, names: tuple[str, ...], prefix: str = "") -> None:
+    """Raise `BertscopeError` unless each attribute `names` of `obj` is a positive integer;
+    the message starts with `prefix` (e.g. "model 'x': ")."""
+    for name in names:
+        value = getattr(obj, name)
+        if not is_positive_int(value):
+            raise BertscopeError(f"{prefix}{name} must be a positive integer, got {value!r}")
+
+
+__all__ = ["BertscopeError", "check_positive_ints", "is_positive_int", "is_positive_number",
+           "parse_enum"]

@@ -9,15 +9,10 @@ not a volume). `time_s` is measured or predicted time where a producer knows it.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -25,7 +20,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from bertscope.errors import BertscopeError
-from bertscope.taxonomy import Category, Phase, Sublayer
+from bertscope.io import Format, atomic_write, export_format, frame_bytes
+from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,20 +52,19 @@ class Op(NamedTuple):
     bytes_written: float = 0.0
     saved_bytes: float = 0.0
     time_s: float = math.nan
+    tp_split: TensorSplit = TensorSplit.REPLICATED
+    """Role under tensor parallelism (column, row, split, replicated)."""
+    pp_stage: PipelineStage = PipelineStage.STACK
+    """Role under pipeline parallelism (first stage, the layer stack, last stage)."""
 
 
 COLUMNS: tuple[str, ...] = (*Op._fields, "intensity")
 """Column order of an op table's DataFrame (`intensity` = flops / bytes moved)."""
 
+ENUM_COLUMNS: tuple[str, ...] = ("sublayer", "category", "phase", "tp_split", "pp_stage")
+"""Columns holding taxonomy enums (written as their values)."""
+
 _SUMMED = ("count", "flops", "bytes_read", "bytes_written", "time_s")
-
-
-class Format(StrEnum):
-    """Export formats for an op table."""
-
-    CSV = "csv"
-    JSON = "json"
-    PARQUET = "parquet"
 
 
 # -- columns ---------------------------------------------------------------------------------
@@ -414,77 +409,11 @@ class OpTable:
         """Write the table to `path` atomically (csv, json or parquet; from the suffix when
         `fmt` is None). JSON holds {"meta": ..., "rows": [...]}."""
         p = Path(path)
-        fmt = _format(fmt if fmt is not None else p.suffix.lstrip("."), p)
-        d = self.df.copy()
-        for col in ("sublayer", "category", "phase"):
-            d[col] = d[col].map(str)
-        if fmt is Format.CSV:
-            data: bytes = d.to_csv(index=False).encode()
-        elif fmt is Format.JSON:
-            rows = json.loads(d.to_json(orient="records"))
-            data = json.dumps({"meta": self.meta, "rows": rows}, indent=1).encode()
-        else:
-            try:
-                import pyarrow  # noqa: F401
-            except ImportError:
-                raise BertscopeError("parquet export needs pyarrow: pip install "
-                                     "'bertscope[parquet]'; or use --format csv") from None
-            import io
-
-            buf = io.BytesIO()
-            d.attrs = {}
-            d.to_parquet(buf, index=False)
-            data = buf.getvalue()
-        atomic_write(p, data)
+        fmt = export_format(fmt if fmt is not None else p.suffix.lstrip("."), p)
+        atomic_write(p, frame_bytes(self.df, fmt, meta=self.meta))
         return p
 
 
-def _format(value: str, p: Path) -> Format:
-    try:
-        return Format(value.lower())
-    except ValueError:
-        raise BertscopeError(f"{p}: unknown format {value!r}; use csv, json or parquet") from None
-
-
-def check_folder(path: str | Path | None) -> None:
-    """Raise the usual one-line error when the folder `path` would be written into is missing
-    (call it before long work, so bad output paths fail first)."""
-    if path is None:
-        return
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise BertscopeError(f"{p}: folder {parent} does not exist; create it first")
-
-
-@contextmanager
-def atomic_path(path: str | Path) -> Iterator[str]:
-    """A temporary path beside `path` to write into; on success it replaces `path` whole,
-    on failure it is removed. Readers see the old file or the whole new one, never half."""
-    path = Path(path)
-    check_folder(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else Path("."),
-                               prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write(path: str | Path, data: bytes) -> None:
-    """Write bytes to `path` atomically (see `atomic_path`)."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-__all__ = ["COLUMNS", "Columns", "Format", "Grouped", "Op", "OpTable", "as_column",
-           "atomic_path", "atomic_write", "bytes_moved", "check_folder", "group_first_max",
+__all__ = ["COLUMNS", "ENUM_COLUMNS", "Columns", "Grouped", "Op", "OpTable", "as_column",
+           "bytes_moved", "group_first_max",
            "group_rows", "group_sum", "intensity", "is_frame", "stable_largest", "summarize"]

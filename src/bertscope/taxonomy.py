@@ -1,4 +1,4 @@
-"""The taxonomy every producer of op tables shares: phases, sublayers, categories.
+"""The taxonomy every producer of op tables shares: phases, sublayers, categories, roles.
 
 All three are `StrEnum`s, so a DataFrame column of them compares equal to plain strings
 (`df.category == "gemm"`) and exports as text, while code names them as enum members.
@@ -14,6 +14,9 @@ from enum import StrEnum
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from bertscope.errors import BertscopeError
 
@@ -37,6 +40,32 @@ class Phase(StrEnum):
     def is_backward(self) -> bool:
         """True for any backward phase."""
         return self in (Phase.BACKWARD, Phase.BACKWARD_DATA, Phase.BACKWARD_WEIGHT)
+
+    @property
+    def family(self) -> PhaseFamily:
+        """The coarse phase: recompute is forward work run again (same kernels, same
+        shapes), so it belongs to the forward family; every backward phase to backward."""
+        return _PHASE_FAMILY[self]
+
+
+class PhaseFamily(StrEnum):
+    """Phases as the efficiency and fusion models group them (`Phase.family`)."""
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+    COMMUNICATION = "communication"
+
+
+_PHASE_FAMILY = {
+    Phase.FORWARD: PhaseFamily.FORWARD,
+    Phase.RECOMPUTE: PhaseFamily.FORWARD,
+    Phase.BACKWARD: PhaseFamily.BACKWARD,
+    Phase.BACKWARD_DATA: PhaseFamily.BACKWARD,
+    Phase.BACKWARD_WEIGHT: PhaseFamily.BACKWARD,
+    Phase.OPTIMIZER: PhaseFamily.OPTIMIZER,
+    Phase.COMMUNICATION: PhaseFamily.COMMUNICATION,
+}
 
 
 class SublayerGroup(StrEnum):
@@ -119,8 +148,57 @@ class Category(StrEnum):
 
     @property
     def is_gemm(self) -> bool:
-        """GEMM or batched GEMM: compute-bound by nature."""
-        return self in (Category.GEMM, Category.BATCHED_GEMM)
+        """GEMM or batched GEMM: compute-bound by nature. The one GEMM test; arrays of
+        categories use `gemm_mask`."""
+        return self in _GEMMS
+
+
+_GEMMS = frozenset({Category.GEMM, Category.BATCHED_GEMM})
+
+
+def gemm_mask(categories: Any) -> np.ndarray:
+    """Per row, `Category.is_gemm` of a column of categories (enum members or their string
+    values, as a table read back from a file holds them)."""
+    return np.isin(np.asarray(categories, dtype=object), [c.value for c in _GEMMS])
+
+
+def phase_families(phases: Any) -> np.ndarray:
+    """Per row, `Phase.family` of a column of phases (members or strings), as strings."""
+    return np.asarray([_PHASE_FAMILY[Phase(p)].value for p in np.asarray(phases, dtype=object)],
+                      dtype=object)
+
+
+class TensorSplit(StrEnum):
+    """Role of a row under Megatron-style tensor parallelism (Shoeybi et al. 2019, section 3):
+    how t ranks divide its work. The producer that knows the model labels it, so consumers
+    (the distributed model) never read op names."""
+
+    COLUMN = "column"
+    """A GEMM whose weight is split by output features (Q, K, V, FFN1, MLM decoder): forward
+    splits N, data gradient K, weight gradient M."""
+    ROW = "row"
+    """A GEMM whose weight is split by input features (attention output, FFN2): forward
+    splits K, both gradients N; its output is summed over ranks."""
+    SPLIT = "split"
+    """Work between a column- and a row-parallel GEMM, divided with them along heads, FFN
+    width or vocabulary (attention core, activation, vocabulary-parallel loss; batched GEMMs
+    split their batch of heads)."""
+    REPLICATED = "replicated"
+    """Every rank does it whole (layernorm, residual adds, hidden dropout, biases of
+    row-parallel GEMMs); sequence parallelism divides it inside the layer stack. The default
+    for rows no producer labelled."""
+
+
+class PipelineStage(StrEnum):
+    """Role of a row under pipeline parallelism: which part of the model's stages holds it."""
+
+    FIRST = "first"
+    """The embeddings, on the first stage."""
+    STACK = "stack"
+    """The repeated layers, divided among the stages. The default for rows no producer
+    labelled."""
+    LAST = "last"
+    """Heads, loss and the tied embedding's gradient sum, on the last stage."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,5 +270,6 @@ class Classifier:
         return hit
 
 
-__all__ = ["Category", "Classifier", "Pattern", "Phase", "Sublayer", "SublayerGroup",
-           "builtin_patterns", "load_patterns"]
+__all__ = ["Category", "Classifier", "Pattern", "Phase", "PhaseFamily", "PipelineStage",
+           "Sublayer", "SublayerGroup", "TensorSplit", "builtin_patterns", "gemm_mask",
+           "load_patterns", "phase_families"]

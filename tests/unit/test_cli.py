@@ -8,7 +8,7 @@ import os
 import pandas as pd
 import pytest
 
-from bertscope import optable
+from bertscope import io as bertscope_io
 from bertscope.analytic import ops
 from bertscope.cli import main
 
@@ -88,7 +88,7 @@ def test_failed_export_leaves_old_file_whole(tmp_path, monkeypatch) -> None:
     def boom(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(optable.os, "replace", boom)
+    monkeypatch.setattr(bertscope_io.os, "replace", boom)
     with pytest.raises(OSError):
         table.export(path)
     assert path.read_text() == "old contents\n"

@@ -218,7 +218,7 @@ def merge_rows(docs: Sequence[dict[str, Any]]) -> OpTable:
     g = df.groupby(_OP_KEYS, sort=False, dropna=False).agg(
         {**{c: "sum" for c in sums}, "count": "max"}).reset_index()
     g[sums] = g[sums] / len(docs)
-    return OpTable.from_ops(Op(**{f: r[f] for f in Op._fields})
+    return OpTable.from_ops(Op(**{f: r[f] for f in Op._fields if f in r})
                             for r in g.to_dict(orient="records"))
 
 

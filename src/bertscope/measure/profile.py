@@ -33,13 +33,14 @@ from torch import nn
 from bertscope.analytic import build
 from bertscope.config import Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import BertscopeError
+from bertscope.io import atomic_path, atomic_write
 from bertscope.measure.allocator import HostAllocator, keep_freed_memory
 from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
 from bertscope.measure.data import PretrainingBatch, synthetic_batch
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.models import EncoderLayer, build_model, module_sublayer
-from bertscope.optable import OpTable, atomic_path, atomic_write
+from bertscope.optable import OpTable
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic
 

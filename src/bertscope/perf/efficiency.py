@@ -37,7 +37,8 @@ import numpy as np
 
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, DeviceKind, device_from_dict
-from bertscope.optable import atomic_write, bytes_moved
+from bertscope.io import atomic_write
+from bertscope.optable import bytes_moved
 
 if TYPE_CHECKING:
     import pandas as pd

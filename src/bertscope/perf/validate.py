@@ -175,7 +175,7 @@ def load_result(path: str | Path) -> Any:
         meta = doc["meta"]
         m = ModelConfig(**meta["model"])
         run = RunConfig(**meta["run"])
-        rows = [Op(**{k: r[k] for k in Op._fields}) for r in doc["rows"]]
+        rows = [Op(**{k: r[k] for k in Op._fields if k in r}) for r in doc["rows"]]
     except FileNotFoundError:
         raise BertscopeError(f"{p}: no such file") from None
     except (OSError, ValueError, KeyError, TypeError) as e:

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from bertscope.errors import BertscopeError
-from bertscope.optable import OpTable, atomic_write, check_folder
+from bertscope.io import atomic_write, check_folder
+from bertscope.optable import OpTable
 from bertscope.taxonomy import Category
 
 SUFFIXES = (".png", ".svg")
