@@ -1,0 +1,37 @@
+"""The op table: one row per operation of a training iteration, the schema every producer emits.
+
+A row is one op *site* in the iteration's graph (e.g. layer 3's FFN1 weight-gradient GEMM).
+`count` says how many times it runs per iteration (micro-batches); `flops`, `bytes_read`
+and `bytes_written` are totals over those runs, so sums over rows are iteration totals.
+`saved_bytes` is what the op keeps for backward during one micro-batch (a memory figure,
+not a volume). `time_s` is measured or predicted time where a producer knows it.
+
+`schema.py` (Op, the columns), `grouping.py` (pandas-free grouping and summaries),
+`table.py` (OpTable).
+"""
+
+from __future__ import annotations
+
+from bertscope.optable.grouping import (
+    Grouped,
+    group_first_max,
+    group_rows,
+    group_sum,
+    stable_largest,
+    summarize,
+)
+from bertscope.optable.schema import (
+    COLUMNS,
+    ENUM_COLUMNS,
+    Columns,
+    Op,
+    as_column,
+    bytes_moved,
+    intensity,
+    is_frame,
+)
+from bertscope.optable.table import OpTable
+
+__all__ = ["COLUMNS", "ENUM_COLUMNS", "Columns", "Grouped", "Op", "OpTable", "as_column",
+           "bytes_moved", "group_first_max", "group_rows", "group_sum", "intensity",
+           "is_frame", "stable_largest", "summarize"]
