@@ -21,7 +21,7 @@ import random
 
 from _timing import median_time
 from bertscope.analytic import ops
-from bertscope.config import get_model
+from bertscope.config import RunConfig, get_model
 from bertscope.parallel import Cluster, Workload, evaluate, search
 from bertscope.parallel.layouts import clear_compute_tables
 from bertscope.parallel.search import enumerate_layouts, row_layout
@@ -36,7 +36,8 @@ SAMPLE = 24
 
 def main() -> None:
     """Time the search and its baselines; print the ratios."""
-    job = Workload(model=get_model(MODEL), global_batch=GLOBAL_BATCH, seq=SEQ)
+    job = Workload(model=get_model(MODEL), run=RunConfig(batch=1, seq=SEQ, precision="bf16"),
+                   global_batch=GLOBAL_BATCH)
     cluster = Cluster.build(DEVICE, DEVICES)
     layouts = enumerate_layouts(job, cluster)
     n = len(layouts["dp"])

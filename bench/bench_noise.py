@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from bertscope.measure.profile import profile
-from bertscope.perf.validate import parse_specs
+from bertscope.studies.validate import parse_specs
 
 
 def main() -> None:

@@ -14,9 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bertscope.errors import BertscopeError
-
-E = TypeVar("E", bound=StrEnum)
+from bertscope.errors import BertscopeError, check_positive_ints, parse_enum
 
 
 class Family(StrEnum):
@@ -85,6 +83,24 @@ class HostAllocator(StrEnum):
     """The C library's defaults, untouched."""
 
 
+class Checkpoint(StrEnum):
+    """Activation recomputation (Korthikanti et al. 2022). The analytic op model and the
+    profiler run `none` or `full` (`RunConfig.checkpointing`); the distributed model all three."""
+
+    NONE = "none"
+    """Keep every activation backward needs."""
+    SELECTIVE = "selective"
+    """Recompute the attention core (scores, softmax, dropout, context): drops the 5as/h term."""
+    FULL = "full"
+    """Keep each layer's input only; rerun the layer's forward in backward."""
+
+    @property
+    def code(self) -> int:
+        """The mode's integer code in arrays of layouts (its declaration order: 0 none,
+        1 selective, 2 full)."""
+        return list(Checkpoint).index(self)
+
+
 @dataclass(kw_only=True, slots=True, frozen=True)
 class ModelConfig:
     """An encoder Transformer (BERT, RoBERTa or ALBERT) as its sizes.
@@ -120,12 +136,9 @@ class ModelConfig:
     """Position rows unusable for tokens (RoBERTa: padding_idx + 1 = 2)."""
 
     def __post_init__(self) -> None:
-        for f in ("num_layers", "hidden", "heads", "intermediate", "vocab_size",
-                  "max_positions", "type_vocab_size"):
-            value = getattr(self, f)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise BertscopeError(f"model {self.name!r}: {f} must be a positive integer, "
-                                     f"got {value!r}")
+        check_positive_ints(self, ("num_layers", "hidden", "heads", "intermediate",
+                                   "vocab_size", "max_positions", "type_vocab_size"),
+                            f"model {self.name!r}: ")
         if self.embedding_size is not None and (
             not isinstance(self.embedding_size, int) or self.embedding_size <= 0
         ):
@@ -134,11 +147,9 @@ class ModelConfig:
         if self.hidden % self.heads:
             raise BertscopeError(f"model {self.name!r}: hidden size {self.hidden} is not "
                                  f"divisible by {self.heads} heads; pick heads that divide it")
-        if not isinstance(self.family, Family):
-            object.__setattr__(self, "family", _enum(Family, self.family, "family"))
-        if not isinstance(self.activation, Activation):
-            object.__setattr__(self, "activation",
-                               _enum(Activation, self.activation, "activation"))
+        object.__setattr__(self, "family", parse_enum(Family, self.family, "family"))
+        object.__setattr__(self, "activation",
+                           parse_enum(Activation, self.activation, "activation"))
         if self.position_offset < 0 or self.position_offset >= self.max_positions:
             raise BertscopeError(f"model {self.name!r}: position_offset {self.position_offset} "
                                  f"must be in [0, max_positions)")
@@ -188,14 +199,9 @@ class RunConfig:
     position (Hugging Face's BertForPreTraining)."""
 
     def __post_init__(self) -> None:
-        for f in ("batch", "seq", "micro_batches"):
-            value = getattr(self, f)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise BertscopeError(f"{f} must be a positive integer, got {value!r}")
-        if not isinstance(self.precision, Precision):
-            object.__setattr__(self, "precision", _enum(Precision, self.precision, "precision"))
-        if not isinstance(self.optimizer, Optimizer):
-            object.__setattr__(self, "optimizer", _enum(Optimizer, self.optimizer, "optimizer"))
+        check_positive_ints(self, ("batch", "seq", "micro_batches"))
+        object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
+        object.__setattr__(self, "optimizer", parse_enum(Optimizer, self.optimizer, "optimizer"))
 
     @property
     def tokens(self) -> int:
@@ -209,12 +215,63 @@ class RunConfig:
                                  f"positions; use --seq {model.max_seq} or less")
 
 
-def _enum(kind: type[E], value: Any, what: str) -> E:
+@dataclass(kw_only=True, slots=True, frozen=True)
+class Job:
+    """A model and the run that trains it: the pair every op table describes, checked once
+    here (the sequence must fit the model's positions), then carried typed (`OpTable.job`)."""
+
+    model: ModelConfig
+    """The model's sizes and family."""
+    run: RunConfig
+    """The iteration's settings."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, ModelConfig) or not isinstance(self.run, RunConfig):
+            raise BertscopeError(f"Job needs a ModelConfig and a RunConfig, got "
+                                 f"{type(self.model).__name__} and {type(self.run).__name__}")
+        self.run.check(self.model)
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
+        """{"model": ..., "run": ...} with enums as their values (JSON-ready)."""
+        return {"model": config_dict(self.model), "run": config_dict(self.run)}
+
+    @classmethod
+    def from_dict(cls, doc: Any, origin: str = "job") -> Job:
+        """The job `as_dict` wrote (e.g. a saved result's meta), validated again."""
+        if not isinstance(doc, dict):
+            raise BertscopeError(f"{origin}: expected an object with model and run, got "
+                                 f"{type(doc).__name__}")
+        return cls(model=from_dict(ModelConfig, doc.get("model"), f"{origin}: model"),
+                   run=from_dict(RunConfig, doc.get("run"), f"{origin}: run"))
+
+
+T = TypeVar("T")
+
+
+def config_dict(cfg: ModelConfig | RunConfig) -> dict[str, Any]:
+    """A config's fields as a plain dict, enums as their values (JSON-ready)."""
+    return {f.name: _plain(getattr(cfg, f.name)) for f in fields(cfg)}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, StrEnum) else value
+
+
+def from_dict(kind: type[T], doc: Any, origin: str) -> T:
+    """A config dataclass (ModelConfig, RunConfig, an efficiency model, ...) from the dict of
+    its fields (`config_dict`'s form); unknown fields refused, missing ones take their defaults
+    (or fail validation if they have none)."""
+    if not isinstance(doc, dict):
+        raise BertscopeError(f"{origin}: expected an object, got {type(doc).__name__}")
+    known = {f.name for f in fields(kind)}  # type: ignore[arg-type]
+    unknown = sorted(set(doc) - known)
+    if unknown:
+        raise BertscopeError(f"{origin}: no field {', '.join(map(repr, unknown))}; fields: "
+                             f"{', '.join(sorted(known))}")
     try:
-        return kind(value)
-    except ValueError:
-        choices = ", ".join(m.value for m in kind)
-        raise BertscopeError(f"unknown {what} {value!r}; choose one of: {choices}") from None
+        return kind(**doc)
+    except TypeError as e:  # a required field missing
+        raise BertscopeError(f"{origin}: {e}") from None
 
 
 def _bert(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
@@ -309,7 +366,7 @@ def from_hf_config(path: str | Path) -> ModelConfig:
         type_vocab_size=raw.get("type_vocab_size", 2),
         embedding_size=raw.get("embedding_size") if family is Family.ALBERT else None,
         share_layers=family is Family.ALBERT and groups == 1,
-        activation=_enum(Activation, raw.get("hidden_act", "gelu"), f"{p}: hidden_act"),
+        activation=parse_enum(Activation, raw.get("hidden_act", "gelu"), f"{p}: hidden_act"),
         position_offset=(pad + 1) if family is Family.ROBERTA else 0,
     )
 
@@ -342,12 +399,16 @@ def with_changes(model: ModelConfig, **changes: Any) -> ModelConfig:
 __all__ = [
     "PRESETS",
     "Activation",
+    "Checkpoint",
     "Family",
     "HostAllocator",
+    "Job",
     "ModelConfig",
     "Optimizer",
     "Precision",
     "RunConfig",
+    "config_dict",
+    "from_dict",
     "from_hf_config",
     "get_model",
     "with_changes",

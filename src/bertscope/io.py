@@ -43,8 +43,8 @@ def frame_bytes(d: pd.DataFrame, fmt: Format, *, meta: dict[str, Any] | None = N
         return d.to_csv(index=False).encode()
     if fmt is Format.JSON:
         rows = json.loads(d.to_json(orient="records"))
-        return json.dumps({"meta": meta or {}, "rows": rows}, indent=1,
-                          default=json_default).encode()
+        return (json.dumps({"meta": meta or {}, "rows": rows}, indent=1,
+                           default=json_default) + "\n").encode()
     try:
         import pyarrow  # noqa: F401
     except ImportError:

@@ -1,5 +1,6 @@
 """Cross-checks against independent implementations: Hugging Face transformers' models
-(parameter counts) and torch's FlopCounterMode (GEMM FLOPs of forward and backward)."""
+(parameter counts) and torch's FlopCounterMode (GEMM FLOPs of forward and backward, and of
+each op the GEMM registry sizes from the shapes torch.profiler records)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import pytest
 
 from bertscope.analytic import build, parameter_count
 from bertscope.config import PRESETS, Family, ModelConfig, RunConfig
+from bertscope.taxonomy import gemm_mask
+from bertscope.trace.gemm_ops import GEMM_OPS, gemm_shape
 from tests.conftest import tiny
 
 torch = pytest.importorskip("torch")
@@ -97,8 +100,47 @@ def test_gemm_flops_match_flop_counter_mode(family: Family, batch: int, seq: int
         loss.backward()
 
     d = build(m, RunConfig(batch=batch, seq=seq)).df
-    gemm = d[d["category"].isin(["gemm", "batched_gemm"])]
+    gemm = d[gemm_mask(d["category"])]
     fwd = gemm.loc[gemm["phase"] == "forward", "flops"].sum()
     bwd = gemm.loc[gemm["phase"].isin(["backward_data", "backward_weight"]), "flops"].sum()
     assert fwd == pytest.approx(fwd_counter.get_total_flops(), rel=0.01)
     assert bwd == pytest.approx(bwd_counter.get_total_flops(), rel=0.01)
+
+
+def _gemm_calls() -> dict[str, tuple[object, object]]:
+    """Per registered op: a call that runs it, and the call torch's flop counter counts for
+    it (the same one, except `_addmm_activation`, which it does not count: plain addmm)."""
+    F = torch.nn.functional
+    a, b, bias = torch.randn(6, 5), torch.randn(5, 4), torch.randn(4)
+    ba, bb = torch.randn(3, 6, 5), torch.randn(3, 5, 4)
+    x, w = torch.randn(2, 3, 5), torch.randn(4, 5)
+
+    def addmm() -> torch.Tensor:
+        return torch.addmm(bias, a, b)
+
+    calls = {
+        "aten::mm": lambda: torch.mm(a, b),
+        "aten::addmm": addmm,
+        "aten::_addmm_activation": lambda: torch.ops.aten._addmm_activation(bias, a, b),
+        "aten::linear": lambda: F.linear(x, w, bias),
+        "aten::bmm": lambda: torch.bmm(ba, bb),
+        "aten::baddbmm": lambda: torch.baddbmm(torch.randn(3, 6, 4), ba, bb),
+        "aten::matmul": lambda: torch.matmul(torch.randn(2, 3, 6, 5), torch.randn(2, 3, 5, 4)),
+    }
+    return {op: (f, addmm if op == "aten::_addmm_activation" else f) for op, f in calls.items()}
+
+
+@pytest.mark.parametrize("op", sorted(GEMM_OPS))
+def test_gemm_registry_sizes_what_the_profiler_records(op: str) -> None:
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+
+    run, counted = _gemm_calls()[op]
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        run()
+    shapes = next(e.input_shapes for e in prof.events() if e.name == op)
+    m, n, k, batch = gemm_shape(op, shapes)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        counted()
+    assert 2 * m * n * k * batch == counter.get_total_flops() > 0

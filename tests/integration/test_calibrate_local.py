@@ -11,7 +11,8 @@ from tests.conftest import tiny
 
 pytest.importorskip("torch")
 from bertscope.measure.profile import profile
-from bertscope.perf.validate import calibrate_local, compare
+from bertscope.studies.calibrate import calibrate_local
+from bertscope.studies.validate import compare
 
 
 def test_calibrate_from_profiles_then_compare(tmp_path, capsys) -> None:
@@ -43,3 +44,20 @@ def test_calibrate_from_profiles_then_compare(tmp_path, capsys) -> None:
     capsys.readouterr()
     assert main(["calibrate", "--quick", "--from", str(bad)]) == 2
     assert "not a bertscope profile result" in capsys.readouterr().err
+
+
+def test_calibrate_from_a_result_saved_before_the_role_columns(tmp_path) -> None:
+    """`bertscope calibrate --from` reads results written before rows had tp_split and
+    pp_stage (bench/results/validate_cpu)."""
+    from pathlib import Path
+
+    from bertscope.cli import main
+
+    saved = (Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu" /
+             "bert-mini-32-64.round0.json")
+    assert "tp_split" not in json.loads(saved.read_text())["rows"][0]
+    out = tmp_path / "local.json"
+    assert main(["calibrate", "--quick", "--from", str(saved), "--output", str(out)]) == 0
+    prof = json.loads(out.read_text())
+    assert prof["bertscope_profile"] == 1
+    assert "fitted to measured op tables of bert-mini:32:64" in json.dumps(prof)

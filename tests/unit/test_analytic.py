@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bertscope.analytic import build, ops, parameter_count
+from bertscope.analytic.encoder import encoder_ops
 from bertscope.config import PRESETS, Family, Optimizer, Precision, RunConfig
-from bertscope.taxonomy import Category, Phase, Sublayer
+from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 from tests.conftest import tiny
 
 
@@ -167,3 +168,72 @@ def test_summaries_add_up_to_totals() -> None:
         assert s["bytes"].sum() == pytest.approx(tot["bytes_read"] + tot["bytes_written"])
         assert s["flops_share"].sum() == pytest.approx(1.0)
     assert t.top(3)["flops"].is_monotonic_decreasing
+
+
+# Megatron-LM's split by op name (Shoeybi et al. 2019, section 3), as the distributed model read
+# it before the op table carried roles: an oracle for the labels the producer now declares.
+_COLUMN_OPS = {"q", "k", "v", "ffn1", "mlm_decoder"}
+_ROW_OPS = {"attn_out", "ffn2"}
+_SPLIT_OPS = {"score", "score_scale", "score_mask", "softmax", "attn_dropout", "context", "act",
+              "mlm_loss", "tied_embedding"}
+
+
+def _expected_roles(op) -> tuple[TensorSplit, PipelineStage]:
+    base, _, suffix = op.name.partition(".")
+    if base in _COLUMN_OPS:
+        split = TensorSplit.COLUMN  # its bias gradient is divided too
+    elif base in _ROW_OPS:  # the bias of a row-parallel layer is whole on every rank
+        split = TensorSplit.REPLICATED if suffix == "bias_grad" else TensorSplit.ROW
+    elif base in _SPLIT_OPS:
+        split = TensorSplit.SPLIT
+    else:
+        split = TensorSplit.REPLICATED
+    if op.layer >= 0:
+        stage = PipelineStage.STACK
+    elif op.sublayer is Sublayer.EMBEDDING and base != "tied_embedding":
+        stage = PipelineStage.FIRST
+    else:
+        stage = PipelineStage.LAST
+    return split, stage
+
+
+@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize(("dropout", "checkpointing", "micro_batches", "masked_lm_only"), [
+    (True, False, 1, False), (False, True, 3, False), (True, True, 2, True),
+    (False, False, 1, True)])
+def test_every_row_carries_its_megatron_roles(family, dropout, checkpointing, micro_batches,
+                                              masked_lm_only) -> None:
+    m = tiny(family)
+    run = RunConfig(batch=2, seq=16, precision="fp16", dropout=dropout,
+                    checkpointing=checkpointing, micro_batches=micro_batches,
+                    masked_lm_only=masked_lm_only)
+    rows = encoder_ops(m, run)
+    checked = 0
+    for op in rows:
+        if op.phase is Phase.OPTIMIZER or op.name.endswith(".grad_accumulate"):
+            continue  # per parameter group; see the next test
+        assert (op.tp_split, op.pp_stage) == _expected_roles(op), op.name
+        checked += 1
+    assert checked > 50
+    # every role occurs, recompute rows keep their forward's
+    assert {op.tp_split for op in rows} == set(TensorSplit)
+    assert {op.pp_stage for op in rows} == set(PipelineStage)
+    if checkpointing:
+        recompute = {(op.name, op.layer): op.tp_split for op in rows
+                     if op.phase is Phase.RECOMPUTE}
+        forward = {(op.name, op.layer): op.tp_split for op in rows if op.phase is Phase.FORWARD}
+        assert recompute and all(forward[key] == split for key, split in recompute.items())
+
+
+def test_optimizer_and_accumulation_rows_sit_on_their_groups_stage() -> None:
+    m = tiny(Family.BERT)
+    rows = encoder_ops(m, RunConfig(batch=2, seq=16, precision="fp16", micro_batches=2))
+    groups = [op for op in rows if op.phase is Phase.OPTIMIZER
+              or op.name.endswith(".grad_accumulate")]
+    assert groups
+    for op in groups:
+        group = op.name.partition(".")[0]
+        expected = (PipelineStage.STACK if op.layer >= 0 else PipelineStage.FIRST
+                    if group == "embedding" else PipelineStage.LAST)
+        assert op.pp_stage is expected, op.name
+        assert op.tp_split is TensorSplit.REPLICATED, op.name

@@ -169,3 +169,18 @@ def test_backward_on_another_thread_is_walked_within_the_iteration() -> None:
     r = rows(a)
     assert r[("aten::mm", Phase.BACKWARD_WEIGHT)].layer == 0  # the node inside the window
     assert r[("aten::mm", Phase.BACKWARD_WEIGHT)].count == 1  # ... and not the one after it
+
+
+def test_gemm_shapes_come_from_the_one_registry() -> None:
+    from bertscope.trace import attribute, gemm_ops
+
+    assert gemm_shape is gemm_ops.gemm_shape is attribute.gemm_shape
+
+
+def test_unknown_scope_names_are_one_line_errors() -> None:
+    from bertscope.errors import BertscopeError
+
+    with pytest.raises(BertscopeError, match=r"unknown phase of a bertscope\.phase:: scope"):
+        Attributor(Classifier()).walk(ev("bertscope.phase::sideways", 5))
+    with pytest.raises(BertscopeError, match="unknown sublayer of a bertscope:: scope 'nope'"):
+        Attributor(Classifier()).walk(ev("bertscope::0::nope", 5))

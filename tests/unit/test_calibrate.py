@@ -16,7 +16,7 @@ from bertscope.perf.calibrate import (
     fit_memory,
     joined,
 )
-from bertscope.perf.validate import parse_specs, validate
+from bertscope.studies.validate import parse_specs, validate
 from bertscope.taxonomy import Category, Phase, Sublayer
 
 
@@ -138,20 +138,19 @@ def test_specs_and_held_out_configs() -> None:
 
 
 def test_combine_takes_each_rows_median_over_rounds() -> None:
-    from types import SimpleNamespace
+    from bertscope.studies.validate import MeasuredRun, combine_rounds
 
-    from bertscope.perf.validate import combine
-
-    def result(add_s: float, mul_s: float | None, iterations: list[float]) -> SimpleNamespace:
+    def result(add_s: float, mul_s: float | None, iterations: list[float]) -> MeasuredRun:
         rows = [Op("aten::add", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD,
                    elements=8, count=2, bytes_read=64.0, time_s=add_s)]
         if mul_s is not None:
             rows.append(Op("aten::mul", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD,
                            elements=8, time_s=mul_s))
         meta = {"iteration_times_s": iterations, "iteration_s": float(np.median(iterations))}
-        return SimpleNamespace(table=OpTable.from_ops(rows, meta), analytic=None, meta=meta)
+        table = OpTable.from_ops(rows, meta)
+        return MeasuredRun(table=table, analytic=table, meta=meta)
 
-    c = combine([result(1.0, 0.5, [10.0, 11.0]), result(3.0, None, [30.0, 12.0]),
+    c = combine_rounds([result(1.0, 0.5, [10.0, 11.0]), result(3.0, None, [30.0, 12.0]),
                  result(100.0, 0.7, [13.0, 14.0])])
     rows = {o.name: o for o in c.table.df.itertuples()}
     assert rows["aten::add"].time_s == 3.0  # median of 1, 3, 100

@@ -1,5 +1,6 @@
-"""DDP measurement arithmetic on hand-made numbers: all-reduce/backward overlap, the link fit,
-the prediction, merging ranks, and attribution of collectives (no processes launched)."""
+"""DDP measurement arithmetic on hand-made numbers: all-reduce/backward overlap, merging ranks
+with the prediction beside them, and attribution of collectives (no processes launched). The
+all-reduce model itself (link fit, prediction): test_parallel_ddp_model.py."""
 
 from __future__ import annotations
 
@@ -12,19 +13,10 @@ import pytest
 from bertscope.analytic import parameter_count
 from bertscope.config import RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.measure.ddp import (
-    comm_summary,
-    fit_link,
-    iteration_comm,
-    merge_comm,
-    merge_ranks,
-    merge_rows,
-    peer_wait,
-    predict_all_reduce,
-)
+from bertscope.measure.ddp import comm_summary, iteration_comm
 from bertscope.parallel.collectives import Algorithm
-from bertscope.parallel.layouts import DDP_BUCKET_BYTES
 from bertscope.parallel.topology import Link, LinkScope
+from bertscope.studies.ddp import merge_comm, merge_ranks, merge_rows, peer_wait
 from bertscope.taxonomy import Category, Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Attributor
 from tests.conftest import tiny
@@ -86,54 +78,6 @@ def test_peer_wait_is_the_excess_over_the_fastest_rank() -> None:
     assert peer_wait([[], []]) is None
 
 
-# -- prediction ----------------------------------------------------------------------------------
-def test_fit_link_recovers_alpha_and_bandwidth() -> None:
-    # p = 2 ring: t = 2 alpha + n / B with alpha = 50 us, B = 1 GB/s
-    n0, n1 = 4096, 16e6
-    t0, t1 = 100e-6 + n0 / 1e9, 100e-6 + n1 / 1e9
-    fitted = fit_link([n0, n1], [t0, t1], 2, description="d", source="s")
-    assert fitted.bandwidth == pytest.approx(1e9)
-    assert fitted.latency == pytest.approx(50e-6)
-    # p = 4: t = 6 alpha + 1.5 n / B
-    t0, t1 = 6 * 10e-6 + 1.5 * n0 / 2e9, 6 * 10e-6 + 1.5 * n1 / 2e9
-    fitted = fit_link([n0, n1], [t0, t1], 4, description="d", source="s")
-    assert fitted.bandwidth == pytest.approx(2e9)
-    assert fitted.latency == pytest.approx(10e-6)
-    with pytest.raises(BertscopeError):
-        fit_link([n0, n1], [0.0, t1], 2, description="d", source="s")
-
-
-def test_prediction_one_bucket_is_all_exposed() -> None:
-    # bert-tiny: 4 x 4,433,468 = 17,733,872 B < 25 MiB: one bucket; ring over 2 ranks on
-    # 1 GB/s with no latency: 2 (p-1)/p n / B = n / B = 17.733872 ms, all exposed
-    grads = 4.0 * 4_433_468
-    p = predict_all_reduce(grad_bytes=grads, world=2, link=link(), backward_s=0.05,
-                           iteration_s=0.2, exposed_s=0.01, algorithm=Algorithm.RING)
-    assert p["calls"] == 1
-    assert p["all_reduce_s"] == pytest.approx(0.017733872)
-    assert p["exposed_s"] == pytest.approx(p["all_reduce_s"])
-    assert p["overlap_s"] == pytest.approx(0.0)
-    assert p["iteration_s"] == pytest.approx(0.2 - 0.01 + 0.017733872)
-    assert p["exposed_share"] == pytest.approx(0.017733872 / p["iteration_s"])
-
-
-def test_prediction_overlaps_all_but_the_last_bucket() -> None:
-    # 60 MiB = 3 buckets of 20 MiB (25 MiB cap), 20.97152 ms each on 1 GB/s over 2 ranks:
-    # C = 62.91456 ms; window 60 ms: exposed = max(C/3, C - 60 x 2/3) = 22.91456 ms
-    grads = 60 * 2**20
-    p = predict_all_reduce(grad_bytes=grads, world=2, link=link(), backward_s=0.06,
-                           iteration_s=0.5, exposed_s=0.0, algorithm=Algorithm.RING)
-    assert grads / DDP_BUCKET_BYTES == pytest.approx(2.4)
-    assert p["calls"] == 3
-    assert p["all_reduce_s"] == pytest.approx(0.06291456)
-    assert p["exposed_s"] == pytest.approx(0.02291456)
-    assert p["overlap_s"] == pytest.approx(0.04)
-    # a long backward hides all but the last bucket: C / 3
-    p = predict_all_reduce(grad_bytes=grads, world=2, link=link(), backward_s=10.0,
-                           iteration_s=10.5, exposed_s=0.0, algorithm=Algorithm.RING)
-    assert p["exposed_s"] == pytest.approx(0.06291456 / 3)
-
-
 # -- merging ranks -------------------------------------------------------------------------------
 def _row(name: str, time_s: float, **kw: object) -> dict[str, object]:
     base = dict(name=name, layer=-1, sublayer="other", category="other", phase="forward",
@@ -165,6 +109,13 @@ def test_merge_rows_averages_over_ranks() -> None:
     assert d.loc["aten::mm", "time_s"] == pytest.approx(0.020)
     assert d.loc["aten::mm", "flops"] == pytest.approx(100.0)
     assert d.loc["c10d::allreduce_", "time_s"] == pytest.approx(0.002)  # missing on rank 1
+    # a row's launches per iteration are the largest count over the ranks; rows written
+    # without the role columns (tp_split, pp_stage) take their defaults
+    a = _doc(0, 0.2, {}, [_row("aten::add", 0.010, count=3, saved_bytes=8.0)])
+    b = _doc(1, 0.2, {}, [_row("aten::add", 0.030, count=2, saved_bytes=4.0)])
+    assert "tp_split" not in a["rows"][0]
+    r = merge_rows([a, b]).df.iloc[0]
+    assert (r["count"], r["saved_bytes"], r["tp_split"]) == (3, 6.0, "replicated")
 
 
 def test_merge_ranks_predicts_the_same_run() -> None:
@@ -285,7 +236,7 @@ def test_profile_nproc_bad_input_is_one_line(args, message, capsys) -> None:
 def test_ctrl_c_during_a_distributed_run_exits_130(monkeypatch, capsys) -> None:
     pytest.importorskip("torch")
     from bertscope.cli import main
-    from bertscope.measure import ddp
+    from bertscope.studies import ddp
 
     def interrupted(*_a: object, **_k: object) -> None:
         raise KeyboardInterrupt

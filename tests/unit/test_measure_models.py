@@ -22,14 +22,17 @@ from bertscope.config import (  # noqa: E402
 )
 from bertscope.errors import BertscopeError  # noqa: E402
 from bertscope.measure.data import SPECIAL_IDS, synthetic_batch  # noqa: E402
+from bertscope.measure.hf_weights import (  # noqa: E402
+    hf_config,
+    hf_param_name,
+    load_hf_state_dict,
+)
 from bertscope.measure.lamb import Lamb, make_optimizer  # noqa: E402
 from bertscope.measure.models import (  # noqa: E402
     EncoderForPretraining,
     build_model,
-    hf_config,
-    hf_param_name,
     layer_index,
-    load_hf_state_dict,
+    make_activation,
     module_sublayer,
 )
 from bertscope.taxonomy import Sublayer  # noqa: E402
@@ -406,3 +409,25 @@ def test_load_hf_rejects_untied_decoder() -> None:
     hf_cfg.tie_word_embeddings = False
     with pytest.raises(BertscopeError, match="not tied"):
         load_hf_state_dict(EncoderForPretraining(cfg), transformers.BertForPreTraining(hf_cfg))
+
+
+def test_hf_helpers_still_importable_from_models() -> None:
+    from bertscope.measure import hf_weights, models
+
+    for name in ("hf_config", "hf_param_name", "load_hf_state_dict"):
+        assert getattr(models, name) is getattr(hf_weights, name), name
+    with pytest.raises(AttributeError):
+        models.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("act", list(Activation), ids=str)
+def test_every_activation_has_a_module(act: Activation) -> None:
+    x = torch.linspace(-3, 3, 13)
+    y = make_activation(act)(x)
+    assert make_activation(act.value)(x).equal(y)  # a member or its value
+    assert y.shape == x.shape and torch.isfinite(y).all()
+
+
+def test_unknown_activation_lists_the_choices() -> None:
+    with pytest.raises(BertscopeError, match="unknown activation 'swish'; choose one of: gelu"):
+        make_activation("swish")

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 
 from bertscope.analytic import build, ops
-from bertscope.cli_perf import top_ops
 from bertscope.config import RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable
 from bertscope.perf import by_bound, fuse, load_profile, predict
+from bertscope.perf.predict import top_ops
 from tests.conftest import tiny
 
 PREDICT = ["predict", "bert-large", "--device", "a100", "--precision", "bf16", "--batch", "64",
@@ -47,7 +47,7 @@ def _pair(fused: bool = False) -> tuple[OpTable, OpTable]:
                                     optimizer="lamb"))
     if fused:
         table = fuse(table)
-    return table, OpTable(table.to_frame(), dict(table.meta))
+    return table, OpTable(table.to_frame(), dict(table.meta), job=table.job)
 
 
 @pytest.mark.parametrize("fused", [False, True])

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from bertscope.analytic import ops
-from bertscope.config import get_model
+from bertscope.config import Optimizer, Precision, RunConfig, get_model
 from bertscope.errors import BertscopeError
 from bertscope.parallel import (
     Checkpoint,
@@ -20,10 +23,18 @@ from bertscope.parallel import (
     evaluate,
     in_flight,
 )
-from bertscope.parallel.layouts import MEMORY_KEYS, TIME_KEYS
+from bertscope.parallel.layouts import MEMORY_KEYS, SCHEDULES, TIME_KEYS, layout_arrays
+from bertscope.parallel.memory import CHECKPOINTS, FULL_CODE, NONE_CODE, SELECTIVE_CODE
+from bertscope.parallel.pipeline import GPIPE_CODE, INTERLEAVED_CODE, ONE_F_ONE_B_CODE
 from bertscope.perf import load_profile, predict
 
 G, F1B, INT = Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED
+
+
+def _job(model: str, global_batch: int, seq: int) -> Workload:
+    """A bf16 Adam workload (the run's batch is a template the layout sets)."""
+    return Workload(model=get_model(model), run=RunConfig(batch=1, seq=seq, precision="bf16"),
+                    global_batch=global_batch)
 
 
 def test_bubble_fraction_by_hand() -> None:
@@ -74,7 +85,7 @@ def test_layout_validates(kw, needle) -> None:
 
 @pytest.fixture(scope="module")
 def job() -> Workload:
-    return Workload(model=get_model("bert-base"), global_batch=64, seq=128)
+    return _job("bert-base", 64, 128)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +111,7 @@ def test_check_layout(job, cluster16, kw, needle) -> None:
 
 
 def test_one_device_matches_the_performance_and_memory_models() -> None:
-    job = Workload(model=get_model("bert-base"), global_batch=8, seq=128)
+    job = _job("bert-base", 8, 128)
     r = evaluate(Layout(), job, Cluster.build("a100", 1))
     table = ops("bert-base", batch=8, seq=128, precision="bf16")
     pred = predict(table, load_profile("a100"))
@@ -136,7 +147,7 @@ def test_each_parallelism_brings_its_own_costs(job, cluster16) -> None:
 
 
 def test_tensor_parallel_splits_compute_imperfectly() -> None:
-    job = Workload(model=get_model("bert-base"), global_batch=16, seq=128)
+    job = _job("bert-base", 16, 128)
     one = evaluate(Layout(), job, Cluster.build("a100", 1))
     four = evaluate(Layout(tp=4), job, Cluster.build("a100", 4))
     # replicated layernorm/dropout/residual work and smaller, less efficient GEMMs: a rank
@@ -181,15 +192,74 @@ def test_zero_shards_the_optimizer(job, cluster16) -> None:
 
 
 def test_memory_that_does_not_fit() -> None:
-    job = Workload(model=get_model("bert-large"), global_batch=4096, seq=512)
+    job = _job("bert-large", 4096, 512)
     r = evaluate(Layout(), job, Cluster.build("v100", 1))
     assert not r.fits and r.memory_bytes > r.memory_capacity
 
 
 def test_workload_validates() -> None:
     with pytest.raises(BertscopeError, match="global_batch"):
-        Workload(model=get_model("bert-base"), global_batch=0)
+        Workload(model=get_model("bert-base"), run=RunConfig(batch=1, seq=128),
+                 global_batch=0)
     with pytest.raises(BertscopeError, match="exceeds"):
-        Workload(model=get_model("bert-base"), global_batch=8, seq=1024)
+        Workload(model=get_model("bert-base"), run=RunConfig(batch=1, seq=1024),
+                 global_batch=8)
     with pytest.raises(BertscopeError, match="devices"):
         Cluster.build("a100", 0)
+
+
+def test_workload_carries_the_typed_run() -> None:
+    run = RunConfig(batch=7, seq=64, precision="fp16", optimizer="lamb", dropout=False,
+                    micro_batches=3, masked_lm_only=True)
+    job = Workload(model=get_model("bert-base"), run=run, global_batch=32)
+    assert (job.seq, job.precision, job.optimizer) == (64, Precision.FP16, Optimizer.LAMB)
+    assert job.tokens == 32 * 64
+    # the run's batch and micro-batches are a template: a micro-batch's settings replace them
+    one = job.run_for(4)
+    assert (one.batch, one.micro_batches) == (4, 1)
+    assert replace(one, batch=7, micro_batches=3) == run
+    # hashable and equal by value (it keys the compute-table cache)
+    same = Workload(model=get_model("bert-base"), run=run, global_batch=32)
+    assert same == job and hash(same) == hash(job)
+
+
+def test_the_run_template_does_not_change_results(cluster16) -> None:
+    layout = Layout(dp=4, tp=2, pp=2, micro_batches=2)
+    runs = [RunConfig(batch=1, seq=128, precision="bf16"),
+            RunConfig(batch=5, seq=128, precision="bf16", micro_batches=4)]
+    a, b = (evaluate(layout, Workload(model=get_model("bert-base"), run=r, global_batch=64),
+                     cluster16) for r in runs)
+    assert a == b
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    (dict(run=RunConfig(batch=1, seq=128, checkpointing=True)), "Layout.checkpoint"),
+    (dict(run=dict(batch=1, seq=128)), "run must be a RunConfig"),
+    (dict(model="bert-base"), "model must be a ModelConfig"),
+    (dict(global_batch=2.5), "global_batch must be a positive integer"),
+])
+def test_workload_rejects(kw, needle) -> None:
+    args = dict(model=get_model("bert-base"), run=RunConfig(batch=1, seq=128), global_batch=8)
+    with pytest.raises(BertscopeError, match=needle):
+        Workload(**{**args, **kw})
+
+
+def test_array_codes_come_from_the_enums() -> None:
+    assert [s.code for s in Schedule] == list(range(len(SCHEDULES)))
+    assert [c.code for c in Checkpoint] == list(range(len(CHECKPOINTS)))
+    assert (GPIPE_CODE, ONE_F_ONE_B_CODE, INTERLEAVED_CODE) == (0, 1, 2)
+    assert (NONE_CODE, SELECTIVE_CODE, FULL_CODE) == (0, 1, 2)
+    arrays = layout_arrays(Layout(pp=2, schedule=INT, virtual_stages=2,
+                                  checkpoint=Checkpoint.FULL))
+    assert int(arrays["schedule"][0]) == INTERLEAVED_CODE
+    assert int(arrays["checkpoint"][0]) == FULL_CODE
+    # a name or a code array: the same bubble
+    assert float(bubble_fraction("interleaved", 4, 8, 2)) == float(
+        bubble_fraction(np.array([INTERLEAVED_CODE]), 4, 8, 2)[0])
+    with pytest.raises(BertscopeError, match="unknown schedule"):
+        bubble_fraction("zigzag", 4, 8)
+
+
+def test_layout_takes_numpy_integers() -> None:
+    layout = Layout(dp=np.int64(2), tp=np.int32(2))
+    assert (layout.dp, layout.tp) == (2, 2) and type(layout.dp) is int

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertscope.config import Family, Precision
+from bertscope.config import Family, Precision, RunConfig
 from bertscope.parallel import (
     Algorithm,
     Cluster,
@@ -36,7 +36,8 @@ schedules = st.sampled_from(list(Schedule))
 
 def _job(family: Family, batch: int = 16) -> Workload:
     m = tiny(family, num_layers=4, heads=4, hidden=64, intermediate=256)
-    return Workload(model=m, global_batch=batch, seq=32, precision=Precision.BF16)
+    return Workload(model=m, run=RunConfig(batch=1, seq=32, precision=Precision.BF16),
+                    global_batch=batch)
 
 
 @FAST

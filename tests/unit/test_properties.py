@@ -1,13 +1,31 @@
-"""Property tests (hypothesis) of the analytic op model's invariants."""
+"""Property tests (hypothesis) of the analytic op model's and the performance model's
+invariants."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertscope.analytic import build
 from bertscope.config import Family, Optimizer, Precision, RunConfig
-from bertscope.taxonomy import Category, Phase
+from bertscope.hardware import Device
+from bertscope.optable import OpTable
+from bertscope.perf import (
+    BandwidthEfficiency,
+    DeviceProfile,
+    GemmEfficiency,
+    Overhead,
+    fuse,
+    predict,
+    roofline,
+    select_peaks,
+)
+from bertscope.perf.fusion import FUSED_COLUMN
+from bertscope.taxonomy import Phase, gemm_mask, phase_families
 from tests.conftest import tiny
 
 FAST = settings(max_examples=40, deadline=None)
@@ -59,7 +77,7 @@ def test_totals_grow_with_batch_seq_and_hidden(family, a, d, b, s, prec):
 def test_backward_gemm_flops_are_twice_forward(family, a, d, b, s, ckpt, micro):
     _, _, df = _totals(_model(family, a, d), batch=b, seq=s, checkpointing=ckpt,
                        micro_batches=micro)
-    g = df[df["category"].isin([Category.GEMM, Category.BATCHED_GEMM])]
+    g = df[gemm_mask(df["category"])]
     fwd = g[g["phase"] == Phase.FORWARD]["flops"].sum()
     wgrad = g[g["phase"] == Phase.BACKWARD_WEIGHT]["flops"].sum()
     dgrad = g[g["phase"] == Phase.BACKWARD_DATA]["flops"].sum()
@@ -81,3 +99,112 @@ def test_lamb_moves_at_least_what_adam_does(family, a, d, b, s, prec):
         r, w = opt_bytes(other)
         assert lamb_r >= r
         assert lamb_w >= w
+
+
+# -- the performance model: predicted time never falls below the roofline bound, never rises
+# when peak or bandwidth rise, and fusion never makes an iteration slower, over random
+# devices, efficiency figures and tiny models
+peak_sets = st.sampled_from([("fp32", "bf16", "fp16"), ("fp32", "fp16"), ("bf16",),
+                             ("fp32",), ("bf16", "fp16")])
+
+
+@st.composite
+def devices(draw) -> Device:
+    fmts = draw(peak_sets)
+    peaks = {f: 10 ** draw(st.floats(12, 15)) for f in fmts}
+    figures = {f"peaks.{f}": "test" for f in peaks}
+    return Device(name="test-chip", sku="Test Chip", vendor="Test", kind="gpu", peaks=peaks,
+                  memory_bytes=80e9, memory_bandwidth=10 ** draw(st.floats(11, 13)),
+                  sources={**figures, "memory_bytes": "test", "memory_bandwidth": "test"})
+
+
+fractions = st.one_of(st.just(1.0), st.floats(0.05, 1))
+
+
+@st.composite
+def profiles(draw) -> DeviceProfile:
+    device, gemm, w0, d0 = (draw(devices()), draw(fractions),
+                            draw(st.sampled_from([0.0, 1e6, 1e8, 1e10])),
+                            draw(st.sampled_from([0.0, 8.0, 64.0])))
+    bw, b0 = draw(fractions), draw(st.sampled_from([0.0, 1e4, 2.0**20, 1e8]))
+    launch = draw(st.sampled_from([0.0, 0.0, 1e-6, 5e-6, 1e-4]))
+    host = draw(st.sampled_from([0.0, 0.0, 2e-6, 2e-4]))
+    per_phase = draw(st.sampled_from([{}, {"forward": 0.9, "backward_weight": 1.1},
+                                      {"backward_data": 3.0}]))
+    return DeviceProfile(
+        device=device,
+        gemm=GemmEfficiency(max_fraction=gemm, half_saturation_flops=w0,
+                            half_saturation_dim=d0, per_phase=dict(per_phase), source="test"),
+        bandwidth=BandwidthEfficiency(max_fraction=bw, half_saturation_bytes=b0,
+                                      source="test"),
+        overhead=Overhead(seconds_per_launch=launch, host_seconds_per_launch=host,
+                          source="test"))
+
+
+@st.composite
+def tables(draw) -> OpTable:
+    m = tiny(draw(families))
+    run = RunConfig(batch=draw(st.integers(1, 4)), seq=draw(st.integers(1, 32)),
+                    precision=draw(precisions), optimizer=draw(optimizers),
+                    dropout=draw(st.booleans()), checkpointing=draw(st.booleans()),
+                    micro_batches=draw(st.integers(1, 2)))
+    return build(m, run)
+
+
+@FAST
+@given(tables(), profiles())
+def test_predicted_time_never_falls_below_the_roofline(table, profile) -> None:
+    d = predict(table, profile).df
+    assert (d["time_s"] >= d["roofline_s"] * (1 - 1e-12)).all()
+    assert d["time_s"].notna().all()
+    # each term on its own, so that a larger one cannot hide a violation
+    ideal = roofline(d, select_peaks(profile.device, table.meta["run"]["precision"]))
+    assert (d["compute_s"] >= ideal["compute_s"] * (1 - 1e-12)).all()
+    assert (d["memory_s"] >= ideal["memory_s"] * (1 - 1e-12)).all()
+
+
+@FAST
+@given(tables(), profiles(), st.floats(1, 100), st.floats(1, 100))
+def test_faster_peak_or_bandwidth_never_predicts_slower(table, profile, kp, kb) -> None:
+    dev = profile.device
+    faster = dataclasses.replace(dev, peaks={f: v * kp for f, v in dev.peaks.items()},
+                                 memory_bandwidth=dev.memory_bandwidth * kb)
+    slow = predict(table, profile).df["time_s"].to_numpy()
+    fast = predict(table, dataclasses.replace(profile, device=faster)).df["time_s"].to_numpy()
+    assert np.all(fast <= slow * (1 + 1e-12))
+
+
+@FAST
+@given(tables(), profiles())
+def test_fusion_never_makes_an_iteration_slower(table, profile) -> None:
+    fused = fuse(table)
+    before = predict(table, profile).meta["prediction"]["time_s"]
+    after = predict(fused, profile).meta["prediction"]["time_s"]
+    assert after <= before * (1 + 1e-12)
+    moved = table.df["bytes_read"] + table.df["bytes_written"]
+    assert (fused.df["bytes_read"] + fused.df["bytes_written"]).sum() <= moved.sum()
+    assert fused.df["flops"].sum() == pytest.approx(table.df["flops"].sum())
+    assert (fused.df[["bytes_read", "bytes_written"]] >= 0).all().all()
+
+
+@FAST
+@given(tables())
+def test_fusion_keeps_phase_families_and_recompute_apart(table) -> None:
+    # a chain never spans two phase families, nor forward and recompute rows (a fused row of
+    # both would take the phase "backward"), so the rows, FLOPs and bytes saved for backward
+    # of each (family, recompute) stay with it
+    def by_family(t: OpTable, rows) -> dict:
+        d = t.df
+        key = [f"{f}/{p == Phase.RECOMPUTE}" for f, p in zip(phase_families(d["phase"]),
+                                                            d["phase"], strict=True)]
+        return d.assign(key=key, rows=rows).groupby("key")[
+            ["rows", "flops", "saved_bytes"]].sum().to_dict()
+
+    fused = fuse(table)
+    before = by_family(table, 1)
+    after = by_family(fused, fused.df[FUSED_COLUMN])
+    assert before["rows"] == after["rows"]
+    for col in ("flops", "saved_bytes"):
+        assert before[col].keys() == after[col].keys()
+        for k, v in before[col].items():
+            assert after[col][k] == pytest.approx(v)

@@ -11,7 +11,7 @@ from bertscope.trace import attribute
 
 
 def test_the_trace_reader_does_not_import_torch() -> None:
-    code = ("import sys, bertscope.trace, bertscope.cli_trace; "
+    code = ("import sys, bertscope.trace, bertscope.cli.trace; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bertscope import cli_trace
+from bertscope.cli import trace as cli_trace
 from bertscope.errors import BertscopeError
 
 DATA = Path(__file__).parents[1] / "data" / "traces"

@@ -168,3 +168,11 @@ def test_aten_patterns_still_come_first() -> None:
     first_gpu = next(i for i, p in enumerate(pats)
                      if not p.regex.pattern.startswith(("^aten::", "^(torch::autograd")))
     assert all(not p.regex.pattern.startswith("^aten::") for p in pats[first_gpu:])
+
+
+def test_every_op_the_gemm_registry_sizes_classifies_as_a_gemm() -> None:
+    # the registry (shapes) and the pattern table (categories) name the same ATen GEMMs
+    from bertscope.trace.gemm_ops import GEMM_OPS
+
+    classify = Classifier()
+    assert {op: classify(op).is_gemm for op in GEMM_OPS} == dict.fromkeys(GEMM_OPS, True)

@@ -162,3 +162,126 @@ def test_fixtures_are_what_the_generator_writes(tmp_path: Path) -> None:
     for name in make_traces.FIXTURES:
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), (
             f"{name}: run tests/data/traces/make_traces.py")
+
+
+# --- the GEMM op registry (gemm_ops.py): one table for the reader and the attribution ------
+
+# (op, recorded input shapes, (m, n, k, batch)) derived by hand; one row per registered op
+GEMM_CASES = [
+    # aten::mm (32,64) x (64,256): m 32, n 256, k 64
+    ("aten::mm", [[32, 64], [64, 256]], (32, 256, 64, 1)),
+    # aten::addmm bias (256), (32,64) x (64,256), scalars beta/alpha dropped: m 32, n 256, k 64
+    ("aten::addmm", [[256], [32, 64], [64, 256], [], []], (32, 256, 64, 1)),
+    # aten::_addmm_activation bias (768), (128,3072) x (3072,768): m 128, n 768, k 3072
+    ("aten::_addmm_activation", [[768], [128, 3072], [3072, 768]], (128, 768, 3072, 1)),
+    # aten::linear X (2,16,64), W (256,64), b (256): rows 2*16 = 32, n 256, k 64
+    ("aten::linear", [[2, 16, 64], [256, 64], [256]], (32, 256, 64, 1)),
+    # aten::bmm (8,128,64) x (8,64,128): batch 8, m 128, n 128, k 64
+    ("aten::bmm", [[8, 128, 64], [8, 64, 128]], (128, 128, 64, 8)),
+    # aten::baddbmm input (8,128,128), (8,128,64) x (8,64,128): batch 8, m 128, n 128, k 64
+    ("aten::baddbmm", [[8, 128, 128], [8, 128, 64], [8, 64, 128], [], []], (128, 128, 64, 8)),
+    # aten::matmul (2,4,16,8) x (2,4,8,16): batch 2*4 = 8, m 16, n 16, k 8
+    ("aten::matmul", [[2, 4, 16, 8], [2, 4, 8, 16]], (16, 16, 8, 8)),
+]
+
+
+@pytest.mark.parametrize(("name", "shapes", "want"), GEMM_CASES, ids=[c[0] for c in GEMM_CASES])
+def test_registry_shapes_by_hand(name: str, shapes: list, want: tuple) -> None:
+    from bertscope.trace.gemm_ops import GEMM_OPS, gemm_shape
+
+    assert GEMM_OPS[name]([s for s in shapes if s]) == want
+    assert gemm_shape(name, shapes) == want
+    # any namespace with the same op name (the reader has always matched "::mm" suffixes)
+    assert gemm_shape("myops::" + name.partition("::")[2], shapes) == want
+
+
+def test_every_registered_op_has_a_case() -> None:
+    from bertscope.trace.gemm_ops import GEMM_OPS
+
+    assert sorted(GEMM_OPS) == sorted(c[0] for c in GEMM_CASES)
+
+
+def test_registry_edges() -> None:
+    from bertscope.trace.gemm_ops import NO_GEMM, gemm_op, gemm_shape, has_gemm_shape
+
+    # aten::matmul of 2-D (5,3) x (3,7): a plain GEMM; of 1-D (3) x (3,7): one row
+    assert gemm_shape("aten::matmul", [[5, 3], [3, 7]]) == (5, 7, 3, 1)
+    assert gemm_shape("aten::matmul", [[3], [3, 7]]) == (1, 7, 3, 1)
+    # aten::matmul (4,16,8) x (8,16): batched over A's leading dimension 4
+    assert gemm_shape("aten::matmul", [[4, 16, 8], [8, 16]]) == (16, 16, 8, 4)
+    for name in ("aten::addmm_", "aten::add", "mm", "aten::mmx", "aten::_scaled_mm"):
+        assert not has_gemm_shape(name), name
+        assert gemm_shape(name, [[2, 3], [3, 4]]) == NO_GEMM
+    assert gemm_shape("aten::mm", [[2, 3]]) == NO_GEMM  # an operand missing
+    assert gemm_shape("aten::bmm", [[2, 3], "x"]) == NO_GEMM  # unreadable shapes
+    with pytest.raises(ValueError, match="twice"):
+        gemm_op("aten::mm")(lambda s: (1, 1, 1, 1))
+
+
+def test_reader_and_attribution_share_the_registry() -> None:
+    import inspect
+
+    from bertscope.trace import attribute, gemm_ops, reader
+
+    assert attribute.gemm_shape is gemm_ops.gemm_shape
+    assert reader.gemm_like is gemm_ops.has_gemm_shape
+    assert inspect.signature(read_events).parameters["keep_dims"].default \
+        is gemm_ops.has_gemm_shape
+    ev = read_events(CUDA)
+    kept = {ev.names[ev.name[i]] for i in ev.dims}
+    cpu_names = {ev.names[n] for n in ev.name[ev.kind == Kind.CPU_OP]}
+    assert kept == {n for n in cpu_names if gemm_ops.has_gemm_shape(n)} <= set(gemm_ops.GEMM_OPS)
+    assert kept  # the fixture has GEMM ops
+
+
+# --- one decoder: odd spellings are rewritten into the plain form, not decoded twice ------
+
+
+def test_odd_events_read_as_their_plain_form(tmp_path: Path) -> None:
+    plain = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10.0,
+         "dur": 6.0, "args": {"Sequence number": 5, "Input Dims": [[4, 8], [8, 16]]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2,
+         "ts": 11.0, "dur": 1.0, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_tn", "pid": 0, "tid": 9,
+         "ts": 12.0, "dur": 4.0, "args": {"device": 0, "stream": 7, "correlation": 3}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 3, "pid": 1, "tid": 2, "ts": 11.0},
+        {"ph": "X", "cat": "user_annotation", "name": "7", "pid": 1, "tid": 2, "ts": 9.0,
+         "dur": 20.0},
+    ]
+    odd = [  # the same events: B/E pair, strings for numbers, floats for ids, other case
+        {"ph": "B", "cat": "CPU_OP", "name": "aten::mm", "pid": 1, "tid": 2, "ts": "10",
+         "args": {"Sequence number": 5.0, "Input Dims": [[4, 8], [8, 16]]}},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 16},
+        {"ph": "X", "cat": "CUDA_Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2,
+         "ts": 11, "dur": "1", "args": {"correlation": "3"}},
+        {"ph": "X", "cat": "Kernel", "name": "ampere_sgemm_128x64_tn", "pid": 0, "tid": 9,
+         "ts": 12, "dur": 4, "args": {"device": 0, "stream": 7, "correlation": 3.0}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": "3", "pid": 1, "tid": 2, "ts": "11"},
+        {"ph": "X", "cat": "user_annotation", "name": 7, "pid": 1, "tid": 2, "ts": 9,
+         "dur": 20, "args": "none"},
+    ]
+    a, b = tmp_path / "plain.json", tmp_path / "odd.json"
+    a.write_text(json.dumps({"traceEvents": plain}))
+    b.write_text(json.dumps({"traceEvents": odd}))
+    x, y = read_events(a), read_events(b)  # (the B/E pair is complete at its E: in place)
+    for col in ("kind", "name", "pid", "tid", "ts", "dur", "corr", "seq", "numel"):
+        got, want = getattr(y, col), getattr(x, col)
+        assert np.array_equal(got, want) and got.dtype == want.dtype, col
+    assert x.names == y.names and x.ids == y.ids
+    assert x.dims == y.dims == {0: [[4, 8], [8, 16]]}
+    for f, g in zip(x.flows, y.flows, strict=True):
+        assert np.array_equal(f, g) and f.dtype == g.dtype
+
+
+def test_events_columns_are_the_declared_ones() -> None:
+    import dataclasses
+
+    from bertscope.trace.events import COLUMNS, FLOW_COLUMNS, Events
+
+    ev = read_events(CUDA)
+    fields = [f.name for f in dataclasses.fields(Events)]
+    assert [f for f in fields if f in COLUMNS] == list(COLUMNS)
+    for col, (_, dtype) in COLUMNS.items():
+        assert getattr(ev, col).dtype == dtype, col
+    assert [a.dtype for a in ev.flows] == [np.dtype(d) for _, d in FLOW_COLUMNS]

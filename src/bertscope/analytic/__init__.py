@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 from bertscope.analytic.encoder import encoder_ops
 from bertscope.analytic.memory import MemoryEstimate, memory_estimate
 from bertscope.analytic.params import param_groups, parameter_count
-from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig, get_model
+from bertscope.config import Job, ModelConfig, Optimizer, Precision, RunConfig, get_model
 from bertscope.optable import OpTable
 
 
@@ -34,18 +33,19 @@ def ops(
     return build(m, run)
 
 
-def build(m: ModelConfig, run: RunConfig) -> OpTable:
-    """The op table for a model and run configuration."""
-    rows = encoder_ops(m, run)
-    mem = memory_estimate(m, run, rows)
+def build(m: ModelConfig | Job, run: RunConfig | None = None) -> OpTable:
+    """The op table for a job (or a model and run configuration); the table carries the job
+    typed (`table.model`, `table.run`)."""
+    job = m if isinstance(m, Job) else Job(model=m, run=run)  # type: ignore[arg-type]
+    rows = encoder_ops(job.model, job.run)
+    mem = memory_estimate(job.model, job.run, rows)
     meta = {
         "producer": "analytic",
-        "model": {k: str(v) if hasattr(v, "value") else v for k, v in asdict(m).items()},
-        "run": {k: str(v) if hasattr(v, "value") else v for k, v in asdict(run).items()},
-        "params": parameter_count(m),
+        **job.as_dict(),  # TRANSITION: consumers move to table.job
+        "params": parameter_count(job.model),
         "memory": mem.as_dict(),
     }
-    return OpTable.from_ops(rows, meta)
+    return OpTable.from_ops(rows, meta, job=job)
 
 
 __all__ = ["MemoryEstimate", "build", "memory_estimate", "ops", "param_groups",

@@ -19,19 +19,24 @@ their bytes are what the op must stream at least: each input read once, each out
 written once. `saved_bytes` follows Korthikanti et al. 2022 (Reducing Activation
 Recomputation in Large Transformer Models, section 4.1): inputs of GEMMs, softmax output,
 GELU input, layernorm input, 1-byte dropout masks; layernorm mean/rstd are omitted as there.
+
+Every row also carries its roles under tensor and pipeline parallelism (`Op.tp_split`,
+`Op.pp_stage`), declared where the op is written: each section knows its pipeline stage, each
+op function takes the op's Megatron-LM split (`split=`), and backward rows inherit it. The
+distributed model reads these roles, never op names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bertscope.analytic.optimizer import optimizer_ops
+from bertscope.analytic.optimizer import group_stage, optimizer_ops
 from bertscope.analytic.params import layer_params, param_groups
 from bertscope.config import Activation, Family, ModelConfig, RunConfig
 from bertscope.optable import Op
-from bertscope.taxonomy import Category, Phase, Sublayer
+from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
-C, P, S = Category, Phase, Sublayer
+C, P, S, T = Category, Phase, Sublayer, TensorSplit
 
 INDEX_BYTES = 8
 """int64 token / position ids."""
@@ -62,90 +67,106 @@ _FLOPS: dict[str, tuple[int, int]] = {
 @dataclass(slots=True)
 class _Section:
     """Rows of one part of the model (embeddings, one layer, heads): forward rows in order,
-    backward rows registered alongside and emitted in reverse."""
+    backward rows registered alongside and emitted in reverse.
+
+    Roles are declared where an op is written: every row carries its section's pipeline
+    stage, and each op function takes `split`, the op's Megatron-LM tensor-parallel role
+    (`TensorSplit`; Shoeybi et al. 2019, section 3), which its backward rows inherit."""
 
     layer: int
     ab: int
+    stage: PipelineStage = PipelineStage.STACK
     fwd: list[Op] = field(default_factory=list)
     _bwd: list[list[Op]] = field(default_factory=list)
 
     def bwd(self) -> list[Op]:
         return [op for group in reversed(self._bwd) for op in group]
 
-    def row(self, name: str, sub: Sublayer, cat: Category, phase: Phase, **kw: float) -> Op:
-        return Op(name, self.layer, sub, cat, phase, **kw)  # type: ignore[arg-type]
+    def row(self, name: str, sub: Sublayer, cat: Category, phase: Phase, *,
+            split: TensorSplit = T.REPLICATED, **kw: float) -> Op:
+        """A row of this section, at its pipeline stage, with tensor-parallel role `split`."""
+        return Op(name, self.layer, sub, cat, phase, tp_split=split,  # type: ignore[arg-type]
+                  pp_stage=self.stage, **kw)
 
     def on_backward(self, *ops: Op) -> None:
         self._bwd.append(list(ops))
 
     # -- compute-bound ---------------------------------------------------------------------
     def linear(self, name: str, sub: Sublayer, t: int, d_in: int, d_out: int, *,
-               save_input: bool = True, bias: bool = True) -> None:
-        """Y = X W^T + b with X: (t, d_in), W: (d_out, d_in)."""
+               save_input: bool = True, bias: bool = True,
+               split: TensorSplit = T.REPLICATED) -> None:
+        """Y = X W^T + b with X: (t, d_in), W: (d_out, d_in). `split`: column- or
+        row-parallel (or replicated); a row-parallel layer's bias is added after the
+        all-reduce, whole on every rank, so its gradient is replicated."""
         a = self.ab
         flops = 2 * t * d_out * d_in
         self.fwd.append(self.row(
-            name, sub, C.GEMM, P.FORWARD, m=t, n=d_out, k=d_in, batch=1, flops=flops,
-            bytes_read=a * (t * d_in + d_out * d_in + (d_out if bias else 0)),
+            name, sub, C.GEMM, P.FORWARD, split=split, m=t, n=d_out, k=d_in, batch=1,
+            flops=flops, bytes_read=a * (t * d_in + d_out * d_in + (d_out if bias else 0)),
             bytes_written=a * t * d_out, saved_bytes=a * t * d_in if save_input else 0))
         grads = [
-            self.row(f"{name}.dgrad", sub, C.GEMM, P.BACKWARD_DATA, m=t, n=d_in, k=d_out,
-                     batch=1, flops=flops, bytes_read=a * (t * d_out + d_out * d_in),
-                     bytes_written=a * t * d_in),
-            self.row(f"{name}.wgrad", sub, C.GEMM, P.BACKWARD_WEIGHT, m=d_out, n=d_in, k=t,
-                     batch=1, flops=flops, bytes_read=a * (t * d_out + t * d_in),
-                     bytes_written=a * d_out * d_in),
+            self.row(f"{name}.dgrad", sub, C.GEMM, P.BACKWARD_DATA, split=split, m=t,
+                     n=d_in, k=d_out, batch=1, flops=flops,
+                     bytes_read=a * (t * d_out + d_out * d_in), bytes_written=a * t * d_in),
+            self.row(f"{name}.wgrad", sub, C.GEMM, P.BACKWARD_WEIGHT, split=split, m=d_out,
+                     n=d_in, k=t, batch=1, flops=flops,
+                     bytes_read=a * (t * d_out + t * d_in), bytes_written=a * d_out * d_in),
         ]
         if bias:
+            bias_split = T.REPLICATED if split is T.ROW else split
             grads.append(self.row(f"{name}.bias_grad", sub, C.REDUCTION, P.BACKWARD_WEIGHT,
-                                  elements=t * d_out, flops=t * d_out,
+                                  split=bias_split, elements=t * d_out, flops=t * d_out,
                                   bytes_read=a * t * d_out, bytes_written=a * d_out))
         self.on_backward(*grads)
 
     def bmm(self, name: str, sub: Sublayer, g: int, m: int, n: int, k: int, *,
-            saved_elems: int) -> None:
+            saved_elems: int, split: TensorSplit = T.REPLICATED) -> None:
         """C = A B for g independent (m x k) @ (k x n) products."""
         a = self.ab
         flops = 2 * g * m * n * k
         self.fwd.append(self.row(
-            name, sub, C.BATCHED_GEMM, P.FORWARD, m=m, n=n, k=k, batch=g, flops=flops,
-            bytes_read=a * g * (m * k + k * n), bytes_written=a * g * m * n,
+            name, sub, C.BATCHED_GEMM, P.FORWARD, split=split, m=m, n=n, k=k, batch=g,
+            flops=flops, bytes_read=a * g * (m * k + k * n), bytes_written=a * g * m * n,
             saved_bytes=a * saved_elems))
         self.on_backward(
-            self.row(f"{name}.dgrad_a", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, m=m, n=k, k=n,
-                     batch=g, flops=flops, bytes_read=a * g * (m * n + k * n),
-                     bytes_written=a * g * m * k),
-            self.row(f"{name}.dgrad_b", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, m=k, n=n, k=m,
-                     batch=g, flops=flops, bytes_read=a * g * (m * k + m * n),
-                     bytes_written=a * g * k * n),
+            self.row(f"{name}.dgrad_a", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=split,
+                     m=m, n=k, k=n, batch=g, flops=flops,
+                     bytes_read=a * g * (m * n + k * n), bytes_written=a * g * m * k),
+            self.row(f"{name}.dgrad_b", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=split,
+                     m=k, n=n, k=m, batch=g, flops=flops,
+                     bytes_read=a * g * (m * k + m * n), bytes_written=a * g * k * n),
         )
 
     # -- memory-bound ----------------------------------------------------------------------
     def pointwise(self, name: str, sub: Sublayer, cat: Category, e: int, kind: str, *,
-                  saves_input: bool = True) -> None:
+                  saves_input: bool = True, split: TensorSplit = T.REPLICATED) -> None:
         """y = f(x) elementwise (activation); backward reads x and dy, writes dx."""
         a = self.ab
         ff, fb = _FLOPS[kind]
-        self.fwd.append(self.row(name, sub, cat, P.FORWARD, elements=e, flops=ff * e,
-                                 bytes_read=a * e, bytes_written=a * e,
+        self.fwd.append(self.row(name, sub, cat, P.FORWARD, split=split, elements=e,
+                                 flops=ff * e, bytes_read=a * e, bytes_written=a * e,
                                  saved_bytes=a * e if saves_input else 0))
-        self.on_backward(self.row(f"{name}.grad", sub, cat, P.BACKWARD_DATA, elements=e,
-                                  flops=fb * e, bytes_read=2 * a * e, bytes_written=a * e))
+        self.on_backward(self.row(f"{name}.grad", sub, cat, P.BACKWARD_DATA, split=split,
+                                  elements=e, flops=fb * e, bytes_read=2 * a * e,
+                                  bytes_written=a * e))
 
-    def scale(self, name: str, sub: Sublayer, e: int) -> None:
+    def scale(self, name: str, sub: Sublayer, e: int, *,
+              split: TensorSplit = T.REPLICATED) -> None:
         """y = x * c (c a constant); backward dx = dy * c."""
         a = self.ab
-        self.fwd.append(self.row(name, sub, C.ELEMENTWISE, P.FORWARD, elements=e, flops=e,
-                                 bytes_read=a * e, bytes_written=a * e))
+        self.fwd.append(self.row(name, sub, C.ELEMENTWISE, P.FORWARD, split=split, elements=e,
+                                 flops=e, bytes_read=a * e, bytes_written=a * e))
         self.on_backward(self.row(f"{name}.grad", sub, C.ELEMENTWISE, P.BACKWARD_DATA,
-                                  elements=e, flops=e, bytes_read=a * e, bytes_written=a * e))
+                                  split=split, elements=e, flops=e, bytes_read=a * e,
+                                  bytes_written=a * e))
 
-    def add(self, name: str, sub: Sublayer, e: int, e_other: int | None = None) -> None:
+    def add(self, name: str, sub: Sublayer, e: int, e_other: int | None = None, *,
+            split: TensorSplit = T.REPLICATED) -> None:
         """y = x + z (z possibly broadcast, e_other elements); backward passes dy through."""
         a = self.ab
         other = e if e_other is None else e_other
-        self.fwd.append(self.row(name, sub, C.ELEMENTWISE, P.FORWARD, elements=e, flops=e,
-                                 bytes_read=a * (e + other), bytes_written=a * e))
+        self.fwd.append(self.row(name, sub, C.ELEMENTWISE, P.FORWARD, split=split, elements=e,
+                                 flops=e, bytes_read=a * (e + other), bytes_written=a * e))
 
     def grad_sum(self, name: str, sub: Sublayer, e: int, n: int = 1) -> None:
         """Backward only: autograd sums the gradients of a tensor used by n + 1 consumers."""
@@ -155,26 +176,30 @@ class _Section:
                      elements=e, flops=e, bytes_read=2 * a * e, bytes_written=a * e)
             for i in range(n)])
 
-    def dropout(self, name: str, sub: Sublayer, e: int) -> None:
+    def dropout(self, name: str, sub: Sublayer, e: int, *,
+                split: TensorSplit = T.REPLICATED) -> None:
         """Dropout; keeps a 1-byte mask for backward."""
         a = self.ab
         ff, fb = _FLOPS["dropout"]
-        self.fwd.append(self.row(name, sub, C.DROPOUT, P.FORWARD, elements=e, flops=ff * e,
-                                 bytes_read=a * e, bytes_written=a * e + MASK_BYTES * e,
+        self.fwd.append(self.row(name, sub, C.DROPOUT, P.FORWARD, split=split, elements=e,
+                                 flops=ff * e, bytes_read=a * e,
+                                 bytes_written=a * e + MASK_BYTES * e,
                                  saved_bytes=MASK_BYTES * e))
         self.on_backward(self.row(f"{name}.grad", sub, C.DROPOUT, P.BACKWARD_DATA,
-                                  elements=e, flops=fb * e,
+                                  split=split, elements=e, flops=fb * e,
                                   bytes_read=a * e + MASK_BYTES * e, bytes_written=a * e))
 
-    def softmax(self, name: str, sub: Sublayer, e: int) -> None:
+    def softmax(self, name: str, sub: Sublayer, e: int, *,
+                split: TensorSplit = T.REPLICATED) -> None:
         """Softmax over the last dim; keeps its output for backward."""
         a = self.ab
         ff, fb = _FLOPS["softmax"]
-        self.fwd.append(self.row(name, sub, C.SOFTMAX, P.FORWARD, elements=e, flops=ff * e,
-                                 bytes_read=a * e, bytes_written=a * e, saved_bytes=a * e))
+        self.fwd.append(self.row(name, sub, C.SOFTMAX, P.FORWARD, split=split, elements=e,
+                                 flops=ff * e, bytes_read=a * e, bytes_written=a * e,
+                                 saved_bytes=a * e))
         self.on_backward(self.row(f"{name}.grad", sub, C.SOFTMAX, P.BACKWARD_DATA,
-                                  elements=e, flops=fb * e, bytes_read=2 * a * e,
-                                  bytes_written=a * e))
+                                  split=split, elements=e, flops=fb * e,
+                                  bytes_read=2 * a * e, bytes_written=a * e))
 
     def layernorm(self, name: str, sub: Sublayer, t: int, d: int) -> None:
         """LayerNorm over d for t rows; keeps its input (mean/rstd omitted, as Korthikanti)."""
@@ -204,21 +229,22 @@ class _Section:
             flops=rows * d, bytes_read=INDEX_BYTES * rows + a * rows * d,
             bytes_written=a * (table_rows * d + rows * d)))
 
-    def cross_entropy(self, name: str, rows: int, classes: int) -> None:
+    def cross_entropy(self, name: str, rows: int, classes: int, *,
+                      split: TensorSplit = T.REPLICATED) -> None:
         """log_softmax + nll in fp32 over (rows x classes) logits; keeps the log-probs."""
         a, e = self.ab, rows * classes
         ff, fb = _FLOPS["cross_entropy"]
-        self.fwd.append(self.row(name, S.LOSS, C.LOSS, P.FORWARD, elements=e, flops=ff * e,
-                                 bytes_read=a * e + INDEX_BYTES * rows,
+        self.fwd.append(self.row(name, S.LOSS, C.LOSS, P.FORWARD, split=split, elements=e,
+                                 flops=ff * e, bytes_read=a * e + INDEX_BYTES * rows,
                                  bytes_written=LOSS_BYTES * e, saved_bytes=LOSS_BYTES * e))
         self.on_backward(self.row(f"{name}.grad", S.LOSS, C.LOSS, P.BACKWARD_DATA,
-                                  elements=e, flops=fb * e,
+                                  split=split, elements=e, flops=fb * e,
                                   bytes_read=LOSS_BYTES * e + INDEX_BYTES * rows,
                                   bytes_written=a * e))
 
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> _Section:
-    sec = _Section(-1, ab)
+    sec = _Section(-1, ab, PipelineStage.FIRST)
     b, s, e = run.batch, run.seq, m.emb
     t = b * s
     sec.lookup("word_embeddings", t, m.vocab_size, e)
@@ -239,8 +265,11 @@ def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> _Section:
 
 
 def _layer(m: ModelConfig, run: RunConfig, ab: int, layer: int) -> _Section:
-    """One encoder layer: attention block and feed-forward block, post-layernorm."""
-    sec = _Section(layer, ab)
+    """One encoder layer: attention block and feed-forward block, post-layernorm. Megatron-LM's
+    split: Q, K, V and FFN1 column-parallel, the attention output and FFN2 row-parallel, the
+    attention core and the activation between them split by heads and FFN width; layernorms,
+    hidden dropouts and residual adds replicated."""
+    sec = _Section(layer, ab, PipelineStage.STACK)
     b, s, h, a, f = run.batch, run.seq, m.hidden, m.heads, m.intermediate
     d = m.head_dim
     t, g = b * s, b * a
@@ -248,27 +277,29 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int, layer: int) -> _Section:
     # the layer input feeds Q, K, V and the residual: autograd sums four gradients
     sec.grad_sum("input.grad_sum", S.QKV, t * h, n=2)
     sec.grad_sum("residual1.grad_sum", S.ATTN_ADD_NORM, t * h)
-    sec.linear("q", S.QKV, t, h, h)  # saves X once for Q, K and V
-    sec.linear("k", S.QKV, t, h, h, save_input=False)
-    sec.linear("v", S.QKV, t, h, h, save_input=False)
-    sec.bmm("score", S.ATTN_SCORE, g, s, s, d, saved_elems=2 * t * h)  # Q K^T, keeps Q, K
-    sec.scale("score_scale", S.ATTN_SCORE, scores)  # / sqrt(d)
-    sec.add("score_mask", S.ATTN_SCORE, scores, b * s)  # + additive mask (B, 1, 1, T)
-    sec.softmax("softmax", S.ATTN_SOFTMAX, scores)
+    sec.linear("q", S.QKV, t, h, h, split=T.COLUMN)  # saves X once for Q, K and V
+    sec.linear("k", S.QKV, t, h, h, save_input=False, split=T.COLUMN)
+    sec.linear("v", S.QKV, t, h, h, save_input=False, split=T.COLUMN)
+    # Q K^T, keeps Q, K
+    sec.bmm("score", S.ATTN_SCORE, g, s, s, d, saved_elems=2 * t * h, split=T.SPLIT)
+    sec.scale("score_scale", S.ATTN_SCORE, scores, split=T.SPLIT)  # / sqrt(d)
+    # + additive mask (B, 1, 1, T)
+    sec.add("score_mask", S.ATTN_SCORE, scores, b * s, split=T.SPLIT)
+    sec.softmax("softmax", S.ATTN_SOFTMAX, scores, split=T.SPLIT)
     if run.dropout:
-        sec.dropout("attn_dropout", S.ATTN_SOFTMAX, scores)
+        sec.dropout("attn_dropout", S.ATTN_SOFTMAX, scores, split=T.SPLIT)
     # P V: keeps V, and the dropout output (with dropout off, softmax's saved output serves)
     sec.bmm("context", S.ATTN_CONTEXT, g, s, d, s,
-            saved_elems=t * h + (scores if run.dropout else 0))
-    sec.linear("attn_out", S.ATTN_OUTPUT, t, h, h)
+            saved_elems=t * h + (scores if run.dropout else 0), split=T.SPLIT)
+    sec.linear("attn_out", S.ATTN_OUTPUT, t, h, h, split=T.ROW)
     if run.dropout:
         sec.dropout("attn_out_dropout", S.ATTN_ADD_NORM, t * h)
     sec.add("residual1", S.ATTN_ADD_NORM, t * h)
     sec.layernorm("attn_norm", S.ATTN_ADD_NORM, t, h)
     sec.grad_sum("residual2.grad_sum", S.FFN_ADD_NORM, t * h)  # norm output: FFN1 + residual
-    sec.linear("ffn1", S.FFN1, t, h, f)
-    sec.pointwise("act", S.FFN_ACT, C.ACTIVATION, t * f, m.activation)
-    sec.linear("ffn2", S.FFN2, t, f, h)
+    sec.linear("ffn1", S.FFN1, t, h, f, split=T.COLUMN)
+    sec.pointwise("act", S.FFN_ACT, C.ACTIVATION, t * f, m.activation, split=T.SPLIT)
+    sec.linear("ffn2", S.FFN2, t, f, h, split=T.ROW)
     if run.dropout:
         sec.dropout("ffn_dropout", S.FFN_ADD_NORM, t * h)
     sec.add("residual2", S.FFN_ADD_NORM, t * h)
@@ -283,7 +314,7 @@ def masked_positions(run: RunConfig) -> int:
 
 
 def _heads(m: ModelConfig, run: RunConfig, ab: int) -> _Section:
-    sec = _Section(-1, ab)
+    sec = _Section(-1, ab, PipelineStage.LAST)
     b, h, e, v = run.batch, m.hidden, m.emb, m.vocab_size
     t = b * run.seq
     tm = masked_positions(run)
@@ -302,16 +333,18 @@ def _heads(m: ModelConfig, run: RunConfig, ab: int) -> _Section:
     sec.linear("mlm_transform", S.MLM_HEAD, tm, h, d_mlm)
     sec.pointwise("mlm_act", S.MLM_HEAD, C.ACTIVATION, tm * d_mlm, m.activation)
     sec.layernorm("mlm_norm", S.MLM_HEAD, tm, d_mlm)
-    sec.linear("mlm_decoder", S.MLM_HEAD, tm, d_mlm, v)  # weight tied to word embeddings
-    # the tied weight's two gradients (embedding scatter, decoder wgrad) are summed
+    # weight tied to word embeddings; column-parallel over the vocabulary
+    sec.linear("mlm_decoder", S.MLM_HEAD, tm, d_mlm, v, split=T.COLUMN)
+    # the tied weight's two gradients (embedding scatter, decoder wgrad) are summed, on the
+    # last stage, split by vocabulary as the decoder is
     sec.on_backward(sec.row("tied_embedding.grad_sum", S.EMBEDDING, C.ELEMENTWISE,
-                            P.BACKWARD_WEIGHT, elements=v * e, flops=v * e,
+                            P.BACKWARD_WEIGHT, split=T.SPLIT, elements=v * e, flops=v * e,
                             bytes_read=2 * ab * v * e, bytes_written=ab * v * e))
     if m.has_pooler_head:
         sec.linear("pooler", S.NSP_HEAD, b, h, h)
         sec.pointwise("pooler_tanh", S.NSP_HEAD, C.ACTIVATION, b * h, "tanh")
         sec.linear("nsp_classifier", S.NSP_HEAD, b, h, 2)
-    sec.cross_entropy("mlm_loss", tm, v)
+    sec.cross_entropy("mlm_loss", tm, v, split=T.SPLIT)  # vocabulary-parallel
     if m.has_pooler_head:
         sec.cross_entropy("nsp_loss", b, 2)
     return sec
@@ -366,7 +399,8 @@ def _accumulate_grads(m: ModelConfig, run: RunConfig, ab: int) -> list[Op]:
         n = grp.params
         out.append(Op(f"{grp.name}.grad_accumulate", grp.layer, S.OTHER, C.ELEMENTWISE,
                       P.BACKWARD_WEIGHT, elements=n, count=k, flops=k * n,
-                      bytes_read=k * 2 * ab * n, bytes_written=k * ab * n))
+                      bytes_read=k * 2 * ab * n, bytes_written=k * ab * n,
+                      pp_stage=group_stage(grp)))
     return out
 
 __all__ = ["encoder_ops", "masked_positions"]

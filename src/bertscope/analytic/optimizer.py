@@ -17,10 +17,10 @@ global gradient-norm pre-normalization is NVIDIA's NVLAMB.
 
 from __future__ import annotations
 
-from bertscope.analytic.params import param_groups
+from bertscope.analytic.params import ParamGroup, param_groups
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.optable import Op
-from bertscope.taxonomy import Category, Phase, Sublayer
+from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer
 
 W = 4
 """Bytes of an fp32 master weight / optimizer-state element."""
@@ -28,10 +28,18 @@ W = 4
 _UPDATE_FLOPS = {Optimizer.SGD: 4, Optimizer.ADAM: 12, Optimizer.ADAMW: 14, Optimizer.LAMB: 14}
 
 
-def _row(name: str, layer: int, cat: Category, n: int, flops: float, read: float,
+def group_stage(grp: ParamGroup) -> PipelineStage:
+    """The pipeline stage holding a parameter group: the embeddings on the first stage, the
+    encoder layers in the stack, the pooler and pretraining heads on the last stage."""
+    if grp.layer >= 0:
+        return PipelineStage.STACK
+    return PipelineStage.FIRST if grp.name == "embedding" else PipelineStage.LAST
+
+
+def _row(name: str, grp: ParamGroup, cat: Category, flops: float, read: float,
          written: float) -> Op:
-    return Op(name, layer, Sublayer.OPTIMIZER, cat, Phase.OPTIMIZER, elements=n,
-              flops=flops, bytes_read=read, bytes_written=written)
+    return Op(name, grp.layer, Sublayer.OPTIMIZER, cat, Phase.OPTIMIZER, elements=grp.params,
+              flops=flops, bytes_read=read, bytes_written=written, pp_stage=group_stage(grp))
 
 
 def optimizer_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
@@ -41,28 +49,28 @@ def optimizer_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
     states = W * opt.states  # state bytes per element
     rows: list[Op] = []
     for grp in param_groups(m):
-        n, layer, name = grp.params, grp.layer, grp.name
+        n, name = grp.params, grp.name
         if run.precision is Precision.FP16:  # loss scaling: unscale and check for inf/nan
-            rows.append(_row(f"{name}.grad_unscale", layer, Category.OPTIMIZER, n, 2 * n,
+            rows.append(_row(f"{name}.grad_unscale", grp, Category.OPTIMIZER, 2 * n,
                              gb * n, gb * n))
         if opt is Optimizer.LAMB:
-            rows.append(_row(f"{name}.grad_norm", layer, Category.REDUCTION, n, 2 * n,
+            rows.append(_row(f"{name}.grad_norm", grp, Category.REDUCTION, 2 * n,
                              gb * n, W))
-            rows.append(_row(f"{name}.lamb_moments", layer, Category.OPTIMIZER, n,
+            rows.append(_row(f"{name}.lamb_moments", grp, Category.OPTIMIZER,
                              _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
                              (states + W) * n))  # writes m, v and the update u
-            rows.append(_row(f"{name}.lamb_norms", layer, Category.REDUCTION, n, 4 * n,
+            rows.append(_row(f"{name}.lamb_norms", grp, Category.REDUCTION, 4 * n,
                              2 * W * n, 2 * W * grp.tensors))  # ||w||, ||u|| per tensor
-            rows.append(_row(f"{name}.lamb_update", layer, Category.OPTIMIZER, n, 3 * n,
+            rows.append(_row(f"{name}.lamb_update", grp, Category.OPTIMIZER, 3 * n,
                              2 * W * n + W * grp.tensors, W * n))
         else:
-            rows.append(_row(f"{name}.{opt.value}_update", layer, Category.OPTIMIZER, n,
+            rows.append(_row(f"{name}.{opt.value}_update", grp, Category.OPTIMIZER,
                              _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
                              (W + states) * n))
         if run.precision.mixed:
-            rows.append(_row(f"{name}.copy_to_half", layer, Category.DATA_MOVEMENT, n, 0,
+            rows.append(_row(f"{name}.copy_to_half", grp, Category.DATA_MOVEMENT, 0,
                              W * n, gb * n))
     return rows
 
 
-__all__ = ["optimizer_ops"]
+__all__ = ["group_stage", "optimizer_ops"]

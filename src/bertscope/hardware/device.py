@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, is_positive_number
 
 
 class NumberFormat(StrEnum):
@@ -115,7 +114,7 @@ class Device:
         if not peaks:
             raise BertscopeError(f"device {self.name!r}: give at least one peak throughput")
         for key, value in self.figures().items():
-            if not _positive(value):
+            if not is_positive_number(value):
                 raise BertscopeError(f"device {self.name!r}: {key} must be a positive number, "
                                      f"got {value!r}")
             source = self.sources.get(key)
@@ -287,7 +286,7 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
         return f"{references[ref]}; {detail.strip()}" if detail.strip() else references[ref]
 
     def number(file_key: str, value: Any, scale: int) -> float:
-        if not _positive(value):
+        if not is_positive_number(value):
             raise fail(f"{file_key} must be a positive number, got {value!r}")
         return float(Decimal(str(value)) * scale)
 
@@ -353,12 +352,6 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
         )
     except BertscopeError as e:
         raise fail(str(e)) from None
-
-
-def _positive(value: Any) -> bool:
-    """True for a finite, positive int or float (bools excluded)."""
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
 
 
 def _number_format(fmt: NumberFormat | str, device: str) -> NumberFormat:

@@ -15,6 +15,14 @@ from bertscope.measure.models import (
     module_sublayer,
 )
 
+
+def set_threads(threads: int) -> None:
+    """Use `threads` CPU threads for torch's intra-op work (`torch.set_num_threads`)."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 __all__ = [
     "EncoderForPretraining",
     "Lamb",
@@ -23,5 +31,6 @@ __all__ = [
     "load_hf_state_dict",
     "make_optimizer",
     "module_sublayer",
+    "set_threads",
     "synthetic_batch",
 ]

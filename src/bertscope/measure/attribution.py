@@ -30,8 +30,9 @@ from torch import nn
 
 from bertscope.taxonomy import Phase, Sublayer
 
-# the reading half is torch-free, shared with the trace reader
-from bertscope.trace.attribute import ATTN_CORE, ITER, PHASE, SCOPE, Attributor, gemm_shape
+# the reading half is torch-free, shared with the trace reader; GEMM shapes from the registry
+from bertscope.trace.attribute import ATTN_CORE, ITER, PHASE, SCOPE, Attributor
+from bertscope.trace.gemm_ops import gemm_shape
 
 SublayerOf = Callable[[str], Sublayer | str]
 """Module path -> its sublayer (or ATTN_CORE), `Sublayer.OTHER` for no scope of its own."""

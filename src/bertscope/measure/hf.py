@@ -17,7 +17,8 @@ from torch import nn
 from bertscope.config import Family, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.measure.attribution import ATTN_CORE
-from bertscope.measure.models import DROPOUT_PROB, hf_config
+from bertscope.measure.hf_weights import hf_config
+from bertscope.measure.models import DROPOUT_PROB
 from bertscope.taxonomy import Sublayer
 
 # module-path patterns -> sublayer, first match wins (BERT/RoBERTa and ALBERT names)

@@ -12,11 +12,11 @@ inside a submodule whose qualified name says its `Sublayer` (`module_sublayer`),
 
 The math follows Hugging Face's eager implementations op for op (BertForPreTraining,
 RobertaForMaskedLM, AlbertForPreTraining in transformers 5.x), so with the same weights the
-losses agree to float rounding; `load_hf_state_dict` copies those weights in. Two places
-follow the original TF code (google-research/bert, google-research/albert) instead of HF:
-ALBERT's FFN output has a dropout before its residual add (HF defines it but never calls
-it), and ALBERT's SOP classifier has no dropout on the pooled output (HF adds one). Both
-are no-ops with dropout off.
+losses agree to float rounding; `hf_weights.load_hf_state_dict` copies those weights in.
+Two places follow the original TF code (google-research/bert, google-research/albert)
+instead of HF: ALBERT's FFN output has a dropout before its residual add (HF defines it but
+never calls it), and ALBERT's SOP classifier has no dropout on the pooled output (HF adds
+one). Both are no-ops with dropout off.
 
 ALBERT shares one layer across depth (Lan et al. 2020, section 3.1): `layers` holds one
 module, called `num_layers` times; a profiler tells the calls apart by counting them.
@@ -33,7 +33,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from bertscope.config import Activation, Family, ModelConfig, RunConfig
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, parse_enum
 from bertscope.taxonomy import Sublayer
 
 DROPOUT_PROB = 0.1
@@ -69,9 +69,9 @@ class FastGELU(nn.Module):
         return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
 
 
-def make_activation(act: Activation) -> nn.Module:
+def make_activation(act: Activation | str) -> nn.Module:
     """The activation module for a config's `activation` (gelu is exact, erf-based)."""
-    match act:
+    match parse_enum(Activation, act, "activation"):
         case Activation.GELU:
             return nn.GELU()
         case Activation.GELU_NEW:
@@ -84,7 +84,7 @@ def make_activation(act: Activation) -> nn.Module:
             return nn.ReLU()
         case Activation.SILU:
             return nn.SiLU()
-    raise BertscopeError(f"unknown activation {act!r}")
+    raise BertscopeError(f"no activation module for {act!r}")
 
 
 def _dropout(p: float) -> nn.Module:
@@ -404,97 +404,19 @@ def layer_index(name: str) -> int | None:
     return int(parts[1]) if len(parts) > 1 and parts[0] == "layers" else None
 
 
-# --- Hugging Face: configs and weights ------------------------------------------------
+# --- moved: the Hugging Face config and weight map live in `hf_weights.py` -----------
 
-_HF_LAYER = {  # our path inside a layer -> HF's (BERT/RoBERTa, ALBERT)
-    "attn.q": ("attention.self.query", "attention.query"),
-    "attn.k": ("attention.self.key", "attention.key"),
-    "attn.v": ("attention.self.value", "attention.value"),
-    "attn.out": ("attention.output.dense", "attention.dense"),
-    "attn_norm.norm": ("attention.output.LayerNorm", "attention.LayerNorm"),
-    "ffn.fc1": ("intermediate.dense", "ffn"),
-    "ffn.fc2": ("output.dense", "ffn_output"),
-    "ffn_norm.norm": ("output.LayerNorm", "full_layer_layer_norm"),
-}
-_HF_TOP = {  # our module path -> HF's, per family
-    Family.BERT: {"embeddings": "bert.embeddings", "mlm.dense": "cls.predictions.transform.dense",
-                  "mlm.norm": "cls.predictions.transform.LayerNorm",
-                  "mlm.decoder": "cls.predictions.decoder", "nsp.pooler": "bert.pooler.dense",
-                  "nsp.classifier": "cls.seq_relationship"},
-    Family.ROBERTA: {"embeddings": "roberta.embeddings", "mlm.dense": "lm_head.dense",
-                     "mlm.norm": "lm_head.layer_norm", "mlm.decoder": "lm_head.decoder"},
-    Family.ALBERT: {"embeddings": "albert.embeddings",
-                    "embeddings.project": "albert.encoder.embedding_hidden_mapping_in",
-                    "mlm.dense": "predictions.dense", "mlm.norm": "predictions.LayerNorm",
-                    "mlm.decoder": "predictions.decoder", "nsp.pooler": "albert.pooler",
-                    "nsp.classifier": "sop_classifier.classifier"},
-}
-_HF_EMB = {"word": "word_embeddings", "position": "position_embeddings",
-           "token_type": "token_type_embeddings", "norm": "LayerNorm"}
+_MOVED = {"hf_config", "hf_param_name", "load_hf_state_dict"}
 
 
-def hf_param_name(cfg: ModelConfig, name: str) -> str:
-    """The Hugging Face parameter name matching one of ours (`layers.0.attn.q.weight` ->
-    `bert.encoder.layer.0.attention.self.query.weight`)."""
-    module, _, leaf = name.rpartition(".")
-    parts = module.split(".")
-    if parts[0] == "layers":
-        albert = cfg.family is Family.ALBERT
-        inner = _HF_LAYER[".".join(parts[2:])][1 if albert else 0]
-        prefix = ("albert.encoder.albert_layer_groups.0.albert_layers.0" if albert
-                  else f"{cfg.family.value}.encoder.layer.{parts[1]}")
-        return f"{prefix}.{inner}.{leaf}"
-    top = _HF_TOP[cfg.family]
-    if module in top:
-        return f"{top[module]}.{leaf}"
-    if parts[0] == "embeddings" and len(parts) == 2:
-        return f"{top['embeddings']}.{_HF_EMB[parts[1]]}.{leaf}"
-    raise BertscopeError(f"no Hugging Face counterpart for parameter {name!r}")
+def __getattr__(name: str) -> Any:
+    # the old home of the Hugging Face helpers: still importable from here (lazily, as
+    # hf_weights imports this module)
+    if name in _MOVED:
+        from bertscope.measure import hf_weights
 
-
-@torch.no_grad()
-def load_hf_state_dict(model: EncoderForPretraining, hf_model: nn.Module) -> None:
-    """Copy the weights of the matching HF model (BertForPreTraining, RobertaForMaskedLM,
-    AlbertForPreTraining) into `model`, every parameter; raises on any missing or misshapen."""
-    hf = dict(hf_model.named_parameters(remove_duplicate=False))
-    for name, p in model.named_parameters():  # tied decoder weight: listed once, as word
-        key = hf_param_name(model.cfg, name)
-        if key not in hf:
-            raise BertscopeError(f"{type(hf_model).__name__} has no parameter {key!r} "
-                                 f"(for {name!r}); is it the {model.cfg.family} model?")
-        if hf[key].shape != p.shape:
-            raise BertscopeError(f"{key}: shape {tuple(hf[key].shape)} != {name}: "
-                                 f"{tuple(p.shape)}; build both from the same config")
-        p.copy_(hf[key])
-    decoder = hf[hf_param_name(model.cfg, "mlm.decoder.weight")]
-    if not torch.equal(decoder, model.mlm.decoder.weight):
-        raise BertscopeError(f"{type(hf_model).__name__}'s decoder weight is not tied to its "
-                             f"word embeddings (tie_word_embeddings=False); ours always is")
-
-
-def hf_config(cfg: ModelConfig, *, dropout: float = 0.0) -> Any:
-    """The transformers config object (eager attention) of the HF model matching `cfg`."""
-    import transformers  # optional dependency, only for cross-checks and the HF adapter
-
-    common: dict[str, Any] = dict(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden, num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate,
-        hidden_act=cfg.activation.value, max_position_embeddings=cfg.max_positions,
-        type_vocab_size=cfg.type_vocab_size, layer_norm_eps=layer_norm_eps(cfg),
-        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-        initializer_range=INIT_STD, pad_token_id=pad_id(cfg), attn_implementation="eager")
-    match cfg.family:
-        case Family.BERT:
-            return transformers.BertConfig(**common)
-        case Family.ROBERTA:
-            return transformers.RobertaConfig(**common, bos_token_id=0, eos_token_id=2)
-        case Family.ALBERT:
-            if not cfg.share_layers:
-                raise BertscopeError("HF ALBERT always shares its layers; set share_layers")
-            return transformers.AlbertConfig(**common, embedding_size=cfg.emb,
-                                             num_hidden_groups=1, inner_group_num=1,
-                                             classifier_dropout_prob=dropout)
-    raise BertscopeError(f"unknown family {cfg.family!r}")
+        return getattr(hf_weights, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
@@ -504,10 +426,7 @@ __all__ = [
     "EncoderLayer",
     "PretrainingOutput",
     "build_model",
-    "hf_config",
-    "hf_param_name",
     "layer_index",
-    "load_hf_state_dict",
     "make_activation",
     "module_sublayer",
     "pad_id",

@@ -40,7 +40,7 @@ from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
 from bertscope.measure.data import PretrainingBatch, synthetic_batch
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.models import EncoderLayer, build_model, module_sublayer
-from bertscope.optable import OpTable
+from bertscope.optable import OpTable, meta_with_job
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic
 
@@ -89,7 +89,8 @@ class ProfileResult:
         """Write the result (meta, measured rows, comparison) atomically as JSON."""
         rows = json.loads(self.table.df.to_json(orient="records"))
         comp = json.loads(self.comparison().reset_index().to_json(orient="records"))
-        doc = {"meta": _strict(self.meta), "rows": rows, "comparison": comp}
+        meta = meta_with_job(self.meta, self.table.job)
+        doc = {"meta": _strict(meta), "rows": rows, "comparison": comp}
         p = Path(path)
         atomic_write(p, json.dumps(doc, indent=1, default=str, allow_nan=False).encode())
         return p
@@ -326,10 +327,10 @@ def profile(
 
     table = OpTable.from_ops(attr.ops(len(done), statistic), {
         "producer": "profile",
-        "model": analytic.meta["model"],
+        "model": analytic.meta["model"],  # TRANSITION: consumers move to table.job
         "run": analytic.meta["run"],
         "params": analytic.meta["params"],
-    })
+    }, job=analytic.job)
     d = table.df
     op_time = float(d["time_s"].sum())
     unattributed = float(d.loc[(d["sublayer"] == Sublayer.OTHER) & ~d["phase"].isin(

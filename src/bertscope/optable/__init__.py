@@ -12,6 +12,7 @@ not a volume). `time_s` is measured or predicted time where a producer knows it.
 
 from __future__ import annotations
 
+from bertscope.optable.combine import Combine, combine
 from bertscope.optable.grouping import (
     Grouped,
     group_first_max,
@@ -30,8 +31,8 @@ from bertscope.optable.schema import (
     intensity,
     is_frame,
 )
-from bertscope.optable.table import OpTable
+from bertscope.optable.table import OpTable, meta_with_job
 
-__all__ = ["COLUMNS", "ENUM_COLUMNS", "Columns", "Grouped", "Op", "OpTable", "as_column",
-           "bytes_moved", "group_first_max", "group_rows", "group_sum", "intensity",
-           "is_frame", "stable_largest", "summarize"]
+__all__ = ["COLUMNS", "ENUM_COLUMNS", "Columns", "Combine", "Grouped", "Op", "OpTable", "as_column",
+           "bytes_moved", "combine", "group_first_max", "group_rows", "group_sum", "intensity",
+           "is_frame", "meta_with_job", "stable_largest", "summarize"]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bertscope.config import Job, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, atomic_write, export_format, frame_bytes
 from bertscope.optable.grouping import Grouped, stable_largest, summarize
@@ -25,12 +26,18 @@ class OpTable:
     form, the other built on first use and cached, so code that needs no DataFrame never
     imports pandas. A table's rows are immutable (the arrays in `columns` are read-only, and
     `df` must not be modified either): add columns with `with_columns`, or edit a copy from
-    `to_frame()` and wrap it, `OpTable(frame, meta)`. `meta` is a plain dict.
+    `to_frame()` and wrap it, `OpTable(frame, meta)`.
+
+    `job` is the typed (model, run) pair the rows describe, where the producer knows it
+    (analytic and profiled tables; a trace has none): read `table.model`, `table.run`. It is
+    serialized only at export (JSON meta "model" and "run") and parsed back by loaders
+    (`Job.from_dict`). `meta` is a plain dict of the rest (producer, memory, prediction, ...).
     """
 
-    __slots__ = ("_cols", "_df", "_on_frame", "meta")
+    __slots__ = ("_cols", "_df", "_on_frame", "job", "meta")
 
-    def __init__(self, df: pd.DataFrame, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, df: pd.DataFrame, meta: dict[str, Any] | None = None, *,
+                 job: Job | None = None) -> None:
         if not is_frame(df):
             raise BertscopeError(f"OpTable(df=...) needs a pandas DataFrame, got "
                                  f"{type(df).__name__}; use OpTable.from_columns for arrays")
@@ -38,10 +45,11 @@ class OpTable:
         self._cols: Columns | None = None
         self._on_frame = True  # the DataFrame is the primary store
         self.meta: dict[str, Any] = meta if meta is not None else {}
+        self.job: Job | None = job
 
     @classmethod
-    def from_columns(cls, columns: Mapping[str, Any],
-                     meta: dict[str, Any] | None = None) -> OpTable:
+    def from_columns(cls, columns: Mapping[str, Any], meta: dict[str, Any] | None = None, *,
+                     job: Job | None = None) -> OpTable:
         """A table over columns (name -> 1-D array or sequence, all of one length). Arrays are
         used as given, not copied: the caller hands them over and must not modify them."""
         cols = {name: as_column(col) for name, col in columns.items()}
@@ -54,17 +62,35 @@ class OpTable:
         table._cols = Columns(cols)
         table._on_frame = False
         table.meta = dict(meta) if meta is not None else {}
+        table.job = job
         return table
 
     @classmethod
-    def from_ops(cls, ops: Iterable[Op], meta: dict[str, Any] | None = None) -> OpTable:
+    def from_ops(cls, ops: Iterable[Op], meta: dict[str, Any] | None = None, *,
+                 job: Job | None = None) -> OpTable:
         """Build a table from rows; computes arithmetic intensity."""
         rows = list(ops)
         fields = list(zip(*rows, strict=True)) if rows else [()] * len(Op._fields)
         cols = {name: as_column(values) for name, values in zip(Op._fields, fields,
                                                                  strict=True)}
         cols["intensity"] = intensity(cols)
-        return cls.from_columns(cols, meta)
+        return cls.from_columns(cols, meta, job=job)
+
+    @property
+    def model(self) -> ModelConfig:
+        """The model the rows describe (raises when the producer did not know it)."""
+        return self._job().model
+
+    @property
+    def run(self) -> RunConfig:
+        """The run settings the rows describe (raises when the producer did not know them)."""
+        return self._job().run
+
+    def _job(self) -> Job:
+        if self.job is None:
+            raise BertscopeError("this op table carries no model and run configuration (a "
+                                 "trace, or a table built from bare rows); pass job=")
+        return self.job
 
     @property
     def columns(self) -> Columns:
@@ -91,8 +117,8 @@ class OpTable:
         dtypes kept)."""
         meta = dict(self.meta) if meta is None else meta
         if self._on_frame:
-            return OpTable(self.df.assign(**columns), meta)
-        return OpTable.from_columns({**self.columns, **columns}, meta)
+            return OpTable(self.df.assign(**columns), meta, job=self.job)
+        return OpTable.from_columns({**self.columns, **columns}, meta, job=self.job)
 
     def __len__(self) -> int:
         if self._df is not None:
@@ -163,13 +189,32 @@ class OpTable:
         return d.iloc[self.top_positions(n, by)]
 
     # -- export ----------------------------------------------------------------------------
+    def export_meta(self) -> dict[str, Any]:
+        """`meta` with the job serialized in it ("model" and "run" after "producer"), as
+        exports and saved results write it."""
+        return meta_with_job(self.meta, self.job)
+
     def export(self, path: str | Path, fmt: Format | str | None = None) -> Path:
         """Write the table to `path` atomically (csv, json or parquet; from the suffix when
         `fmt` is None). JSON holds {"meta": ..., "rows": [...]}."""
         p = Path(path)
         fmt = export_format(fmt if fmt is not None else p.suffix.lstrip("."), p)
-        atomic_write(p, frame_bytes(self.df, fmt, meta=self.meta))
+        atomic_write(p, self.to_bytes(fmt))
         return p
 
+    def to_bytes(self, fmt: Format) -> bytes:
+        """The table as `export` writes it in `fmt` (JSON: {"meta": ..., "rows": [...]}, meta
+        values JSON lacks written as text)."""
+        return frame_bytes(self.df, fmt, meta=self.export_meta(), json_default=str)
 
-__all__ = ["OpTable"]
+
+def meta_with_job(meta: dict[str, Any], job: Job | None) -> dict[str, Any]:
+    """`meta` with `job` serialized in it ("model" and "run" right after "producer"), as
+    exports and saved results write it; a copy of `meta` when there is no job."""
+    if job is None:
+        return dict(meta)
+    head = {k: meta[k] for k in ("producer",) if k in meta}
+    return {**head, **job.as_dict(), **meta}
+
+
+__all__ = ["OpTable", "meta_with_job"]

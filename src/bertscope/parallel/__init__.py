@@ -1,8 +1,9 @@
 """The distributed model: collectives, topologies, DP/TP/PP/ZeRO layouts, memory, search.
 
-    >>> from bertscope.config import get_model
+    >>> from bertscope.config import RunConfig, get_model
     >>> from bertscope.parallel import Cluster, Layout, Workload, evaluate, search
-    >>> job = Workload(model=get_model("bert-large"), global_batch=4096, seq=128)
+    >>> run = RunConfig(batch=1, seq=128, precision="bf16")  # batch: set per layout
+    >>> job = Workload(model=get_model("bert-large"), run=run, global_batch=4096)
     >>> cluster = Cluster.build("a100", 64)                # DGX A100 nodes: NVLink 3 + HDR
     >>> r = evaluate(Layout(dp=16, tp=4, micro_batches=8), job, cluster)
     >>> r.tokens_per_s, r.time, r.memory, r.fits
@@ -10,8 +11,10 @@
 
 Modules: `collectives` (alpha-beta costs of ring/tree collectives), `topology` (link catalog,
 node designs, hierarchical collectives), `memory` (ZeRO static memory, Korthikanti et al.
-activations, parameters per device), `layouts` (iteration time and memory of a layout),
-`search` (every valid layout at once).
+activations, parameters per device), `pipeline` (schedules, bubble, micro-batches in flight),
+`job` (layout, workload, cluster), `compute` (op-table roles -> per-device compute times),
+`evaluation` (iteration time and memory of layouts), `layouts` (the public face of the last
+four), `search` (every valid layout at once).
 """
 
 from __future__ import annotations

@@ -40,14 +40,14 @@ table above (tested).
 
 from __future__ import annotations
 
-from enum import IntEnum, StrEnum
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
 from bertscope.analytic.params import embedding_params, layer_params, linear
-from bertscope.config import Family, ModelConfig, Optimizer, Precision
-from bertscope.errors import BertscopeError
+from bertscope.config import Checkpoint, Family, ModelConfig, Optimizer, Precision
+from bertscope.errors import BertscopeError, parse_enum
 from bertscope.parallel.collectives import ArrayLike
 
 MASTER_BYTES = 4
@@ -69,19 +69,15 @@ class ZeroStage(IntEnum):
     """P_os+g+p: parameters too (gathered layer by layer when used)."""
 
 
-class Checkpoint(StrEnum):
-    """Activation recomputation (Korthikanti et al. 2022)."""
-
-    NONE = "none"
-    """Keep every activation backward needs."""
-    SELECTIVE = "selective"
-    """Recompute the attention core (scores, softmax, dropout, context): drops the 5as/h term."""
-    FULL = "full"
-    """Keep each layer's input only; rerun the layer's forward in backward."""
-
-
 CHECKPOINTS: tuple[Checkpoint, ...] = tuple(Checkpoint)
 """Checkpoint modes in code order (0 none, 1 selective, 2 full)."""
+
+NONE_CODE = Checkpoint.NONE.code
+"""Code of no recomputation in arrays of layouts."""
+SELECTIVE_CODE = Checkpoint.SELECTIVE.code
+"""Code of selective recomputation in arrays of layouts."""
+FULL_CODE = Checkpoint.FULL.code
+"""Code of full recomputation in arrays of layouts."""
 
 
 # -- parameters ------------------------------------------------------------------------------
@@ -146,13 +142,13 @@ def zero_static_bytes(params: ArrayLike, dp: ArrayLike, stage: ArrayLike, *,
     data-parallel devices (formulas in the module docstring). `layer_params` is the largest
     unit ZeRO-3 gathers at once (one layer's parameters on this device)."""
     psi, n, z = (np.asarray(x, dtype=float) for x in (params, dp, stage))
-    if np.any((z < 0) | (z > 3)):
+    if np.any((z < ZeroStage.NONE) | (z > ZeroStage.PARAMETERS)):
         raise BertscopeError("ZeRO stage must be 0, 1, 2 or 3")
     w, g, k = bytes_per_param(precision, optimizer)
-    weights = np.where(z >= 3, w * psi / n + w * np.asarray(layer_params) * (1 - 1 / n),
-                       w * psi)
-    grads = np.where(z >= 2, g * psi / n, g * psi)
-    states = np.where(z >= 1, k * psi / n, k * psi)
+    weights = np.where(z >= ZeroStage.PARAMETERS,
+                       w * psi / n + w * np.asarray(layer_params) * (1 - 1 / n), w * psi)
+    grads = np.where(z >= ZeroStage.GRADIENTS, g * psi / n, g * psi)
+    states = np.where(z >= ZeroStage.OPTIMIZER, k * psi / n, k * psi)
     return {"weights": weights, "gradients": grads, "optimizer_states": states}
 
 
@@ -184,7 +180,7 @@ def layer_activation_bytes(*, seq: ArrayLike, micro_batch: ArrayLike, hidden: in
     selective = kept_repl + split / t
     full = np.where(spa, e * sbh / t, e * sbh)
     code = checkpoint_codes(checkpoint)
-    return np.where(code == 2, full, np.where(code == 1, selective, none))
+    return np.where(code == FULL_CODE, full, np.where(code == SELECTIVE_CODE, selective, none))
 
 
 def recompute_working_bytes(*, seq: ArrayLike, micro_batch: ArrayLike, hidden: int, heads: int,
@@ -199,33 +195,32 @@ def recompute_working_bytes(*, seq: ArrayLike, micro_batch: ArrayLike, hidden: i
     none = layer_activation_bytes(checkpoint=Checkpoint.NONE, **kw)
     selective = layer_activation_bytes(checkpoint=Checkpoint.SELECTIVE, **kw)
     code = checkpoint_codes(checkpoint)
-    return np.where(code == 2, none, np.where(code == 1, none - selective, 0.0))
+    return np.where(code == FULL_CODE, none,
+                    np.where(code == SELECTIVE_CODE, none - selective, 0.0))
 
 
 def checkpoint_codes(checkpoint: Checkpoint | str | np.ndarray) -> np.ndarray:
     """Integer codes of checkpoint modes (0 none, 1 selective, 2 full), the form the array
     functions take: a `Checkpoint`, a name, or an array of either (integers pass through)."""
     if isinstance(checkpoint, str):
-        return np.asarray(CHECKPOINTS.index(_checkpoint(checkpoint)))
+        return np.asarray(_checkpoint(checkpoint).code)
     arr = np.asarray(checkpoint)
     if arr.dtype.kind in "iu":
         return arr
-    return np.asarray([CHECKPOINTS.index(_checkpoint(c)) for c in arr.ravel()]).reshape(arr.shape)
+    return np.asarray([_checkpoint(c).code for c in arr.ravel()]).reshape(arr.shape)
 
 
 def _checkpoint(value: Any) -> Checkpoint:
-    try:
-        return Checkpoint(value)
-    except ValueError:
-        choices = ", ".join(c.value for c in Checkpoint)
-        raise BertscopeError(f"unknown checkpoint mode {value!r}; choose one of: "
-                             f"{choices}") from None
+    return parse_enum(Checkpoint, value, "checkpoint mode")
 
 
 __all__ = [
     "CHECKPOINTS",
+    "FULL_CODE",
     "MASK_BYTES",
     "MASTER_BYTES",
+    "NONE_CODE",
+    "SELECTIVE_CODE",
     "Checkpoint",
     "ZeroStage",
     "bytes_per_param",

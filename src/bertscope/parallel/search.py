@@ -16,23 +16,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertscope.errors import BertscopeError
-from bertscope.parallel.layouts import (
-    MEMORY_KEYS,
-    SCHEDULES,
-    TIME_KEYS,
-    Cluster,
-    Layout,
-    Schedule,
-    Workload,
-    compute_table,
-    evaluate_arrays,
-)
-from bertscope.parallel.memory import CHECKPOINTS, Checkpoint, ZeroStage
+from bertscope.config import Checkpoint
+from bertscope.errors import BertscopeError, is_positive_int, parse_enum
+from bertscope.io import Format, atomic_write, export_format, frame_bytes
+from bertscope.parallel.compute import compute_table
+from bertscope.parallel.evaluation import MEMORY_KEYS, TIME_KEYS, evaluate_arrays
+from bertscope.parallel.job import Cluster, Layout, Workload
+from bertscope.parallel.memory import CHECKPOINTS, ZeroStage
+from bertscope.parallel.pipeline import INTERLEAVED_CODE, SCHEDULES, Schedule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,8 +63,7 @@ class SearchSpace:
     def __post_init__(self) -> None:
         for f in ("dp", "tp", "pp", "micro_batches", "virtual_stages"):
             value = getattr(self, f)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                      or value <= 0):
+            if value is not None and not is_positive_int(value):
                 raise BertscopeError(f"{f} must be a positive integer, got {value!r}")
         if self.zero is not None:
             try:
@@ -77,9 +72,10 @@ class SearchSpace:
                 raise BertscopeError(f"ZeRO stage must be 0, 1, 2 or 3, got "
                                      f"{self.zero!r}") from None
         if self.checkpoint is not None:
-            object.__setattr__(self, "checkpoint", Checkpoint(self.checkpoint))
+            object.__setattr__(self, "checkpoint",
+                               parse_enum(Checkpoint, self.checkpoint, "checkpoint"))
         if self.schedule is not None:
-            object.__setattr__(self, "schedule", Schedule(self.schedule))
+            object.__setattr__(self, "schedule", parse_enum(Schedule, self.schedule, "schedule"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +106,14 @@ class SearchResult:
         """The fastest layout that fits, or None when none fits."""
         fit = self.frame[self.frame["fits"]]
         return row_layout(fit.iloc[0].to_dict()) if len(fit) else None
+
+    def export(self, path: str | Path, fmt: Format | str | None = None) -> Path:
+        """Write every costed layout to `path` atomically (csv, json or parquet; from the
+        suffix when `fmt` is None)."""
+        p = Path(path)
+        fmt = export_format(fmt if fmt is not None else p.suffix.lstrip("."), p)
+        atomic_write(p, frame_bytes(self.frame, fmt))
+        return p
 
 
 def row_layout(row: dict[str, Any]) -> Layout:
@@ -147,11 +151,15 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
             if (space.dp is not None and d != space.dp) or gb % d:
                 continue
             ms = _pick(divisors(gb // d), space.micro_batches)
-            zeros = [0] if d == 1 else [0, 1] if p > 1 else [0, 1, 2, 3]
+            # ZeRO 1-3 need replicas to shard over; 2-3 no pipeline stages (see `Layout`)
+            top = ZeroStage.NONE if d == 1 else ZeroStage.OPTIMIZER if p > 1 else \
+                ZeroStage.PARAMETERS
+            zeros = [int(z) for z in ZeroStage if z <= top]
             if space.zero is not None:  # a pinned stage with dp = 1 is a harmless no-op
-                zeros = [int(space.zero)] if int(space.zero) <= (1 if p > 1 else 3) else []
-            cks = _pick([0, 1, 2], None if space.checkpoint is None
-                        else CHECKPOINTS.index(space.checkpoint))
+                limit = ZeroStage.OPTIMIZER if p > 1 else ZeroStage.PARAMETERS
+                zeros = [int(space.zero)] if space.zero <= limit else []
+            cks = _pick([c.code for c in CHECKPOINTS], None if space.checkpoint is None
+                        else space.checkpoint.code)
             sps = _pick([False] if t == 1 else [False, True], space.sequence_parallel)
             scheds = _schedules(m.num_layers, p, space)
             if not (ms and zeros and cks and sps and scheds):
@@ -161,7 +169,7 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
             mb, z, ck, sp, k = (g.ravel() for g in grid)
             sc = np.asarray([s for s, _ in scheds])[k]
             vs = np.asarray([v for _, v in scheds])[k]
-            keep = ~((sc == 2) & (mb % p != 0))
+            keep = ~((sc == INTERLEAVED_CODE) & (mb % p != 0))
             size = int(keep.sum())
             blocks.append({
                 "dp": np.full(size, d), "tp": np.full(size, t), "pp": np.full(size, p),
@@ -178,11 +186,11 @@ def _schedules(layers: int, p: int, space: SearchSpace) -> list[tuple[int, int]]
     """(schedule code, virtual stages) pairs to try with p stages."""
     if p == 1:  # no pipeline: the schedule does not apply
         ok = space.schedule is not Schedule.INTERLEAVED and space.virtual_stages in (None, 1)
-        return [(SCHEDULES.index(Schedule.ONE_F_ONE_B), 1)] if ok else []
-    pairs = [(SCHEDULES.index(Schedule.GPIPE), 1), (SCHEDULES.index(Schedule.ONE_F_ONE_B), 1)]
-    pairs += [(SCHEDULES.index(Schedule.INTERLEAVED), v) for v in divisors(layers // p) if v > 1]
+        return [(Schedule.ONE_F_ONE_B.code, 1)] if ok else []
+    pairs = [(Schedule.GPIPE.code, 1), (Schedule.ONE_F_ONE_B.code, 1)]
+    pairs += [(Schedule.INTERLEAVED.code, v) for v in divisors(layers // p) if v > 1]
     if space.schedule is not None:
-        pairs = [(s, v) for s, v in pairs if s == SCHEDULES.index(space.schedule)]
+        pairs = [(s, v) for s, v in pairs if s == space.schedule.code]
     if space.virtual_stages is not None:
         pairs = [(s, v) for s, v in pairs if v == space.virtual_stages]
     return pairs

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, is_positive_int, is_positive_number, parse_enum
 from bertscope.hardware import Device
 from bertscope.parallel.collectives import Algorithm, ArrayLike, Collective, collective_time
 
@@ -66,12 +66,11 @@ class Link:
     """Citation per figure ("bandwidth", "latency")."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.scope, LinkScope):
-            object.__setattr__(self, "scope", _enum(LinkScope, self.scope, "link scope"))
-        if not _positive(self.bandwidth):
+        object.__setattr__(self, "scope", parse_enum(LinkScope, self.scope, "link scope"))
+        if not is_positive_number(self.bandwidth):
             raise BertscopeError(f"link {self.name!r}: bandwidth must be a positive number of "
                                  f"bytes/s, got {self.bandwidth!r}")
-        if not (_positive(self.latency) or self.latency == 0):
+        if not (is_positive_number(self.latency) or self.latency == 0):
             raise BertscopeError(f"link {self.name!r}: latency must be >= 0 seconds, got "
                                  f"{self.latency!r}")
 
@@ -108,11 +107,11 @@ class Topology:
             value = getattr(self, f)
             if value is None and f == "nics_per_node":
                 continue
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            if not is_positive_int(value):
                 raise BertscopeError(f"topology {self.name!r}: {f} must be a positive integer, "
                                      f"got {value!r}")
-        if not isinstance(self.algorithm, Algorithm):
-            object.__setattr__(self, "algorithm", _enum(Algorithm, self.algorithm, "algorithm"))
+        object.__setattr__(self, "algorithm",
+                           parse_enum(Algorithm, self.algorithm, "algorithm"))
 
     @property
     def nics(self) -> int:
@@ -246,12 +245,12 @@ def _link(name: str, body: dict[str, Any], refs: dict[str, str], origin: str) ->
     for key in (bw_key, "latency_us"):
         if key not in body:
             raise BertscopeError(f"{where}: missing {key}")
-        if not _positive(body[key]):
+        if not is_positive_number(body[key]):
             raise BertscopeError(f"{where}: {key} must be a positive number, got {body[key]!r}")
     return Link(
         name=name,
         description=str(body.get("description", name)),
-        scope=_enum(LinkScope, body.get("scope", ""), f"{where}: scope"),
+        scope=parse_enum(LinkScope, body.get("scope", ""), f"{where}: scope"),
         bandwidth=float(Decimal(str(body[bw_key])) * _BANDWIDTH_UNITS[units[0]]),
         latency=float(Decimal(str(body["latency_us"])) / 10**6),
         sources={"bandwidth": _cite(sources.get(bw_key), refs, f"{where}: {bw_key}"),
@@ -337,19 +336,6 @@ def topology_for(device: Device, *, devices_per_node: int | None = None,
     if changes:
         topo = replace(topo, name=f"{topo.name} (custom)", **changes)
     return topo
-
-
-def _positive(value: Any) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and bool(np.isfinite(value)) and value > 0)
-
-
-def _enum(kind: Any, value: Any, what: str) -> Any:
-    try:
-        return kind(value)
-    except ValueError:
-        choices = ", ".join(m.value for m in kind)
-        raise BertscopeError(f"unknown {what} {value!r}; choose one of: {choices}") from None
 
 
 __all__ = ["Link", "LinkScope", "System", "Topology", "links", "load_link", "parse_catalog",

@@ -7,8 +7,11 @@
     >>> p.meta["prediction"]["time_s"], p.summary("category")
 
 Each piece is small and swappable: `roofline.py` (which peak a row is held to, the bound),
-`efficiency.py` (GEMM, bandwidth and overhead models; `DeviceProfile` = device + models, JSON
-round-trip), `predict.py` (time per row and its bound), `fusion.py` (what fusion would buy).
+`efficiency.py` (the efficiency models' contract, defaults per device kind and every model
+name: `device_profile.py` holds the protocols, registry and `DeviceProfile` = device + models
+with its JSON round trip, `gemm_models.py` the GEMM model, `memory_models.py` the bandwidth
+and overhead models), `predict.py` (time per row and its bound), `fusion.py` (what fusion
+would buy), `calibrate.py` (fitting the models to measurements).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ Fits (closed form):
 
 - GEMM: per launch t = (W + W0) / (P x max) x (D + D0) / D, which is `GemmEfficiency`; for
   each D0 on a grid, t D / (D + D0) = a W + c is linear, so max = 1 / (P a), W0 = c / a.
-  From measured op tables, then one factor per phase (forward, data and weight gradient):
-  the median of predicted / measured time over that phase's keys.
+  From measured op tables, then one factor per phase (`gemm_phase`: forward, which covers
+  recompute by `Phase.family`; data and weight gradient): the median of predicted /
+  measured time over that phase's keys.
 - Memory, per category c: per launch t = a_c B + c_c, which is `CategoryBandwidthEfficiency`
   with max_c = 1 / (bandwidth a_c) and B0_c = c_c / a_c (a fixed cost per launch, Little's law).
 - From measured op tables the fits are robust (`robust=True`): c = 0 and a = the median of
@@ -43,32 +44,29 @@ import pandas as pd
 from bertscope.errors import BertscopeError
 from bertscope.hardware import NumberFormat
 from bertscope.optable import OpTable
+from bertscope.perf.device_profile import saturating
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
     CategoryBandwidthEfficiency,
     DeviceProfile,
     GemmEfficiency,
     Overhead,
-    _saturating,
     gemm_phase,
-    phase_family,
 )
-from bertscope.taxonomy import Category, Phase
+from bertscope.taxonomy import Phase, PhaseFamily, gemm_mask, phase_families
 
 KEYS = ["layer", "sublayer", "phase", "kind", "category"]
 """Columns that join measured and analytic (or predicted) rows."""
-
-_GEMM = [Category.GEMM.value, Category.BATCHED_GEMM.value]
-_BACKWARD = [Phase.BACKWARD.value, Phase.BACKWARD_DATA.value, Phase.BACKWARD_WEIGHT.value]
 
 
 def join_keys(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with the join-key columns: `kind` (gemm or memory); for memory rows the backward
     phases merged; for GEMM rows the category `gemm` (a 2-D matmul may be either); optimizer
     rows at layer -1 (measured foreach/per-tensor ops do not tell parameter groups apart)."""
-    gemm = df["category"].isin(_GEMM)
+    gemm = gemm_mask(df["category"])
     phase = df["phase"].astype(str)
-    phase = phase.where(gemm | ~phase.isin(_BACKWARD), Phase.BACKWARD.value)
+    backward = phase_families(phase) == PhaseFamily.BACKWARD.value
+    phase = phase.where(gemm | ~backward, Phase.BACKWARD.value)
     layer = df["layer"].where(phase != Phase.OPTIMIZER.value, -1)
     return df.assign(kind=np.where(gemm, "gemm", "memory"), phase=phase, layer=layer,
                      category=df["category"].astype(str).where(~gemm, "gemm"))
@@ -150,7 +148,7 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
     for d0 in (0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0):
         shape = d / (d + d0) if d0 else np.ones_like(d)
         a, c = (_rate_fit if robust else _linear_fit)(w, t * shape)
-        pred = w / (_saturating(w, c / a) * shape) * a  # rate 1 / a for large square GEMMs
+        pred = w / (saturating(w, c / a) * shape) * a  # rate 1 / a for large square GEMMs
         if best is None or error(pred) < best[0]:
             best = (error(pred), 1.0 / a, c / a, d0)
     assert best is not None
@@ -159,7 +157,7 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
     if robust and "phase" in p.columns:  # one factor per phase: the median rate ratio
         phases = gemm_phase(p["phase"])
         shape = d / (d + d0) if d0 else np.ones_like(d)
-        ratio = w / (rate * _saturating(w, w0) * shape) / t  # > 1: faster than the base
+        ratio = w / (rate * saturating(w, w0) * shape) / t  # > 1: faster than the base
         per_phase = {str(ph): float(np.median(ratio[phases == ph]))
                      for ph in sorted(set(phases)) if np.sum(phases == ph) >= 3}
     peak = max(peak_flops, rate * max([1.0, *per_phase.values()]))
@@ -200,7 +198,7 @@ def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
 
     pooled = fit(p)
     per: dict[str, list[float]] = {}
-    family = (pd.Series(phase_family(p["phase"]), index=p.index) if "phase" in p.columns
+    family = (pd.Series(phase_families(p["phase"]), index=p.index) if "phase" in p.columns
               else None)
     for cat, sel in p.groupby("category"):
         if len(sel) >= min_points and sel["bytes"].nunique() > 1:

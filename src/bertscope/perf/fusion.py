@@ -3,16 +3,17 @@
 `fuse(table)` returns a table in which
 
 1. **Activation chains** become one row: maximal runs of adjacent rows with the same layer,
-   count, element count, sublayer group and phase family (forward, recompute, backward: data-
-   and weight-gradient rows of one block fuse together, as a fused layernorm backward computes
-   dx and dgamma/dbeta in one pass), whose categories are elementwise, dropout, softmax,
-   layernorm, activation or reduction. GEMMs, embedding gathers/scatters and the loss break
-   chains. Examples from the encoder: scale + mask + softmax + dropout of the attention
-   scores and its backward; dropout + residual + layernorm and its backward (with the
-   residual gradient sum before it); add + add + layernorm + dropout of the embeddings.
-   (Bias + GELU: the analytic model already counts the bias add inside the GEMM, as addmm
-   runs it, so the activation stands alone between two GEMMs; fusing it into the GEMM's
-   epilogue is out of scope here.)
+   count, element count, sublayer group, phase family (`Phase.family`: forward or backward;
+   data- and weight-gradient rows of one block fuse together, as a fused layernorm backward
+   computes dx and dgamma/dbeta in one pass) and recompute flag (recompute is forward work,
+   but a separate execution: it never fuses with the forward rows beside it), whose
+   categories are elementwise, dropout, softmax, layernorm, activation or reduction. GEMMs,
+   embedding gathers/scatters and the loss break chains. Examples from the encoder: scale +
+   mask + softmax + dropout of the attention scores and its backward; dropout + residual +
+   layernorm and its backward (with the residual gradient sum before it); add + add +
+   layernorm + dropout of the embeddings. (Bias + GELU: the analytic model already counts
+   the bias add inside the GEMM, as addmm runs it, so the activation stands alone between
+   two GEMMs; fusing it into the GEMM's epilogue is out of scope here.)
 2. **The optimizer step** becomes one row per stage over all parameter groups (a multi-tensor
    fused Adam/LAMB, as apex's FusedAdam/FusedLAMB): within a group, a reduction or copy that
    re-reads what the update just touched rides along in the same pass (LAMB's per-tensor
@@ -24,11 +25,11 @@ Bytes elided in an activation chain, per execution, with X = elements x activati
 
 - every member after the first gets its streamed input from the previous member on chip:
   one read of X fewer;
-- in the forward and recompute phases, a member's output that the next member consumes is not
-  written, unless backward needs it: the producer saves its output (softmax) or the consumer
-  saves its input (layernorm, activation); dropout masks are separate outputs and stay written
-  (they are part of `bytes_written` beyond X). Members of other categories that save
-  anything keep their writes (the table cannot tell what they saved).
+- in the forward family (forward and recompute), a member's output that the next member
+  consumes is not written, unless backward needs it: the producer saves its output (softmax)
+  or the consumer saves its input (layernorm, activation); dropout masks are separate
+  outputs and stay written (they are part of `bytes_written` beyond X). Members of other
+  categories that save anything keep their writes (the table cannot tell what they saved).
 - in backward, gradients produced inside a chain may also flow down the residual path (the
   op table records no consumers), so every write stays; only re-reads are elided.
 
@@ -50,9 +51,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bertscope.config import Precision
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, parse_enum
 from bertscope.optable import OpTable, as_column, bytes_moved, intensity
-from bertscope.taxonomy import Category, Phase, Sublayer
+from bertscope.taxonomy import Category, Phase, PhaseFamily, Sublayer
 
 C = Category
 
@@ -76,10 +77,8 @@ _PRIORITY = (C.OPTIMIZER, C.LAYERNORM, C.SOFTMAX, C.ACTIVATION, C.DROPOUT, C.ELE
              C.REDUCTION, C.DATA_MOVEMENT)
 """The fused row takes the category (and sublayer) of its first member earliest here."""
 
-_FAMILY = {Phase.FORWARD: "forward", Phase.RECOMPUTE: "recompute",
-           Phase.BACKWARD: "backward", Phase.BACKWARD_DATA: "backward",
-           Phase.BACKWARD_WEIGHT: "backward"}
-_WRITES_ELIDED = frozenset({"forward", "recompute"})
+_CHAINED: frozenset[PhaseFamily] = frozenset({PhaseFamily.FORWARD, PhaseFamily.BACKWARD})
+"""Phase families whose rows form activation chains (the optimizer is fused apart)."""
 _GROUP = {s.value: s.group for s in Sublayer}
 _RANK = {c.value: i for i, c in enumerate(_PRIORITY)}
 # StrEnum members hash and compare as their values, so the lookups below accept a column of
@@ -107,14 +106,22 @@ def _saves_main(cat: str, saved: float, *, as_output: bool) -> bool:
 
 
 def _chain_key(r: dict[str, Any]) -> tuple[Any, ...] | None:
-    family = _FAMILY.get(r["phase"])
-    if r["category"] not in FUSABLE or family is None or r["elements"] <= 0:
+    """What adjacent rows must share to fuse: layer, phase family and whether the row is a
+    recompute (a rerun of forward work, fused apart from the forward pass), sublayer group,
+    count and elements; None for a row that joins no chain."""
+    if r["category"] not in FUSABLE or r["elements"] <= 0:
         return None
-    return (r["layer"], family, _GROUP[r["sublayer"]], r["count"], r["elements"])
+    phase = Phase(r["phase"])
+    if phase.family not in _CHAINED:
+        return None
+    return (r["layer"], phase.family, phase is Phase.RECOMPUTE, _GROUP[r["sublayer"]],
+            r["count"], r["elements"])
 
 
-def _elide_chain(rows: list[dict[str, Any]], act_bytes: int, family: str) -> list[_Member]:
-    """Bytes each member no longer moves when the chain runs as one kernel (per execution)."""
+def _elide_chain(rows: list[dict[str, Any]], act_bytes: int,
+                 family: PhaseFamily) -> list[_Member]:
+    """Bytes each member no longer moves when the chain runs as one kernel (per execution);
+    only the forward family (forward, recompute) elides writes."""
     x = act_bytes * rows[0]["elements"]
     reads = [0.0] * len(rows)
     writes = [0.0] * len(rows)
@@ -126,7 +133,7 @@ def _elide_chain(rows: list[dict[str, Any]], act_bytes: int, family: str) -> lis
         cat = r["category"]
         if cat in SIDE_CONSUMERS:
             continue
-        if producer is not None and family in _WRITES_ELIDED:
+        if producer is not None and family is PhaseFamily.FORWARD:
             p = rows[producer]
             keep = (_saves_main(p["category"], p["saved_bytes"], as_output=True)
                     or _saves_main(cat, r["saved_bytes"], as_output=False))
@@ -214,7 +221,7 @@ def fuse(table: OpTable) -> OpTable:
     if precision is None:
         raise BertscopeError("fuse needs the run precision (meta['run']['precision']) to size "
                              "the tensors a chain keeps on chip")
-    act_bytes = Precision(precision).act_bytes
+    act_bytes = parse_enum(Precision, precision, "run precision").act_bytes
     src = table.columns
     columns = list(src)
     records = [dict(zip(columns, values, strict=True))
@@ -259,7 +266,7 @@ def fuse(table: OpTable) -> OpTable:
     meta = dict(table.meta)
     meta["fusion"] = {"chains": chains, "ops_merged": merged, "launches_saved": launches_saved,
                       "bytes_elided": float(np.sum(bytes_moved(src)) - np.sum(bytes_moved(cols)))}
-    return OpTable.from_columns(cols, meta)
+    return OpTable.from_columns(cols, meta, job=table.job)
 
 
 __all__ = ["FUSABLE", "FUSED_COLUMN", "SAVES_INPUT", "SAVES_OUTPUT", "fuse"]

@@ -20,16 +20,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bertscope.config import Precision
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, NumberFormat
-from bertscope.optable import OpTable
+from bertscope.optable import (
+    Grouped,
+    OpTable,
+    group_first_max,
+    group_rows,
+    group_sum,
+    stable_largest,
+)
 from bertscope.perf.efficiency import DeviceProfile, default_profile
-from bertscope.perf.roofline import GEMM_CATEGORIES, Peaks, roofline, select_peaks
+from bertscope.perf.roofline import Peaks, roofline, select_peaks
+from bertscope.taxonomy import gemm_mask
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Bound(StrEnum):
@@ -63,7 +74,7 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
     compute_s, memory_s, overhead_s (the three candidate times), host_s (host time added),
     roofline_s and bound.
 
-    `precision` defaults to the table's run precision (meta["run"]["precision"]); a bare
+    `precision` defaults to the table's run precision (`table.run.precision`); a bare
     `Device` gets its kind's default efficiency models. `gemm_format` forces the GEMM peak's
     format (e.g. "tf32"). Totals and shares go to meta["prediction"]. Works on the table's
     columns (no pandas); the result is column-backed unless `table` is DataFrame-backed.
@@ -71,13 +82,13 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
     if isinstance(profile, Device):
         profile = default_profile(profile)
     if precision is None:
-        precision = table.meta.get("run", {}).get("precision")
-        if precision is None:
-            raise BertscopeError("the op table names no run precision; pass precision=")
+        if table.job is None:
+            raise BertscopeError("the op table carries no run configuration; pass precision=")
+        precision = table.run.precision
     peaks = select_peaks(profile.device, precision, gemm_format)
     rows = table.columns
     roof = roofline(rows, peaks)
-    gemm = np.isin(np.asarray(rows["category"], dtype=object), GEMM_CATEGORIES)
+    gemm = gemm_mask(rows["category"])
     f_gemm = np.where(gemm, _fraction(profile.gemm.fraction(rows), "GEMM"), 1.0)
     f_bw = _fraction(profile.bandwidth.fraction(rows), "bandwidth")
     compute = roof["compute_s"] / f_gemm
@@ -98,7 +109,9 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
         "bound": _BOUNDS[np.nan_to_num(terms, nan=-1.0).argmax(axis=0)],
     }
     meta = dict(table.meta)
-    meta["prediction"] = _summary({**rows, **added}, meta, profile, Precision(precision), peaks)
+    tokens = table.run.tokens if table.job is not None else None
+    meta["prediction"] = _summary({**rows, **added}, meta, profile, Precision(precision), peaks,
+                                  tokens)
     return table.with_columns(added, meta)
 
 
@@ -108,13 +121,11 @@ def _total(values: Any) -> float:
 
 
 def _summary(cols: Mapping[str, Any], meta: dict[str, Any], profile: DeviceProfile,
-             precision: Precision, peaks: Peaks) -> dict[str, Any]:
-    """Iteration totals of a predicted table: time, tokens/s, achieved FLOP/s."""
+             precision: Precision, peaks: Peaks, tokens: int | None) -> dict[str, Any]:
+    """Iteration totals of a predicted table: time, tokens/s (when the run is known),
+    achieved FLOP/s."""
     time_s = _total(cols["time_s"])
     flops = _total(cols["flops"])
-    run = meta.get("run", {})
-    tokens = (int(run["batch"]) * int(run["seq"]) * int(run.get("micro_batches", 1))
-              if "batch" in run and "seq" in run else None)
     dev = profile.device
     return {
         "device": dev.name,
@@ -156,4 +167,28 @@ def by_bound(table: OpTable) -> dict[str, dict[str, float]]:
     return out
 
 
-__all__ = ["PREDICTED_COLUMNS", "Bound", "by_bound", "predict"]
+def top_groups(table: OpTable, n: int) -> Grouped:
+    """The n op sites with the most predicted time, each summed over the encoder layers
+    (ffn1 of all 24 layers is one entry), keyed by (name, phase): time, roofline time, FLOPs,
+    bytes, layers, and the bound and shape of its slowest row. `top_ops` without pandas."""
+    c = table.columns
+    keys, codes = group_rows(c, ("name", "phase"))
+    size = len(keys)
+    summed = {"time_s": c["time_s"], "roofline_s": c["roofline_s"], "flops": c["flops"],
+              "bytes": c["bytes_read"] + c["bytes_written"], "layers": c["layer"] >= 0}
+    out = {col: group_sum(codes, size, values) for col, values in summed.items()}
+    slowest = group_first_max(codes, size, c["time_s"])
+    for col in ("bound", "m", "n", "k", "batch", "elements"):
+        out[col] = c[col][slowest]
+    top = Grouped(("name", "phase"), keys, out)
+    return top.take(stable_largest(out["time_s"], n))
+
+
+def top_ops(table: OpTable, n: int) -> pd.DataFrame:
+    """The n op sites with the most predicted time, each summed over the encoder layers
+    (ffn1 of all 24 layers is one entry): time, roofline time, FLOPs, bytes, layers, and
+    the bound of its slowest row."""
+    return top_groups(table, n).to_frame().reset_index()
+
+
+__all__ = ["PREDICTED_COLUMNS", "Bound", "by_bound", "predict", "top_groups", "top_ops"]

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bertscope.config import Precision
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, parse_enum
 from bertscope.hardware import Device, NumberFormat
 from bertscope.optable import bytes_moved, is_frame
-from bertscope.taxonomy import Category
+from bertscope.taxonomy import Category, gemm_mask
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,8 +55,9 @@ _WHY = {
     (Precision.FP16, F.BF16): "no fp16 units: 16-bit matmuls run in bf16",
     (Precision.FP16, F.FP32): "no fp16 or bf16 peak: fp16 matmuls take the fp32 path",
 }
-GEMM_CATEGORIES = (Category.GEMM, Category.BATCHED_GEMM)
-"""Categories held to the tensor-unit peak."""
+GEMM_CATEGORIES = tuple(c for c in Category if c.is_gemm)
+"""Categories held to the tensor-unit peak: those with `Category.is_gemm`, for importers that
+still take them from here (a column of rows is tested with `bertscope.taxonomy.gemm_mask`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +83,7 @@ def select_peaks(device: Device, precision: Precision | str,
     """The peaks for a run in `precision` on `device` (see the module docstring for the
     stand-ins). `gemm_format` forces the GEMM format (e.g. "tf32" for a run with
     `allow_tf32 = True`); it must be one the device has."""
-    try:
-        prec = Precision(precision)
-    except ValueError:
-        choices = ", ".join(p.value for p in Precision)
-        raise BertscopeError(f"unknown precision {precision!r}; choose one of: {choices}") \
-            from None
+    prec = parse_enum(Precision, precision, "precision")
     notes: list[str] = []
     if gemm_format is not None:
         gemm = device.peak_flops(gemm_format)  # raises naming the formats the device has
@@ -117,7 +113,7 @@ def row_peaks(rows: Mapping[str, Any] | pd.DataFrame,
     """Per row: (FLOP/s peak, bytes/s peak) the row is held to. `rows`: op-table columns
     (`OpTable.columns`, a DataFrame, any mapping of name -> array)."""
     cat = np.asarray(rows["category"], dtype=object)
-    gemm = np.isin(cat, GEMM_CATEGORIES)
+    gemm = gemm_mask(cat)
     flops_peak = np.where(gemm, peaks.gemm_flops, peaks.vector_flops)
     comm = cat == Category.COMMUNICATION
     link = peaks.interconnect if peaks.interconnect is not None else np.nan

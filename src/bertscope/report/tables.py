@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from bertscope.config import ModelConfig
 from bertscope.optable import Grouped, OpTable, is_frame
 
 if TYPE_CHECKING:
@@ -104,9 +106,33 @@ def top_table(table: OpTable, n: int, by: str = "flops") -> Table:
         r = {name: col[i] for name, col in c.items()}
         tail = ([si(r["time_s"], "s")] if timed else
                 [binary(r["bytes_read"] + r["bytes_written"]), f"{r['intensity']:.1f}"])
-        t.add_row(r["name"], "-" if r["layer"] < 0 else str(r["layer"]), str(r["sublayer"]),
-                  str(r["phase"]), shape(r), si(r["flops"]), *tail)
+        t.add_row(escape(str(r["name"])), "-" if r["layer"] < 0 else str(r["layer"]),
+                  str(r["sublayer"]), str(r["phase"]), shape(r), si(r["flops"]), *tail)
     return t
+
+
+def print_models(models: list[tuple[ModelConfig, int]], console: Console) -> None:
+    """Print the model presets: (config, parameter count) pairs."""
+    t = Table(title="Model presets", title_justify="left", header_style="bold")
+    for col in ("name", "family", "layers", "hidden", "heads", "FFN", "vocab", "params"):
+        t.add_column(col, justify="left" if col in ("name", "family") else "right",
+                     no_wrap=col == "name")
+    for m, params in models:
+        t.add_row(m.name, m.family.value, str(m.num_layers), str(m.hidden), str(m.heads),
+                  str(m.intermediate), str(m.vocab_size), f"{params / 1e6:.1f} M")
+    console.print(t)
+    console.print("Any Hugging Face config.json (bert, roberta, albert) works too: "
+                  "bertscope ops path/to/config.json")
+
+
+def job_line(table: OpTable) -> str:
+    """The headline of a table's job: model (bold), batch x seq x micro-batches, precision,
+    optimizer; "?" where the table carries no job."""
+    if table.job is None:
+        return "[bold]?[/]"
+    m, run = table.model, table.run
+    return (f"[bold]{escape(m.name)}[/] batch {run.batch} x seq {run.seq} x {run.micro_batches} "
+            f"micro-batch(es), {run.precision}, {run.optimizer}")
 
 
 def print_breakdowns(table: OpTable, console: Console, *, categories: bool = True) -> None:
@@ -123,12 +149,7 @@ def print_optable(table: OpTable, console: Console, top: int = 10) -> None:
     top ops."""
     meta = table.meta
     tot = table.totals()
-    run = meta.get("run", {})
-    model = meta.get("model", {})
-    head = (f"[bold]{model.get('name', '?')}[/] batch {run.get('batch')} x seq {run.get('seq')}"
-            f" x {run.get('micro_batches', 1)} micro-batch(es), {run.get('precision')}, "
-            f"{run.get('optimizer')}")
-    console.print(head)
+    console.print(job_line(table))
     line = (f"params {meta['params']:,}   FLOPs/iteration {si(tot['flops'])}   "
             f"bytes moved {binary(tot['bytes_read'] + tot['bytes_written'])}   "
             f"ops {tot['ops']:,}")
@@ -163,13 +184,10 @@ def print_profile(result: Any, console: Console, top: int = 10) -> None:
     """Print a measured profile: iteration facts, category comparison, sublayer groups,
     phases, top ops by time, and the unattributed share."""
     meta, table = result.meta, result.table
-    run, model = meta["run"], meta["model"]
     status = " [yellow](partial: interrupted)[/]" if meta.get("partial") else ""
     console.print(
-        f"[bold]{model['name']}[/] batch {run['batch']} x seq {run['seq']} x "
-        f"{run['micro_batches']} micro-batch(es), {run['precision']}, {run['optimizer']} on "
-        f"{meta['device']} ({meta['threads']} threads), {meta['iters']} measured "
-        f"iteration(s){status}")
+        f"{job_line(table)} on {escape(str(meta['device']))} ({meta['threads']} threads), "
+        f"{meta['iters']} measured iteration(s){status}")
     console.print(
         f"iteration {si(meta['iteration_s'], 's')}   tokens/s {meta['tokens_per_s']:,.0f}   "
         f"op time {si(meta['op_time_s'], 's')}   unattributed "
@@ -190,5 +208,17 @@ def _share(table: OpTable, col: str, value: str) -> float:
     return float(d.loc[d[col] == value, "time_s"].sum() / total) if total else 0.0
 
 
-__all__ = ["WIDE", "binary", "comparison_table", "make_console", "print_breakdowns",
-           "print_optable", "print_profile", "shape", "si", "summary_table", "top_table"]
+__all__ = [
+    "WIDE",
+    "binary",
+    "comparison_table",
+    "job_line",
+    "make_console",
+    "print_breakdowns",
+    "print_optable",
+    "print_profile",
+    "shape",
+    "si",
+    "summary_table",
+    "top_table",
+]

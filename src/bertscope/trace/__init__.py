@@ -97,7 +97,8 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
 
     `patterns` is a pattern file (or patterns) tried before the built-in table."""
     from bertscope.trace.breakdown import break_down, mean_table
-    from bertscope.trace.reader import gemm_like, rank_from_name, read_events, trace_files
+    from bertscope.trace.gemm_ops import has_gemm_shape
+    from bertscope.trace.reader import rank_from_name, read_events, trace_files
 
     extra = load_patterns(patterns) if isinstance(patterns, str | Path) else (patterns or ())
     classify = Classifier(extra)
@@ -109,7 +110,7 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
                                  f"distributedInfo or a rankN/workerN file name)")
     ranks: dict[int, RankBreakdown] = {}
     for i, f in enumerate(files):
-        ev = read_events(f, keep_dims=lambda n: gemm_like(n) or classify(n).is_gemm)
+        ev = read_events(f, keep_dims=lambda n: has_gemm_shape(n) or classify(n).is_gemm)
         r = ev.rank
         if r is None:
             r = rank_from_name(f)

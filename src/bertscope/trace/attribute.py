@@ -19,8 +19,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from bertscope.errors import parse_enum
 from bertscope.optable import Op
 from bertscope.taxonomy import Category, Classifier, Phase, Sublayer
+from bertscope.trace.gemm_ops import gemm_shape  # the one GEMM shape registry, re-exported
 
 SCOPE = "bertscope::"
 PHASE = "bertscope.phase::"
@@ -83,32 +85,6 @@ def numel(shape: Any) -> int:
     return sum(numel(s) for s in shape)
 
 
-def gemm_shape(name: str, shapes: list[Any]) -> tuple[int, int, int, int]:
-    """(M, N, K, batch) of a GEMM-like ATen op from its recorded input shapes."""
-    s = [x for x in shapes if isinstance(x, list) and x]
-    try:
-        if name.endswith(("::addmm", "::_addmm_activation")):
-            (m, k), (_, n) = s[-2], s[-1]
-            return m, n, k, 1
-        if name.endswith("::mm"):
-            (m, k), (_, n) = s[0], s[1]
-            return m, n, k, 1
-        if name.endswith("::linear"):
-            x, w = s[0], s[1]
-            return math.prod(x[:-1]), w[0], w[1], 1
-        if name.endswith(("::bmm", "::baddbmm")):
-            a, b = s[-2], s[-1]
-            return a[-2], b[-1], a[-1], a[0]
-        if name.endswith("::matmul"):
-            a, b = s[0], s[1]
-            if len(a) <= 2 and len(b) <= 2:
-                return (a[0] if len(a) == 2 else 1), b[-1], a[-1], 1
-            return a[-2], b[-1], a[-1], math.prod(a[:-2]) or math.prod(b[:-2])
-    except (IndexError, ValueError, TypeError):
-        pass
-    return 0, 0, 0, 0
-
-
 def _flops(evt: Any) -> float:
     total = float(getattr(evt, "flops", 0) or 0)
     return total + sum(_flops(c) for c in evt.cpu_children)
@@ -156,13 +132,13 @@ class Attributor:
         """Emit rows for `evt` and below; returns the time emitted (us)."""
         name = evt.name
         if name.startswith(PHASE):
-            ph = Phase(name[len(PHASE):])
+            ph = parse_enum(Phase, name[len(PHASE):], f"phase of a {PHASE} scope")
             return sum(self.walk(c, ph, None) for c in evt.cpu_children)
         m = _SCOPE_RE.match(name)
         if m:
             layer, tag = int(m.group(1)), m.group(2)
             inner = (_Where(layer, Sublayer.ATTN_SCORE, core=id(evt)) if tag == ATTN_CORE
-                     else _Where(layer, Sublayer(tag)))
+                     else _Where(layer, parse_enum(Sublayer, tag, f"sublayer of a {SCOPE} scope")))
             ph = Phase.RECOMPUTE if phase.is_backward or phase is Phase.RECOMPUTE else phase
             return sum(self.walk(c, ph, inner) for c in evt.cpu_children)
         if name.startswith(_EVAL):

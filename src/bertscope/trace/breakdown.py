@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bertscope.optable import Op, OpTable
+from bertscope.optable import Combine, Op, OpTable, combine
 from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Sublayer
 from bertscope.trace.attribute import ITER, PHASE, SCOPE, Attributor
 from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
@@ -434,21 +434,9 @@ def break_down(ev: Events, rank: int, classify: Classifier) -> RankBreakdown:
 
 
 def mean_table(parts: Iterable[OpTable], meta: dict[str, Any]) -> OpTable:
-    """Rows averaged over ranks: each rank's per-iteration rows summed, divided by ranks."""
-    frames = [t.df for t in parts]
-    if not frames:
-        return OpTable.from_ops([], meta)
-    keys = ["name", "layer", "sublayer", "category", "phase", "m", "n", "k", "batch",
-            "elements"]
-    d = pd.concat(frames, ignore_index=True)
-    g = d.groupby(keys, sort=False, observed=True)[["count", "flops", "time_s"]].sum()
-    g = g.reset_index()
-    ops = [Op(r.name, int(r.layer), Sublayer(r.sublayer), Category(r.category), Phase(r.phase),
-              m=int(r.m), n=int(r.n), k=int(r.k), batch=int(r.batch), elements=int(r.elements),
-              count=max(1, round(r.count / len(frames))), flops=r.flops / len(frames),
-              time_s=r.time_s / len(frames))
-           for r in g.itertuples(index=False)]
-    return OpTable.from_ops(ops, meta)
+    """Rows averaged over ranks: each rank's per-iteration rows summed, divided by ranks
+    (`combine`'s mean: a row missing on a rank counts 0 there, count rounded, at least 1)."""
+    return combine(list(parts), Combine.MEAN, meta=meta)
 
 
 __all__ = ["GENERIC", "SPECIFIC", "Matcher", "RankBreakdown", "break_down", "kernel_place",

@@ -1,27 +1,19 @@
-"""The `calibrate` and `validate` commands; `register(app)` adds them to the `bertscope` app."""
+"""`bertscope calibrate` and `bertscope validate`: fit the local device's efficiency models,
+and check predictions against measurements of held-out configs."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from bertscope.cli.options import need_torch
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write, check_folder
 from bertscope.report.tables import make_console
 from bertscope.trace.attribute import Statistic
-
-
-def _need_torch() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise BertscopeError("this command measures with PyTorch: pip install "
-                             "'bertscope[torch]'") from None
 
 
 def calibrate_cmd(
@@ -35,30 +27,18 @@ def calibrate_cmd(
 ) -> None:
     """Microbenchmark the local device and fit its efficiency models (optionally to measured
     op tables); `bertscope predict --device FILE` then uses the profile."""
-    _need_torch()
+    need_torch("this command")
     check_folder(output)
-    from bertscope.perf.validate import calibrate_local, load_result
+    from bertscope.report.studies import print_calibration
+    from bertscope.studies.calibrate import calibrate_local
+    from bertscope.studies.validate import load_result
 
     results = [load_result(p) for p in from_results or []]
     out = make_console()
     profile, report = calibrate_local(device, results, quick=quick,
                                       log=lambda s: out.print(f"[dim]{s}[/]"))
     profile.save(output)
-    t = Table(title=f"Calibrated {profile.device.sku}", title_justify="left",
-              header_style="bold")
-    for col in ("figure", "value", "source"):
-        t.add_column(col, overflow="fold")
-    from bertscope.report.tables import si
-
-    t.add_row("fp32 GEMM peak", si(report["gemm_peak_flops"], "FLOP/s"),
-              profile.device.sources["peaks.fp32"])
-    t.add_row("bandwidth", si(report["bandwidth"], "B/s"),
-              profile.device.sources["memory_bandwidth"])
-    for name, model in (("gemm", profile.gemm), ("bandwidth", profile.bandwidth),
-                        ("overhead", profile.overhead)):
-        fields = {k: v for k, v in model.to_dict().items() if k not in ("model", "source")}
-        t.add_row(f"{name} model", json.dumps(fields, default=str)[:300], model.source)
-    out.print(t)
+    print_calibration(profile, report, out)
     out.print(f"wrote {output}")
 
 
@@ -84,11 +64,12 @@ def validate_cmd(
 ) -> None:
     """Profile calibration configs, fit the model, then predict held-out configs and compare:
     per-config error, MAPE, per-category share error, per-op error."""
-    _need_torch()
+    need_torch("this command")
     check_folder(output)
     if results_dir is not None and not results_dir.is_dir():
         raise BertscopeError(f"--results-dir {results_dir}: no such folder; create it first")
-    from bertscope.perf.validate import parse_specs, validate
+    from bertscope.report.studies import print_validation
+    from bertscope.studies.validate import parse_specs, validate
 
     out = make_console()
     report = validate(parse_specs(calibrate), parse_specs(check), device=device, iters=iters,
@@ -101,30 +82,10 @@ def validate_cmd(
         out.print(f"wrote {output}")
 
 
-def print_validation(report: dict[str, Any], out: Console) -> None:
-    """Print a validation report: one row per held-out config, then the summary."""
-    from bertscope.report.tables import si
-
-    out.print(f"calibrated on: {', '.join(report['calibrated_on'])}")
-    t = Table(title="Predicted vs measured (held-out configs)", title_justify="left",
-              header_style="bold")
-    for col in ("config", "measured", "predicted", "error", "max category share error",
-                "GEMM per-op error", "memory per-op error"):
-        t.add_column(col, justify="left" if col == "config" else "right", no_wrap=True)
-    for r in report["results"]:
-        t.add_row(r["config"], si(r["measured_iteration_s"], "s"), si(r["predicted_s"], "s"),
-                  f"{100 * r['error']:+.1f}%", f"{r['max_share_error_pp']:.1f} pp",
-                  f"{100 * r['per_op_mape'].get('gemm', float('nan')):.1f}%",
-                  f"{100 * r['per_op_mape'].get('memory', float('nan')):.1f}%")
-    out.print(t)
-    out.print(f"MAPE of iteration time: {100 * report['mape']:.1f}%   largest category share "
-              f"error: {report['max_share_error_pp']:.1f} pp")
-
-
 def register(app: typer.Typer) -> None:
     """Add `calibrate` and `validate` to a typer app."""
     app.command("calibrate")(calibrate_cmd)
     app.command("validate")(validate_cmd)
 
 
-__all__ = ["calibrate_cmd", "print_validation", "register", "validate_cmd"]
+__all__ = ["calibrate_cmd", "register", "validate_cmd"]

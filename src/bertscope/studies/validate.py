@@ -1,42 +1,35 @@
 """Calibrate on some configs, predict others, and compare with measurement.
 
     specs = parse_specs("bert-mini:8:128,bert-small:4:128")      # model:batch:seq
-    profile, fits = calibrate_local("cpu", [profile(...) for ...])
+    profile, fits = calibrate_local("cpu", [profile(...) for ...])   # studies.calibrate
     report = compare(measured_result, profile)                   # errors for one config
 
 Configs used for calibration are kept apart from those validated (`validate` refuses an
 overlap). Errors: iteration time (predicted vs the measured, profiled iteration), the op
 time (sum of measured rows), each category's share in percentage points, and per join key
-(see `calibrate.py`) for GEMM and memory-bound keys.
+(see `perf/calibrate.py`) for GEMM and memory-bound keys.
+
+A measured run here is anything with `table`, `analytic` and `meta` (`Measurement`): a
+`ProfileResult` just profiled, or a `MeasuredRun` read back from a saved result
+(`load_result`) or combined over rounds (`combine_rounds`). Reading needs no torch.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from bertscope.config import ModelConfig, RunConfig, get_model
 from bertscope.errors import BertscopeError
-from bertscope.optable import Op, OpTable
-from bertscope.perf.calibrate import (
-    KEYS,
-    fit_from_microbench,
-    fit_from_tables,
-    join_keys,
-    joined,
-)
-from bertscope.perf.efficiency import (
-    BandwidthEfficiency,
-    DeviceProfile,
-    GemmEfficiency,
-    Overhead,
-)
+from bertscope.optable import Combine, Op, OpTable, combine
+from bertscope.perf.calibrate import KEYS, join_keys, joined
+from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import predict
 
 
@@ -74,53 +67,46 @@ def parse_specs(text: str) -> list[RunSpec]:
     return out
 
 
-def calibrate_local(device: str, results: Sequence[Any] = (), *, quick: bool = False,
-                    log: Callable[[str], None] = lambda _: None) -> tuple[DeviceProfile,
-                                                                             dict[str, Any]]:
-    """Microbenchmark the local device and fit its efficiency models; with profile results
-    (measured op tables), refit GEMM and memory models from them. Returns the profile and a
-    report of where each figure came from."""
-    import torch
+class Measurement(Protocol):
+    """What validation reads of a measured run (`ProfileResult` and `MeasuredRun` have it)."""
 
-    from bertscope.measure.profile import resolve_device
-    from bertscope.perf import microbench as mb
+    @property
+    def table(self) -> OpTable:
+        """The measured op table."""
+        ...
 
-    dev = resolve_device(device)
-    grid = mb.GEMM_GRID[:8] if quick else mb.GEMM_GRID
-    log("GEMM microbenchmarks")
-    gemm = mb.gemm_points(grid, dev)
-    log("streaming bandwidth")
-    stream = mb.stream_points(mb.STREAM_SIZES[:5] if quick else mb.STREAM_SIZES, dev)
-    log("per-op overhead")
-    overhead_s = mb.launch_overhead(dev)
-    bf16 = mb.gemm_points(grid[:4], dev, "bf16") if dev.type == "cuda" else None
-    device_desc = mb.local_device(dev, gemm, stream, bf16)
-    src = device_desc.sources["memory_bandwidth"].split(" (")[0]
-    # the gemm and bandwidth models are replaced by the fits below
-    base = DeviceProfile(device=device_desc,
-                         gemm=GemmEfficiency(max_fraction=1.0, half_saturation_flops=0.0,
-                                             source="placeholder"),
-                         bandwidth=BandwidthEfficiency(max_fraction=1.0, half_saturation_bytes=0.0,
-                                                       source="placeholder"),
-                         overhead=Overhead(seconds_per_launch=overhead_s,
-                                           source=f"{src} (1-element add)"),
-                         notes=f"calibrated on {device_desc.sku}, torch {torch.__version__}")
-    profile = fit_from_microbench(gemm, stream, base, f"{src} (microbenchmarks)")
-    report: dict[str, Any] = {"device": device_desc.sku, "gemm_peak_flops":
-                              device_desc.peak_flops("fp32"),
-                              "bandwidth": device_desc.memory_bandwidth,
-                              "overhead_s": overhead_s, "from_profiles": []}
-    if results:
-        names = [f"{r.meta['model']['name']}:{r.meta['run']['batch']}:{r.meta['run']['seq']}"
-                 for r in results]
-        profile, fits = fit_from_tables(
-            [(r.table, r.analytic) for r in results], profile,
-            f"fitted to measured op tables of {', '.join(names)} ({src})")
-        report.update(fits, from_profiles=names)
-    return profile, report
+    @property
+    def analytic(self) -> OpTable:
+        """The analytic op table of the same model and run."""
+        ...
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Run facts: model, run, iteration_s, iteration_times_s, ..."""
+        ...
 
 
-def compare(result: Any, profile: DeviceProfile) -> dict[str, Any]:
+@dataclass
+class MeasuredRun:
+    """A measured run read back from a saved result or combined over rounds: the fields of
+    `bertscope.measure.profile.ProfileResult` (measured table, analytic table, run facts),
+    without torch."""
+
+    table: OpTable
+    """The measured op table."""
+    analytic: OpTable
+    """The analytic op table of the same model and run."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Run facts, as `ProfileResult.meta`."""
+
+
+def config_name(result: Measurement) -> str:
+    """"model:batch:seq" of a measured run."""
+    return (f"{result.meta['model']['name']}:{result.meta['run']['batch']}:"
+            f"{result.meta['run']['seq']}")
+
+
+def compare(result: Measurement, profile: DeviceProfile) -> dict[str, Any]:
     """Predict the run of a profile result on `profile` and compare with its measurement.
 
     The iteration is compared whole (predicted rows with their host time against the
@@ -146,8 +132,7 @@ def compare(result: Any, profile: DeviceProfile) -> dict[str, Any]:
     keys["error"] = (keys["predicted"] - keys["measured"]) / keys["measured"]
     per_kind = {k: float(np.mean(np.abs(g["error"]))) for k, g in keys.groupby("kind")}
     return {
-        "config": f"{result.meta['model']['name']}:{result.meta['run']['batch']}:"
-                  f"{result.meta['run']['seq']}",
+        "config": config_name(result),
         "measured_iteration_s": t_iter,
         "measured_op_s": t_ops,
         "predicted_s": t_pred,
@@ -162,11 +147,17 @@ def compare(result: Any, profile: DeviceProfile) -> dict[str, Any]:
     }
 
 
-def load_result(path: str | Path) -> Any:
-    """A saved `bertscope profile` JSON result, with its analytic table rebuilt: an object
-    with `table`, `analytic` and `meta`, as `ProfileResult` has."""
-    from types import SimpleNamespace
+def table_from_doc(doc: Mapping[str, Any], meta: dict[str, Any] | None = None) -> OpTable:
+    """The measured op table of a saved result document ({"meta": ..., "rows": [...]}, as
+    `ProfileResult.write_json` writes it): columns a row lacks (those added since it was
+    written, e.g. tp_split and pp_stage) take `Op`'s defaults; columns that are no `Op`
+    field (intensity) are recomputed or dropped. `meta`: the table's (default: the doc's)."""
+    rows = [Op(**{k: r[k] for k in Op._fields if k in r}) for r in doc["rows"]]
+    return OpTable.from_ops(rows, doc["meta"] if meta is None else meta)
 
+
+def load_result(path: str | Path) -> MeasuredRun:
+    """A saved `bertscope profile` JSON result, with its analytic table rebuilt."""
     from bertscope.analytic import build
 
     p = Path(path)
@@ -175,38 +166,27 @@ def load_result(path: str | Path) -> Any:
         meta = doc["meta"]
         m = ModelConfig(**meta["model"])
         run = RunConfig(**meta["run"])
-        rows = [Op(**{k: r[k] for k in Op._fields if k in r}) for r in doc["rows"]]
+        table = table_from_doc(doc)
     except FileNotFoundError:
         raise BertscopeError(f"{p}: no such file") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise BertscopeError(f"{p}: not a bertscope profile result ({e})") from None
-    return SimpleNamespace(table=OpTable.from_ops(rows, meta), analytic=build(m, run),
-                           meta=meta)
+    return MeasuredRun(table=table, analytic=build(m, run), meta=meta)
 
 
-def combine(results: Sequence[Any]) -> Any:
+def combine_rounds(results: Sequence[Measurement]) -> Measurement:
     """One result from several measurements of the same config: each row's time is the
-    median over them (a row missing from one took 0 there), the iteration time the median of
-    all measured iterations. Returns an object with `table`, `analytic` and `meta`."""
-    from types import SimpleNamespace
-
+    median over them (a row missing from one took 0 there; `Combine.MEDIAN`), the iteration
+    time the median of all measured iterations. One result is returned as it is."""
     if len(results) == 1:
         return results[0]
-    keys = list(Op._fields[:Op._fields.index("count")])  # what names a row: name .. elements
-    frames = [r.table.df.assign(_round=i) for i, r in enumerate(results)]
-    d = pd.concat(frames, ignore_index=True)
-    times = (d.pivot_table(index=keys, columns="_round", values="time_s", aggfunc="sum",
-                           observed=True).reindex(columns=range(len(results))).fillna(0.0))
-    first = d.drop_duplicates(keys).set_index(keys)
-    first = first.drop(columns=["time_s", "_round", "intensity"])
-    first["time_s"] = times.median(axis=1)
-    rows = [Op(**r) for r in first.reset_index().to_dict(orient="records")]
-    meta = dict(results[0].meta)
+    table = combine([r.table for r in results], Combine.MEDIAN)
     every = [t for r in results for t in r.meta["iteration_times_s"]]
-    meta.update(iteration_s=float(np.median(every)), iteration_times_s=every,
-                rounds=len(results), op_time_s=float(first["time_s"].sum()))
-    return SimpleNamespace(table=OpTable.from_ops(rows, meta), analytic=results[0].analytic,
-                           meta=meta)
+    meta = {**results[0].meta, "iteration_s": float(np.median(every)),
+            "iteration_times_s": every, "rounds": len(results),
+            "op_time_s": float(table.df["time_s"].sum())}
+    table.meta = dict(meta)
+    return MeasuredRun(table=table, analytic=results[0].analytic, meta=meta)
 
 
 def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: str = "cpu",
@@ -218,9 +198,10 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     Measured rows and iteration times are the `statistic` over `iters` iterations (see
     `bertscope.measure.profile`). With `rounds` > 1 every config is measured that many
     times, all configs in turn each round (slow spells of a shared machine then fall on all
-    configs alike), and the rounds are combined by their median (`combine`). With
+    configs alike), and the rounds are combined by their median (`combine_rounds`). With
     `results_dir`, each measurement is kept there and reused when present."""
     from bertscope.measure.profile import profile as run_profile
+    from bertscope.studies.calibrate import calibrate_local
 
     overlap = {str(s) for s in calibrate} & {str(s) for s in check}
     if overlap:
@@ -229,7 +210,7 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     if rounds < 1:
         raise BertscopeError(f"--rounds must be >= 1, got {rounds}")
 
-    def measure(spec: RunSpec, i: int) -> Any:
+    def measure(spec: RunSpec, i: int) -> Measurement:
         stem = str(spec).replace(":", "-").replace("/", "_")
         name = f"{stem}.json" if rounds == 1 else f"{stem}.round{i}.json"
         saved = Path(results_dir) / name if results_dir is not None else None
@@ -245,13 +226,13 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
         return result
 
     specs = [*calibrate, *check]
-    measured: dict[str, list[Any]] = {str(s): [] for s in specs}
+    measured: dict[str, list[Measurement]] = {str(s): [] for s in specs}
     for i in range(rounds):
         for s in specs:
             measured[str(s)].append(measure(s, i))
-    fitted = [combine(measured[str(s)]) for s in calibrate]
+    fitted = [combine_rounds(measured[str(s)]) for s in calibrate]
     profile, fits = calibrate_local(device, fitted, quick=quick, log=log)
-    rows = [compare(combine(measured[str(s)]), profile) for s in check]
+    rows = [compare(combine_rounds(measured[str(s)]), profile) for s in check]
     errors = np.array([abs(r["error"]) for r in rows])
     return {
         "calibrated_on": [str(s) for s in calibrate],
@@ -264,5 +245,5 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     }
 
 
-__all__ = ["RunSpec", "calibrate_local", "combine", "compare", "load_result", "parse_specs",
-           "validate"]
+__all__ = ["MeasuredRun", "Measurement", "RunSpec", "combine_rounds", "compare", "config_name",
+           "load_result", "parse_specs", "table_from_doc", "validate"]

@@ -1,0 +1,62 @@
+"""The `bertscope` command: `app` (typer) and `main` (the entry point).
+
+Each command lives in a short module of this package that only parses, calls the public API
+and hands the result to `bertscope.report`; options shared by commands are declared once in
+`cli.options`. Bad input is a `BertscopeError`, printed by `main` as one line on stderr with
+exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from bertscope.cli import calibrate, distributed, ops, predict, profile, trace
+from bertscope.errors import BertscopeError
+
+try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itself
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
+
+app = typer.Typer(
+    name="bertscope",
+    help="Where the time, bytes and FLOPs of Transformer training go.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+for _module in (ops, profile, predict, calibrate, distributed, trace):
+    _module.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+    except BertscopeError as e:
+        print(f"bertscope: error: {e}", file=sys.stderr)
+        return 2
+    except NoArgsIsHelpError:
+        return 0
+    except UsageError as e:
+        cmd = e.ctx.command_path if e.ctx is not None else "bertscope"
+        msg = " ".join(e.format_message().split())
+        print(f"bertscope: error: {msg} (see: {cmd} --help)", file=sys.stderr)
+        return 2
+    except typer.Abort:
+        print("bertscope: aborted", file=sys.stderr)
+        return 130
+    except typer.Exit as e:
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("bertscope: interrupted", file=sys.stderr)
+        return 130
+    # typer returns an Exit's code instead of raising it here, Ctrl-C's included (130)
+    if rv == 130:
+        print("bertscope: interrupted", file=sys.stderr)
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,55 @@
+"""`bertscope models` and `bertscope ops`: the presets, and the analytic op table of a job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bertscope.cli.options import TopOpt, check_top, job_command
+from bertscope.config import Job
+from bertscope.errors import BertscopeError
+from bertscope.io import Format
+from bertscope.report.tables import make_console
+
+
+def models_cmd() -> None:
+    """List the model presets."""
+    from bertscope.analytic import parameter_count
+    from bertscope.config import PRESETS
+    from bertscope.report.tables import print_models
+
+    print_models([(m, parameter_count(m)) for m in PRESETS.values()], make_console())
+
+
+@job_command()
+def ops_cmd(
+    job: Job,
+    top: TopOpt = 10,
+    fmt: Annotated[Format | None, typer.Option(
+        "--format", help="Export format (default: from the output suffix).")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write the op table to this file.")] = None,
+) -> None:
+    """Every op of one training iteration, with totals by category, sublayer and phase."""
+    from bertscope.analytic import build
+    from bertscope.report.tables import print_optable
+
+    if fmt is not None and output is None:
+        raise BertscopeError("--format needs --output FILE")
+    check_top(top)
+    table = build(job)
+    console = make_console()
+    print_optable(table, console, top=top)
+    if output is not None:
+        path = table.export(output, fmt)
+        console.print(f"wrote {len(table)} rows to {path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `models` and `ops` to a typer app."""
+    app.command("models")(models_cmd)
+    app.command("ops")(ops_cmd)
+
+
+__all__ = ["models_cmd", "ops_cmd", "register"]

@@ -1,0 +1,65 @@
+"""`bertscope predict` and `bertscope devices`: a job's predicted iteration on a device, and
+the hardware catalog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bertscope.cli.options import DeviceOpt, TopOpt, check_suffix, check_top, job_command
+from bertscope.config import Job
+from bertscope.report.tables import make_console
+
+
+@job_command()
+def predict_cmd(
+    job: Job,
+    device: DeviceOpt,
+    fusion: Annotated[bool, typer.Option(
+        help="Fuse chains of memory-bound ops and the optimizer step; show what it buys.")] = (
+        False),
+    top: TopOpt = 10,
+    plot: Annotated[Path | None, typer.Option(
+        help="Write a roofline plot of every op (.png or .svg).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        help="Write the op table with predicted times (.csv, .json or .parquet).")] = None,
+) -> None:
+    """Predicted iteration time on a device: tokens/s, breakdowns, each op's bound."""
+    from bertscope.analytic import build
+    from bertscope.perf import fuse, load_profile, predict
+    from bertscope.report.predict import print_prediction
+
+    check_top(top)
+    check_suffix(plot, (".png", ".svg"), "the plot")
+    profile = load_profile(device)
+    table = build(job)
+    unfused = predict(table, profile)
+    result = predict(fuse(table), profile) if fusion else unfused
+    out = make_console()
+    print_prediction(result, out, top=top, unfused=unfused if fusion else None)
+    if plot is not None:
+        from bertscope.report.roofline import plot_roofline
+
+        out.print(f"wrote roofline plot to {plot_roofline(result, plot)}")
+    if output is not None:
+        path = result.export(output)
+        out.print(f"wrote {len(result)} rows with predictions to {path}")
+
+
+def devices_cmd() -> None:
+    """List the hardware catalog: peaks, memory bandwidth, ridge points."""
+    from bertscope.hardware import list_devices
+    from bertscope.report.predict import print_devices
+
+    print_devices(list_devices(), make_console())
+
+
+def register(app: typer.Typer) -> None:
+    """Add `predict` and `devices` to a typer app."""
+    app.command("predict")(predict_cmd)
+    app.command("devices")(devices_cmd)
+
+
+__all__ = ["devices_cmd", "predict_cmd", "register"]

@@ -1,0 +1,113 @@
+"""`bertscope profile`: real pretraining iterations under torch.profiler, broken down (with
+`--nproc N`, DistributedDataParallel under torchrun beside the distributed model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from bertscope.cli.options import TopOpt, job_command, need_torch
+from bertscope.config import HostAllocator, Job
+from bertscope.errors import BertscopeError
+from bertscope.io import check_folder
+from bertscope.report.tables import make_console
+from bertscope.trace.attribute import Statistic
+
+StatisticOpt = Annotated[Statistic, typer.Option(
+    help="Each op's time over the measured iterations: mean, or median (robust to a slow "
+         "iteration on a shared machine).")]
+
+
+@job_command("batch", "seq", "precision", "optimizer", "dropout", "checkpoint",
+             "micro_batches", batch=4)
+def profile_cmd(
+    job: Job,
+    iters: Annotated[int, typer.Option(help="Measured iterations.")] = 3,
+    warmup: Annotated[int, typer.Option(help="Unmeasured warm-up iterations.")] = 1,
+    hf: Annotated[bool, typer.Option(
+        "--hf", help="Profile the Hugging Face model instead of the reference one.")] = False,
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
+    top: TopOpt = 10,
+    output: Annotated[Path | None, typer.Option(
+        help="JSON result (default: profile-MODEL-bB-sS-PRECISION.json).")] = None,
+    trace_out: Annotated[Path | None, typer.Option(
+        help="Also write the Chrome/Perfetto trace (JSON) here (with --nproc: a folder, one "
+             "trace per rank).")] = None,
+    nproc: Annotated[int, typer.Option(
+        help="Processes: N > 1 trains with DistributedDataParallel under torchrun (gloo on "
+             "CPU, NCCL on CUDA) and compares the all-reduce with the distributed model.")] = 1,
+    link: Annotated[str | None, typer.Option(
+        help="With --nproc: catalog link for the prediction, e.g. nvlink4 (default: the "
+             "link measured between the ranks).")] = None,
+    statistic: StatisticOpt = Statistic.MEAN,
+    host_allocator: Annotated[HostAllocator, typer.Option(
+        help="CPU runs: keep freed memory in the process (no page faults charged to ops, as "
+             "with a caching allocator) or leave the C library's defaults.")] = (
+        HostAllocator.KEEP),
+) -> None:
+    """Run real pretraining iterations under torch.profiler and break them down."""
+    for path in (output, trace_out):  # fail before minutes of work, not after
+        check_folder(path)
+    if threads is not None and threads < 1:
+        raise BertscopeError(f"--threads must be >= 1, got {threads}")
+    if nproc < 1:
+        raise BertscopeError(f"--nproc must be >= 1, got {nproc}")
+    if nproc == 1 and link is not None:
+        raise BertscopeError("--link needs --nproc 2 or more")
+    need_torch("profile")
+    from bertscope.report.tables import print_profile
+
+    console = make_console()
+    m, run = job.model, job.run
+    stem = f"profile-{m.name.replace('/', '_')}-b{run.batch}-s{run.seq}-{run.precision.value}"
+    if nproc > 1:
+        from bertscope.report.ddp import print_ddp
+        from bertscope.studies.ddp import profile_ddp
+
+        with Console(stderr=True).status(f"training on {nproc} processes (torchrun) ..."):
+            ddp = profile_ddp(m, run, nproc=nproc, iters=iters, warmup=warmup, device=device,
+                              hf=hf, threads=threads, link=link, trace_dir=trace_out,
+                              statistic=statistic, host_allocator=host_allocator)
+        print_profile(ddp.profile, console, top=top)
+        print_ddp(ddp, console)
+        path = output or Path(f"{stem}-ddp{nproc}.json")
+        ddp.profile.write_json(path)
+        console.print(f"wrote {path}" + (f" and one trace per rank in {trace_out}/"
+                                         if trace_out else ""))
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from bertscope.measure.profile import profile as run_profile
+
+    if threads is not None:
+        from bertscope.measure import set_threads
+
+        set_threads(threads)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        tasks: dict[str, object] = {}
+
+        def tell(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)  # type: ignore[arg-type]
+
+        result = run_profile(m, run, iters=iters, warmup=warmup, device=device, hf=hf,
+                             trace_out=trace_out, progress=tell, statistic=statistic,
+                             host_allocator=host_allocator)
+    print_profile(result, console, top=top)
+    path = output or Path(f"{stem}.json")
+    result.write_json(path)
+    console.print(f"wrote {path}" + (f" and trace {trace_out}" if trace_out else ""))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `profile` to a typer app."""
+    app.command("profile")(profile_cmd)
+
+
+__all__ = ["profile_cmd", "register"]

@@ -1,0 +1,68 @@
+"""`bertscope trace`: a profiler trace broken down by category, sublayer and phase, as a
+terminal report or the op-table rows in an export format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from bertscope.cli.options import TopOpt, check_top
+from bertscope.errors import BertscopeError
+from bertscope.io import Format, atomic_write, check_folder, export_format
+
+TABLE = "table"
+"""`--format table`: the terminal report (the default without a file-format suffix)."""
+
+
+def trace_cmd(
+    path: Annotated[Path, typer.Argument(
+        help="A Kineto/Chrome trace (.json or .json.gz) or a folder of per-rank traces.")],
+    rank: Annotated[int | None, typer.Option(help="Only this rank (default: every rank).")] = (
+        None),
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="table (terminal report), csv, json (rows + per-rank breakdowns) or "
+                         "parquet; default: from the --output suffix, else table.")] = None,
+    patterns: Annotated[Path | None, typer.Option(
+        help="TOML file of \\[\\[pattern]] regex/category rows, tried before the built-in "
+             "ones.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
+    top: TopOpt = 10,
+) -> None:
+    """Break a profiler trace down by category, sublayer and phase; streams, overlap, idle."""
+    from bertscope.trace import analyze_trace
+
+    check_top(top)
+    where = output if output is not None else Path("stdout")
+    if fmt is None:
+        suffix = output.suffix.lower().lstrip(".") if output is not None else ""
+        fmt = suffix if suffix in tuple(Format) else TABLE
+    file_format = None if fmt.lower() == TABLE else export_format(fmt, where)
+    if file_format is Format.PARQUET and output is None:
+        raise BertscopeError("parquet is binary: give --output FILE.parquet")
+    check_folder(output)
+    result = analyze_trace(path, rank=rank, patterns=patterns)
+    if file_format is None:
+        from bertscope.report.tables import make_console
+        from bertscope.report.trace import print_trace
+
+        console = Console(record=True, width=132) if output is not None else make_console()
+        print_trace(result, console, top=top)
+        if output is not None:
+            atomic_write(output, console.export_text().encode())
+        return
+    data = result.table.to_bytes(file_format)
+    if output is None:
+        typer.echo(data.decode(), nl=False)
+    else:
+        atomic_write(output, data)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `trace` to a typer app."""
+    app.command("trace")(trace_cmd)
+
+
+__all__ = ["register", "trace_cmd"]

@@ -1,0 +1,293 @@
+"""Per-device compute of a layout: op-table roles -> per-tp variants -> predicted times.
+
+The analytic op table of one encoder layer plus the embedding and head sections is built once
+per micro-batch size. Each row's roles say how tensor parallelism divides it (Megatron-LM,
+Shoeybi et al. 2019): `Op.pp_stage` places it in a section (embeddings on the first pipeline
+stage, the layer stack, heads and loss on the last), `Op.tp_split` with `Op.phase` gives the
+GEMM dimension t ranks split and whether the row is divided at all:
+
+    tp_split     forward / recompute   data gradient   weight gradient   divided by t
+    column       N                     K               M                 always
+    row          K                     N               N                 always
+    split        batch (batched GEMMs; nothing else shrinks but the work)  always
+    replicated   -                     -               -                 only with sequence
+                                                                         parallelism, and only
+                                                                         inside the stack
+
+A divided row's FLOPs, saved bytes and elements are divided by t; a GEMM row's bytes follow its
+shrunken operands (A, B and C of its new shape), other rows' bytes are divided too. Every
+variant of every (micro-batch size, t, sequence parallel) is predicted in one `predict` call,
+so small shards pay the efficiency models' size penalties. No op name is read: renaming ops in
+the analytic model changes nothing here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+from bertscope.analytic.encoder import encoder_ops
+from bertscope.analytic.optimizer import optimizer_ops
+from bertscope.analytic.params import parameter_count
+from bertscope.config import with_changes
+from bertscope.errors import BertscopeError
+from bertscope.optable import Op, OpTable
+from bertscope.parallel.collectives import ArrayLike
+from bertscope.parallel.job import Workload
+from bertscope.perf import DeviceProfile, predict
+from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
+
+_ATTN_CORE = (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT)
+"""What selective recomputation reruns."""
+
+
+class _Dim(IntEnum):
+    """The GEMM dimension tensor parallelism splits in a row."""
+
+    NONE = 0
+    M = 1
+    N = 2
+    K = 3
+    BATCH = 4
+
+
+class _Divide(IntEnum):
+    """When a row's work is divided by t."""
+
+    FIXED = 0
+    """Never: replicated outside the layer stack."""
+    SP_ONLY = 1
+    """With sequence parallelism: replicated inside the layer stack."""
+    ALWAYS = 2
+    """Column, row and split rows."""
+
+
+class _Section(IntEnum):
+    """Where a row's time is counted."""
+
+    LAYER = 0
+    """The repeated layers (`PipelineStage.STACK`)."""
+    EMBEDDING = 1
+    """The embeddings (`PipelineStage.FIRST`)."""
+    HEAD = 2
+    """Heads, loss, the tied embedding's gradient sum (`PipelineStage.LAST`)."""
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeTable:
+    """Predicted seconds per micro-batch of one encoder layer and of the sections outside the
+    stack, indexed [micro-batch size, tp, sequence parallel]; plus per-parameter optimizer and
+    gradient-accumulation costs."""
+
+    batches: np.ndarray
+    """Micro-batch sizes (sorted)."""
+    tps: np.ndarray
+    """Tensor-parallel sizes (sorted)."""
+    layer_fwd: np.ndarray
+    layer_bwd: np.ndarray
+    attn_fwd: np.ndarray
+    """The attention core's forward (what selective recomputation reruns)."""
+    emb_fwd: np.ndarray
+    emb_bwd: np.ndarray
+    head_fwd: np.ndarray
+    head_bwd: np.ndarray
+    emb_saved: np.ndarray
+    """Bytes the embedding section keeps for backward per micro-batch."""
+    head_saved: np.ndarray
+    """Bytes the heads and loss keep for backward per micro-batch."""
+    transient: np.ndarray
+    """Largest single op output, bytes."""
+    optimizer_per_param: float
+    """Seconds of the optimizer update per parameter."""
+    accumulate_per_param: float
+    """Seconds per parameter of adding one micro-batch's gradient into .grad."""
+
+    def index(self, micro_batch: ArrayLike, tp: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """Indices of micro-batch sizes and tp sizes into the tables."""
+        bi = np.searchsorted(self.batches, micro_batch)
+        ti = np.searchsorted(self.tps, tp)
+        if np.any(bi >= len(self.batches)) or np.any(self.batches[np.minimum(
+                bi, len(self.batches) - 1)] != micro_batch):
+            raise BertscopeError("micro-batch size missing from the compute table")
+        if np.any(ti >= len(self.tps)) or np.any(self.tps[np.minimum(
+                ti, len(self.tps) - 1)] != tp):
+            raise BertscopeError("tp size missing from the compute table")
+        return bi, ti
+
+
+_NUMERIC = ("m", "n", "k", "batch", "elements", "count", "flops", "bytes_read",
+            "bytes_written", "saved_bytes")
+_FLOATS = ("flops", "bytes_read", "bytes_written", "saved_bytes")
+Columns = dict[str, np.ndarray]
+
+
+def _columns(ops: list[Op]) -> Columns:
+    """Op rows as numpy columns (the op-table schema minus time_s)."""
+    fields = list(zip(*ops, strict=True))
+    out: Columns = {}
+    for i, f in enumerate(Op._fields):
+        if f == "time_s":
+            continue
+        dtype = float if f in _FLOATS else np.int64 if f in _NUMERIC or f == "layer" else object
+        out[f] = np.asarray(fields[i], dtype=dtype)
+    return out
+
+
+def _tags(cols: Columns) -> Columns:
+    """How tensor parallelism splits each row, from its roles alone (see the module
+    docstring): section, split GEMM dimension, divisor kind."""
+    split, stage, phase = cols["tp_split"], cols["pp_stage"], cols["phase"]
+    gemm = cols["batch"] > 0
+    col, row = split == TensorSplit.COLUMN, split == TensorSplit.ROW
+    fwd = (phase == Phase.FORWARD) | (phase == Phase.RECOMPUTE)
+    dgrad, wgrad = phase == Phase.BACKWARD_DATA, phase == Phase.BACKWARD_WEIGHT
+    dim = np.full(len(split), int(_Dim.NONE), dtype=np.int64)
+    dim[gemm & col & fwd] = _Dim.N
+    dim[gemm & col & dgrad] = _Dim.K
+    dim[gemm & col & wgrad] = _Dim.M
+    dim[gemm & row & fwd] = _Dim.K
+    dim[gemm & row & (dgrad | wgrad)] = _Dim.N
+    dim[gemm & (split == TensorSplit.SPLIT)] = _Dim.BATCH
+    stack = stage == PipelineStage.STACK
+    divide = np.where(split != TensorSplit.REPLICATED, int(_Divide.ALWAYS),
+                      np.where(stack, int(_Divide.SP_ONLY), int(_Divide.FIXED)))
+    section = np.where(stack, int(_Section.LAYER), np.where(
+        stage == PipelineStage.FIRST, int(_Section.EMBEDDING), int(_Section.HEAD)))
+    return {"section": section, "dim": dim, "divide": divide}
+
+
+def _base_rows(workload: Workload, micro_batch: int) -> Columns:
+    """One layer's and the outside sections' rows of a micro-batch (no optimizer rows)."""
+    m1 = with_changes(workload.model, num_layers=1, share_layers=False)
+    ops = [op for op in encoder_ops(m1, workload.run_for(micro_batch))
+           if op.phase is not Phase.OPTIMIZER]
+    return _columns(ops)
+
+
+def _variant(cols: Columns, tags: Columns, t: int, sp: bool) -> Columns:
+    """The rows as one of t tensor-parallel ranks sees them (t = 1: unchanged)."""
+    if t == 1:
+        return dict(cols)
+    out = dict(cols)
+    divide = tags["divide"]
+    d = np.where((divide == _Divide.ALWAYS) | ((divide == _Divide.SP_ONLY) & sp), float(t), 1.0)
+    dims = {c: cols[c].astype(float) for c in ("m", "n", "k", "batch")}
+
+    def gemm_bytes() -> np.ndarray:
+        return dims["batch"] * (dims["m"] * dims["k"] + dims["k"] * dims["n"]
+                                + dims["m"] * dims["n"])
+
+    before = gemm_bytes()
+    dim = tags["dim"]
+    for code, c in ((_Dim.M, "m"), (_Dim.N, "n"), (_Dim.K, "k"), (_Dim.BATCH, "batch")):
+        dims[c] = np.where(dim == code, np.ceil(dims[c] / t), dims[c])
+        out[c] = dims[c].astype(np.int64)
+    after = gemm_bytes()
+    byte_scale = np.where(dim != _Dim.NONE, after / np.where(before > 0, before, 1.0), 1.0 / d)
+    out["flops"] = cols["flops"] / d
+    out["bytes_read"] = cols["bytes_read"] * byte_scale
+    out["bytes_written"] = cols["bytes_written"] * byte_scale
+    out["saved_bytes"] = cols["saved_bytes"] / d
+    out["elements"] = np.ceil(cols["elements"] / d).astype(np.int64)
+    return out
+
+
+_TABLES: dict[tuple[Any, ...], ComputeTable] = {}
+
+
+def clear_compute_tables() -> None:
+    """Forget cached compute tables (benchmarks time cold searches with it)."""
+    _TABLES.clear()
+
+
+def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike,
+                  tps: ArrayLike) -> ComputeTable:
+    """Predicted per-micro-batch times for every micro-batch size in `batches` and tensor-
+    parallel size in `tps` (with and without sequence parallelism), from one `predict` call
+    on the stacked rows of all variants. Cached per (model, run settings, profile, sizes)."""
+    bs = np.unique(np.asarray(batches, dtype=np.int64))
+    ts = np.unique(np.asarray(tps, dtype=np.int64))
+    key = (workload.model, workload.run_for(1), profile, tuple(bs.tolist()),
+           tuple(ts.tolist()))
+    if key in _TABLES:
+        return _TABLES[key]
+    parts: list[Columns] = []
+    sections: list[np.ndarray] = []
+    keys: list[tuple[int, int, int, int]] = []  # (bi, ti, spi, rows)
+    for bi, b in enumerate(bs):
+        base = _base_rows(workload, int(b))
+        tags = _tags(base)
+        for ti, t in enumerate(ts):
+            for spi in (0, 1):
+                if t == 1 and spi:
+                    continue  # no sequence parallelism without tensor parallelism
+                parts.append(_variant(base, tags, int(t), bool(spi)))
+                sections.append(tags["section"])
+                keys.append((bi, ti, spi, len(base["phase"])))
+    update_ops, accumulate = _update_ops(workload)
+    update = _columns([*update_ops, accumulate])  # the accumulate row last
+    stacked = {c: np.concatenate([p[c] for p in parts] + [update[c]]) for c in update}
+    pred = predict(OpTable.from_columns(stacked), profile, workload.precision)
+    time = pred.columns["time_s"]
+    shape = (len(bs), len(ts), 2)
+    size = math.prod(shape)
+    flat = np.repeat([np.ravel_multi_index(k[:3], shape) for k in keys], [k[3] for k in keys])
+    n_rows = len(flat)
+    section, phase = np.concatenate(sections), stacked["phase"][:n_rows]
+    fwd = phase == Phase.FORWARD
+    attn = np.isin(stacked["sublayer"][:n_rows], list(_ATTN_CORE))
+    t_rows = time[:n_rows]
+
+    def total(mask: np.ndarray, values: np.ndarray = t_rows) -> np.ndarray:
+        return np.bincount(flat[mask], weights=values[mask], minlength=size).reshape(shape)
+
+    written = stacked["bytes_written"][:n_rows] / stacked["count"][:n_rows]
+    transient = np.zeros(size)
+    np.maximum.at(transient, flat, written)
+    saved = stacked["saved_bytes"][:n_rows]
+    layer, emb, head = (section == s for s in (_Section.LAYER, _Section.EMBEDDING,
+                                               _Section.HEAD))
+    upd_time = time[n_rows:]
+    n_params = parameter_count(workload.model)
+    table = ComputeTable(
+        batches=bs, tps=ts,
+        layer_fwd=total(layer & fwd), layer_bwd=total(layer & ~fwd),
+        attn_fwd=total(layer & fwd & attn),
+        emb_fwd=total(emb & fwd), emb_bwd=total(emb & ~fwd),
+        head_fwd=total(head & fwd), head_bwd=total(head & ~fwd),
+        emb_saved=total(emb & fwd, saved), head_saved=total(head & fwd, saved),
+        transient=transient.reshape(shape),
+        optimizer_per_param=float(upd_time[:-1].sum()) / n_params,
+        accumulate_per_param=float(upd_time[-1]) / n_params,
+    )
+    # tp = 1 has no sequence-parallel variant: mirror it so lookups with sp = 0 or 1 agree
+    one = ts == 1
+    for arr in (table.layer_fwd, table.layer_bwd, table.attn_fwd, table.emb_fwd, table.emb_bwd,
+                table.head_fwd, table.head_bwd, table.emb_saved, table.head_saved,
+                table.transient):
+        arr[:, one, 1] = arr[:, one, 0]
+    if len(_TABLES) > 64:
+        _TABLES.clear()
+    _TABLES[key] = table
+    return table
+
+
+def _update_ops(workload: Workload) -> tuple[list[Op], Op]:
+    """The optimizer step of the whole model, and one gradient-accumulation add per parameter
+    (as the analytic model's grad_accumulate rows), to be predicted and scaled per device."""
+    m, run = workload.model, workload.run_for(1)
+    n = parameter_count(m)
+    ab = run.precision.act_bytes
+    acc = Op("model.grad_accumulate", -1, Sublayer.OTHER, Category.ELEMENTWISE,
+             Phase.BACKWARD_WEIGHT, elements=n, flops=n, bytes_read=2 * ab * n,
+             bytes_written=ab * n)
+    return optimizer_ops(m, run), acc
+
+
+__all__ = ["ComputeTable", "clear_compute_tables", "compute_table"]

@@ -1,0 +1,240 @@
+"""Vectorized evaluation: the time and memory of every layout given as arrays, at once.
+
+An iteration of a layout splits into (all per device, seconds; see `bertscope.parallel.layouts`
+for the model and its sources): compute (`compute.ComputeTable`'s per-micro-batch times, times
+the layers of a stage and the micro-batches, plus recomputation and gradient accumulation),
+tensor-parallel communication, pipeline send/recv and bubble, exposed data-parallel / ZeRO
+communication, and the optimizer step. Memory per device is the larger of the first and last
+pipeline stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from bertscope.parallel.collectives import Collective, bucketed_exposed
+from bertscope.parallel.compute import ComputeTable, compute_table
+from bertscope.parallel.job import Cluster, Layout, Workload, check_layout
+from bertscope.parallel.memory import (
+    FULL_CODE,
+    SELECTIVE_CODE,
+    ZeroStage,
+    layer_activation_bytes,
+    layer_params_per_device,
+    recompute_working_bytes,
+    stage_params,
+    zero_static_bytes,
+)
+from bertscope.parallel.pipeline import (
+    bubble_fraction,
+    edge_in_flight,
+    in_flight,
+    virtual_factor,
+)
+
+DDP_BUCKET_BYTES = 25 * 2**20
+"""PyTorch DDP's default gradient bucket, bucket_cap_mb = 25."""
+
+TIME_KEYS = ("compute_s", "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s")
+"""The parts an iteration's time splits into; they sum to iteration_s."""
+MEMORY_KEYS = ("weights", "gradients", "optimizer_states", "activations", "transient")
+"""The parts of a device's peak memory; they sum to memory_bytes."""
+
+
+def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.ndarray],
+                    table: ComputeTable | None = None) -> dict[str, np.ndarray]:
+    """Cost every layout given as equal-length arrays: dp, tp, pp, micro_batches, zero
+    (0-3), checkpoint (codes, `Checkpoint.code`), sp (bool), schedule (codes,
+    `Schedule.code`), virtual_stages. Layouts must be valid (`check_layout`). Returns arrays of
+    the time parts (`TIME_KEYS`), iteration_s, tokens_per_s, bubble_fraction, the memory
+    parts of the peak stage (`MEMORY_KEYS`), memory_bytes, fits, micro_batch and recompute_s
+    (part of compute_s)."""
+    m, w = workload.model, workload
+    dp, tp, pp, mb = (np.asarray(arrays[k], dtype=np.int64)
+                      for k in ("dp", "tp", "pp", "micro_batches"))
+    zero, ck = np.asarray(arrays["zero"]), np.asarray(arrays["checkpoint"])
+    sp, sch = np.asarray(arrays["sp"], dtype=bool), np.asarray(arrays["schedule"])
+    v = virtual_factor(sch, arrays["virtual_stages"])
+    b = w.global_batch // (dp * mb)
+    if table is None:
+        table = compute_table(w, cluster.profile, np.unique(b), np.unique(tp))
+    bi, ti = table.index(b, tp)
+    si = sp.astype(np.int64)
+
+    def look(arr: np.ndarray) -> np.ndarray:
+        return arr[bi, ti, si]
+
+    lf, lb, la = look(table.layer_fwd), look(table.layer_bwd), look(table.attn_fwd)
+    ef, eb, hf, hb = (look(table.emb_fwd), look(table.emb_bwd), look(table.head_fwd),
+                      look(table.head_bwd))
+    topo = cluster.topology
+    ab = w.precision.act_bytes
+    lps = m.num_layers / pp
+    single = (pp == 1).astype(float)
+    full = ck == FULL_CODE
+    rec = np.where(full, lf, np.where(ck == SELECTIVE_CODE, la, 0.0))
+
+    # tensor parallel: two all-reduces (or RS + AG) per layer forward, two backward
+    act_bytes = b * w.seq * m.hidden * ab
+    ar = topo.time(Collective.ALL_REDUCE, act_bytes, tp)
+    rsag = (topo.time(Collective.REDUCE_SCATTER, act_bytes, tp)
+            + topo.time(Collective.ALL_GATHER, act_bytes, tp))
+    one = np.where(sp, rsag, ar)
+    tp_layer = one * (4.0 + 2.0 * full)
+    # pipeline: activation forward and gradient back per micro-batch (and chunk)
+    send = topo.time(Collective.SEND_RECV, act_bytes / tp, np.where(pp > 1, 2, 1), tp * dp)
+    p2p = 2.0 * v * send
+
+    body = lps * (lf + lb + rec)
+    c_first = body + ef + eb + single * (hf + hb)
+    c_last = body + hf + hb + single * (ef + eb)
+    # embedding all-reduce (forward, first stage) and MLM-head all-reduce (backward, last)
+    tp_stage = lps * tp_layer + one * (1.0 + single)
+    step_first = c_first + tp_stage + p2p
+    step_last = c_last + tp_stage + p2p
+    first_slow = step_first >= step_last
+    step = np.maximum(step_first, step_last)
+    bubble = (pp - 1) / v * step
+
+    # data parallel / ZeRO
+    psi_first, psi_last = stage_params(m, tp, pp)
+    psi_layer = layer_params_per_device(m, tp)
+    bwd_first = lps * (lb + rec) + eb + single * hb
+    bwd_last = lps * (lb + rec) + hb + single * eb
+    fwd_first = lps * lf + ef + single * hf
+    fwd_last = lps * lf + hf + single * ef
+    tied = np.where(pp > 1, topo.time(Collective.ALL_REDUCE, m.vocab_size * m.emb / tp * ab,
+                                      2, (pp - 1) * tp * dp), 0.0)
+
+    def grad_sync(psi: np.ndarray, fwd: np.ndarray, bwd: np.ndarray) -> np.ndarray:
+        gbytes = psi * ab
+        k = np.ceil(gbytes / DDP_BUCKET_BYTES)
+        ar_all = k * topo.time(Collective.ALL_REDUCE, gbytes / k, dp, tp)
+        rs_all = k * topo.time(Collective.REDUCE_SCATTER, gbytes / k, dp, tp)
+        gather = topo.time(Collective.ALL_GATHER, gbytes, dp, tp)  # 16-bit weights
+        units = np.ceil(lps) + 1.0  # ZeRO-3 gathers layer by layer (+ embeddings/heads)
+        ag_unit = units * topo.time(Collective.ALL_GATHER, gbytes / units, dp, tp)
+        rs_unit = units * topo.time(Collective.REDUCE_SCATTER, gbytes / units, dp, tp)
+        z0 = bucketed_exposed(ar_all, k, bwd)
+        z1 = bucketed_exposed(rs_all, k, bwd) + gather
+        z2 = mb * bucketed_exposed(rs_all, k, bwd) + gather
+        z3 = mb * (bucketed_exposed(ag_unit, units, fwd)
+                   + bucketed_exposed(ag_unit + rs_unit, units, bwd))
+        out = np.where(zero == ZeroStage.NONE, z0, np.where(
+            zero == ZeroStage.OPTIMIZER, z1, np.where(zero == ZeroStage.GRADIENTS, z2, z3)))
+        return out + tied
+
+    dp_comm = np.maximum(grad_sync(psi_first, fwd_first, bwd_first),
+                         grad_sync(psi_last, fwd_last, bwd_last))
+    psi_max = np.maximum(psi_first, psi_last)
+    shard = np.where(zero >= ZeroStage.OPTIMIZER, dp, 1)
+    optimizer = table.optimizer_per_param * psi_max / shard
+    accumulate = (mb - 1) * table.accumulate_per_param * psi_max / np.where(
+        zero >= ZeroStage.GRADIENTS, dp, 1)
+
+    c_slow = np.where(first_slow, c_first, c_last)
+    out: dict[str, np.ndarray] = {
+        "micro_batch": b,
+        "compute_s": mb * c_slow + accumulate,
+        "recompute_s": mb * lps * rec,
+        "tp_comm_s": mb * tp_stage,
+        "pp_comm_s": mb * p2p,
+        "bubble_s": bubble,
+        "dp_comm_s": dp_comm,
+        "optimizer_s": optimizer,
+    }
+    out["iteration_s"] = sum(out[k] for k in TIME_KEYS)
+    out["tokens_per_s"] = w.tokens / out["iteration_s"]
+    out["bubble_fraction"] = bubble_fraction(sch, pp, mb, v)
+
+    # memory of the first and the last stage; the device peak is the larger
+    kw: dict[str, Any] = dict(seq=w.seq, micro_batch=b, hidden=m.hidden, heads=m.heads,
+                              intermediate=m.intermediate, tp=tp, sp=sp, checkpoint=ck,
+                              act_bytes=ab, dropout=w.run.dropout)
+    per_layer = layer_activation_bytes(**kw)
+    working = recompute_working_bytes(**kw)
+    f_first, f_last = in_flight(sch, pp, mb, v)
+    edge_first, edge_last = edge_in_flight(sch, pp, mb)
+    es, hs = look(table.emb_saved), look(table.head_saved)
+    acts_first = lps * per_layer * f_first + es * edge_first + single * hs + working
+    acts_last = lps * per_layer * f_last + hs * edge_last + single * es + working
+    transient = look(table.transient)
+    static_kw: dict[str, Any] = dict(precision=w.precision, optimizer=w.optimizer,
+                                     layer_params=psi_layer)
+    s_first = zero_static_bytes(psi_first, dp, zero, **static_kw)
+    s_last = zero_static_bytes(psi_last, dp, zero, **static_kw)
+    tot_first = sum(s_first.values()) + acts_first + transient
+    tot_last = sum(s_last.values()) + acts_last + transient
+    first_peak = tot_first >= tot_last
+    for key in ("weights", "gradients", "optimizer_states"):
+        out[key] = np.where(first_peak, s_first[key], s_last[key])
+    out["activations"] = np.where(first_peak, acts_first, acts_last)
+    out["transient"] = transient
+    out["memory_bytes"] = np.maximum(tot_first, tot_last)
+    out["fits"] = out["memory_bytes"] <= cluster.memory_bytes
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutResult:
+    """One layout's predicted iteration: time parts, throughput, memory per device."""
+
+    layout: Layout
+    micro_batch: int
+    """Sequences per micro-batch per replica."""
+    iteration_s: float
+    tokens_per_s: float
+    time: dict[str, float]
+    """Seconds per part (`TIME_KEYS`, summing to iteration_s) plus recompute_s (in compute_s)."""
+    bubble_fraction: float
+    memory: dict[str, float]
+    """Bytes per part of the peak stage (`MEMORY_KEYS`), summing to memory_bytes."""
+    memory_bytes: float
+    memory_capacity: float
+    fits: bool
+    notes: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, the layout's fields included (enums as text)."""
+        out = asdict(self)
+        out["layout"] = {k: (v.value if isinstance(v, StrEnum) else int(v)
+                             if isinstance(v, ZeroStage) else v)
+                         for k, v in asdict(self.layout).items()}
+        return out
+
+
+def layout_arrays(layout: Layout) -> dict[str, np.ndarray]:
+    """One layout as the length-1 arrays `evaluate_arrays` takes."""
+    return {
+        "dp": np.array([layout.dp]), "tp": np.array([layout.tp]), "pp": np.array([layout.pp]),
+        "micro_batches": np.array([layout.micro_batches]),
+        "zero": np.array([int(layout.zero)]),
+        "checkpoint": np.array([layout.checkpoint.code]),
+        "sp": np.array([layout.sequence_parallel]),
+        "schedule": np.array([layout.schedule.code]),
+        "virtual_stages": np.array([layout.virtual_stages]),
+    }
+
+
+def evaluate(layout: Layout, workload: Workload, cluster: Cluster) -> LayoutResult:
+    """Predict one layout's iteration (see the module docstring); raises `BertscopeError`
+    when the layout does not fit the workload or cluster (`check_layout`)."""
+    check_layout(layout, workload, cluster)
+    r = {k: v[0] for k, v in evaluate_arrays(workload, cluster, layout_arrays(layout)).items()}
+    notes = (cluster.topology.notes,) if cluster.topology.notes else ()
+    return LayoutResult(
+        layout=layout, micro_batch=int(r["micro_batch"]), iteration_s=float(r["iteration_s"]),
+        tokens_per_s=float(r["tokens_per_s"]),
+        time={k: float(r[k]) for k in (*TIME_KEYS, "recompute_s")},
+        bubble_fraction=float(r["bubble_fraction"]),
+        memory={k: float(r[k]) for k in MEMORY_KEYS}, memory_bytes=float(r["memory_bytes"]),
+        memory_capacity=cluster.memory_bytes, fits=bool(r["fits"]), notes=notes)
+
+
+
+__all__ = ["DDP_BUCKET_BYTES", "MEMORY_KEYS", "TIME_KEYS", "LayoutResult", "evaluate",
+           "evaluate_arrays", "layout_arrays"]

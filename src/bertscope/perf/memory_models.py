@@ -1,0 +1,153 @@
+"""Bandwidth and launch-overhead models: what bounds the rows the tensor units do not.
+
+- `BandwidthEfficiency`: one saturating fraction of peak bandwidth for every row (the assumed
+  default of every device kind, and what microbenchmark calibration fits);
+- `CategoryBandwidthEfficiency`: its fitted kin, one (max, half-saturation) pair per category
+  of memory-bound op and optionally per phase family (`Phase.family`: recompute rows take the
+  forward entries), as fitted from measured op tables (`calibrate.fit_memory`);
+- `Overhead`: a fixed launch floor per execution, plus host time nothing overlaps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from bertscope.errors import BertscopeError
+from bertscope.optable import bytes_moved
+from bertscope.perf.device_profile import (
+    ASSUMED,
+    ModelBase,
+    per_launch,
+    register_model,
+    saturating,
+)
+from bertscope.taxonomy import gemm_mask, phase_families
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@register_model
+@dataclass(kw_only=True, frozen=True, slots=True)
+class BandwidthEfficiency(ModelBase):
+    """Achieved fraction of peak memory bandwidth, saturating in the bytes one launch moves:
+
+        fraction = max_fraction x B / (B + half_saturation_bytes)
+
+    so time = (B + B0) / (bandwidth x max): a launch pays the time to fill the memory pipeline
+    (Little's law: bytes in flight = bandwidth x latency) before it streams at full rate.
+    """
+
+    max_fraction: float
+    """Fraction of the datasheet bandwidth that large streaming kernels reach."""
+    half_saturation_bytes: float
+    """Bytes per launch at which half of `max_fraction` is reached (0: no size penalty)."""
+    source: str = ASSUMED
+    """Where the figures come from: "assumed default", or a calibration run."""
+
+    _bounds: ClassVar[dict[str, tuple[float, float]]] = {
+        "max_fraction": (1e-6, 1.0), "half_saturation_bytes": (0.0, 1e15)}
+
+    def __post_init__(self) -> None:
+        self._check()
+
+    def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """Fraction of peak bandwidth per row (rows moving no bytes get 1)."""
+        b = per_launch(rows, bytes_moved(rows))
+        return np.where(b > 0, self.max_fraction * saturating(b, self.half_saturation_bytes),
+                        1.0)
+
+
+@register_model
+@dataclass(kw_only=True, frozen=True, slots=True)
+class CategoryBandwidthEfficiency(ModelBase):
+    """`BandwidthEfficiency` with its own (max_fraction, half_saturation_bytes) per category
+    of memory-bound op, as fitted from measured op tables; categories not listed use the
+    defaults. GEMM rows get `gemm_fraction` (their time is the GEMM model's business)."""
+
+    per_category: dict[str, list[float]] = field(default_factory=dict)
+    """category (or "category@phase family": forward, which covers recompute; backward;
+    optimizer) -> [max_fraction, half_saturation_bytes]; the phase-specific entry wins."""
+    max_fraction: float = 1.0
+    """Default for categories not listed."""
+    half_saturation_bytes: float = 0.0
+    """Default for categories not listed."""
+    gemm_fraction: float = 1.0
+    """Bandwidth fraction of GEMM rows."""
+    source: str = "fitted"
+    """Where the figures come from."""
+
+    _bounds: ClassVar[dict[str, tuple[float, float]]] = {
+        "max_fraction": (1e-9, 1.0), "half_saturation_bytes": (0.0, 1e15),
+        "gemm_fraction": (1e-9, 1.0)}
+
+    def __post_init__(self) -> None:
+        self._check()
+        for cat, pair in self.per_category.items():
+            ok = (isinstance(pair, list | tuple) and len(pair) == 2
+                  and 0 < float(pair[0]) <= 1 and float(pair[1]) >= 0)
+            if not ok:
+                raise BertscopeError(f"CategoryBandwidthEfficiency: {cat}: expected "
+                                     f"[max_fraction in (0, 1], half_saturation_bytes >= 0], "
+                                     f"got {pair!r}")
+
+    def __hash__(self) -> int:
+        return self._hash()
+
+    def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """Fraction of peak bandwidth per row (rows moving no bytes get 1)."""
+        b = per_launch(rows, bytes_moved(rows))
+        cats = np.array([str(c) for c in np.asarray(rows["category"], dtype=object)],
+                        dtype=object)
+        keyed = cats + "@" + (phase_families(rows["phase"]) if "phase" in rows else "")
+        top = np.full(len(b), self.max_fraction, dtype=float)
+        half = np.full(len(b), self.half_saturation_bytes, dtype=float)
+        for key, (mx, h) in sorted(self.per_category.items(), key=lambda kv: "@" in kv[0]):
+            sel = (keyed == key) if "@" in key else (cats == key)  # category@phase wins
+            top[sel], half[sel] = float(mx), float(h)
+        f = top * np.where(half > 0, b / np.maximum(b + half, 1e-300), 1.0)
+        f = np.where(gemm_mask(cats), self.gemm_fraction, f)
+        return np.where(b > 0, f, 1.0)
+
+
+@register_model
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Overhead(ModelBase):
+    """A fixed cost per launch: `count` executions of a row cost count x seconds_per_launch.
+
+    It is a floor, not an addition (time = max(compute, memory, overhead)): the host
+    dispatches the next kernel while the device runs the current one, so an op costs its
+    launch time only when that exceeds its device time (eager PyTorch on small ops). Host
+    work that nothing overlaps (a CPU runs the framework and the ops one after the other) is
+    the separate, additive `host_seconds_per_launch`; calibration fits it from the gap
+    between measured iterations and the sum of their ops."""
+
+    seconds_per_launch: float
+    """Seconds per kernel launch (host dispatch plus launch latency)."""
+    host_seconds_per_launch: float = 0.0
+    """Host time per launch that *adds* to the op's time: the eager framework's work between
+    ops (Python, module hooks, the autograd engine, a profiler's bookkeeping) where nothing
+    overlaps it, as on a CPU, which runs both. 0 where the host runs ahead of the device."""
+    source: str = ASSUMED
+    """Where the figures come from: "assumed default", or a calibration run."""
+
+    _bounds: ClassVar[dict[str, tuple[float, float]]] = {
+        "seconds_per_launch": (0.0, 1.0), "host_seconds_per_launch": (0.0, 1.0)}
+
+    def __post_init__(self) -> None:
+        self._check()
+
+    def seconds(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """count x seconds_per_launch per row."""
+        return np.asarray(rows["count"], dtype=float) * self.seconds_per_launch
+
+    def host_seconds(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """count x host_seconds_per_launch per row."""
+        return np.asarray(rows["count"], dtype=float) * self.host_seconds_per_launch
+
+
+__all__ = ["BandwidthEfficiency", "CategoryBandwidthEfficiency", "Overhead"]

@@ -1,0 +1,123 @@
+"""Terminal report of the distributed model: one layout's time and memory, a search's ranking."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bertscope.parallel.layouts import MEMORY_KEYS, Cluster, LayoutResult, Workload
+from bertscope.parallel.search import SearchResult
+from bertscope.report.tables import binary, si
+
+_TIME_LABELS = {
+    "compute_s": "compute (incl. recompute, grad accumulation)",
+    "tp_comm_s": "tensor-parallel communication",
+    "pp_comm_s": "pipeline send/recv",
+    "bubble_s": "pipeline bubble",
+    "dp_comm_s": "data-parallel / ZeRO communication (exposed)",
+    "optimizer_s": "optimizer step",
+}
+_MEMORY_LABELS = {
+    "weights": "weights",
+    "gradients": "gradients",
+    "optimizer_states": "optimizer states (incl. fp32 master)",
+    "activations": "activations",
+    "transient": "largest transient buffer",
+}
+
+
+def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
+    topo = cluster.topology
+    dev = cluster.profile.device
+    console.print(
+        f"[bold]{escape(workload.model.name)}[/] global batch {workload.global_batch} x seq "
+        f"{workload.seq}, {workload.precision.value}, {workload.optimizer.value} on "
+        f"[bold]{cluster.devices} x {dev.sku}[/] ({dev.name})")
+    console.print(
+        f"topology {topo.name}: {topo.devices_per_node} per node on {topo.intra.name} "
+        f"({si(topo.intra.bandwidth, 'B/s')}/direction, {topo.intra.latency * 1e6:.3g} µs/hop), "
+        f"nodes on {topo.nics} x {topo.inter.name} ({si(topo.inter.bandwidth, 'B/s')}, "
+        f"{topo.inter.latency * 1e6:.3g} µs/hop); {topo.algorithm.value} collectives")
+    if topo.notes:
+        console.print(f"note: {topo.notes}")
+
+
+def print_layout(result: LayoutResult, workload: Workload, cluster: Cluster, console: Console,
+                 *, title: str = "Layout") -> None:
+    """Print one layout's iteration time split and memory per device."""
+    if title == "Layout":
+        _header(workload, cluster, console)
+    fits = "[green]fits[/]" if result.fits else "[red]does not fit[/]"
+    console.print(
+        f"[bold]{title}: {result.layout.label()}[/], micro-batch {result.micro_batch}: "
+        f"iteration [bold]{si(result.iteration_s, 's')}[/], [bold]{si(result.tokens_per_s)}"
+        f"[/] tokens/s, bubble {100 * result.bubble_fraction:.1f}% of the pipeline; memory "
+        f"{binary(result.memory_bytes)} of {binary(result.memory_capacity)} per device, {fits}")
+    t = Table(title="Iteration time per device", title_justify="left", header_style="bold")
+    for col in ("part", "time", "share"):
+        t.add_column(col, justify="left" if col == "part" else "right")
+    for key, label in _TIME_LABELS.items():
+        value = result.time[key]
+        t.add_row(label, si(value, "s"), f"{100 * value / result.iteration_s:.1f}%")
+        if key == "compute_s" and result.time["recompute_s"] > 0:
+            rec = result.time["recompute_s"]
+            t.add_row("  of which recompute", si(rec, "s"),
+                      f"{100 * rec / result.iteration_s:.1f}%")
+    t.add_row("[bold]iteration[/]", si(result.iteration_s, "s"), "100.0%")
+    m = Table(title="Memory per device (peak pipeline stage)", title_justify="left",
+              header_style="bold")
+    for col in ("part", "bytes", "share"):
+        m.add_column(col, justify="left" if col == "part" else "right")
+    for key in MEMORY_KEYS:
+        value = result.memory[key]
+        m.add_row(_MEMORY_LABELS[key], binary(value),
+                  f"{100 * value / result.memory_bytes:.1f}%")
+    m.add_row("[bold]total[/]", binary(result.memory_bytes), "100.0%")
+    m.add_row("device capacity", binary(result.memory_capacity), "")
+    console.print(t)
+    console.print(m)
+
+
+def print_search(result: SearchResult, workload: Workload, cluster: Cluster, console: Console,
+                 *, top: int = 10) -> None:
+    """Print a search's summary line and its top layouts."""
+    _header(workload, cluster, console)
+    console.print(f"searched [bold]{result.evaluated:,}[/] layouts in "
+                  f"{result.seconds * 1e3:.0f} ms; {result.fitting:,} fit in "
+                  f"{binary(cluster.memory_bytes)} per device")
+    if result.fitting == 0:
+        console.print("[red]no layout fits device memory[/]: try more devices, more "
+                      "micro-batches, or unpin --tp/--pp/--microbatches/--checkpoint")
+        frame = result.frame.nsmallest(top, "memory_bytes")
+        what = f"The {len(frame)} smallest-memory layouts"
+    else:
+        frame = result.frame[result.frame["fits"]].head(top)
+        what = f"Top {len(frame)} layouts by throughput"
+    t = Table(title=f"{what}: m micro-batches of b "
+                    f"sequences per replica; % columns are shares of the iteration; memory "
+                    f"per device", title_justify="left", header_style="bold",
+              box=box.SIMPLE_HEAD)
+    cols = ("dp", "tp", "pp", "sched", "m", "b", "zero", "ckpt", "tokens/s", "iter",
+            "comp%", "TP%", "PP%", "DP%", "bubble%", "opt%", "GiB")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("sched", "ckpt") else "right",
+                     no_wrap=True)
+    for r in frame.to_dict("records"):
+        it = r["iteration_s"]
+
+        def pct(key: str, it: float = it, r: dict = r) -> str:
+            return f"{100 * r[key] / it:.1f}"
+
+        sched = "-" if r["pp"] == 1 else r["schedule"] + (
+            f" v{r['virtual_stages']}" if r["virtual_stages"] > 1 else "")
+        t.add_row(str(r["dp"]), f"{r['tp']}{' sp' if r['sp'] else ''}", str(r["pp"]), sched,
+                  str(r["micro_batches"]), str(r["micro_batch"]), str(r["zero"]),
+                  r["checkpoint"], si(r["tokens_per_s"]), si(it, "s"), pct("compute_s"),
+                  pct("tp_comm_s"), pct("pp_comm_s"), pct("dp_comm_s"), pct("bubble_s"),
+                  pct("optimizer_s"), f"{r['memory_bytes'] / 2**30:.1f}")
+    console.print(t)
+
+
+__all__ = ["print_layout", "print_search"]

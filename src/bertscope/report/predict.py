@@ -1,0 +1,110 @@
+"""Terminal report of a prediction: headline, peaks, breakdowns, bounds and the slowest ops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bertscope.optable import OpTable
+from bertscope.perf.predict import by_bound, top_groups
+from bertscope.report.tables import binary, job_line, print_breakdowns, shape, si
+
+
+def _time(seconds: float) -> str:
+    return si(seconds, "s")
+
+
+def print_prediction(table: OpTable, console: Console, *, top: int = 10,
+                     unfused: OpTable | None = None) -> None:
+    """Print a predicted table: headline, peaks used, breakdowns by category, sublayer group,
+    phase and bound, and the slowest ops with their bounds. With `unfused`, also what fusion
+    bought against it."""
+    meta = table.meta
+    pred = meta["prediction"]
+    console.print(f"{job_line(table)} on [bold]{escape(pred['sku'])}[/] "
+                  f"({escape(pred['device'])})")
+    sources = sorted({m.get("source", "?") for m in pred["models"].values()})
+    console.print(
+        f"peaks: GEMMs {pred['gemm_format']} {si(pred['gemm_peak_flops'], 'FLOP/s')}, other "
+        f"ops {pred['vector_format']} {si(pred['vector_peak_flops'], 'FLOP/s')}, memory "
+        f"{si(pred['bandwidth'], 'B/s')}; efficiency models: {', '.join(sources)}")
+    for note in pred["notes"]:
+        console.print(f"note: {note}")
+    tps = pred["tokens_per_s"]
+    console.print(
+        f"[bold]predicted iteration {_time(pred['time_s'])}[/]   tokens/s "
+        f"{si(tps) if tps else '-'}   achieved {si(pred['achieved_flops'], 'FLOP/s')} "
+        f"({100 * pred['peak_fraction']:.1f}% of {pred['gemm_format']} peak)   roofline bound "
+        f"{_time(pred['roofline_s'])}")
+    if unfused is not None and "fusion" in meta:
+        fu = meta["fusion"]
+        before = unfused.meta["prediction"]["time_s"]
+        gain = 100 * (before - pred["time_s"]) / before if before > 0 else 0.0
+        console.print(
+            f"fusion: {fu['chains']} chains of {fu['ops_merged']} ops merged, "
+            f"{fu['launches_saved']:,} launches and {binary(fu['bytes_elided'])} of traffic "
+            f"saved: {_time(before)} -> {_time(pred['time_s'])} ({gain:.1f}% faster)")
+    print_breakdowns(table, console)
+    console.print(_bound_table(by_bound(table)))
+    if top > 0:
+        console.print(_top_table(table, top))
+
+
+def _bound_table(rows: dict[str, dict[str, Any]]) -> Table:
+    t = Table(title="By bound (what limits each op)", title_justify="left",
+              header_style="bold")
+    for col in ("bound", "ops", "launches", "time", "time %"):
+        t.add_column(col, justify="left" if col == "bound" else "right")
+    for bound, r in rows.items():
+        t.add_row(bound, str(r["rows"]), f"{r['launches']:,}", _time(r["time_s"]),
+                  f"{100 * r['time_share']:.1f}")
+    return t
+
+
+def _top_table(table: OpTable, n: int) -> Table:
+    total = float(np.nansum(table.columns["time_s"]))
+    t = Table(title=f"Top {n} ops by predicted time, summed over layers (shape: MxNxK\\[xbatch] "
+                    f"for GEMMs, else elements; eff = roofline time / predicted time)",
+              title_justify="left", header_style="bold")
+    for col in ("op", "layers", "phase", "shape", "FLOPs", "bytes", "FLOP/B", "time", "time %",
+                "bound", "eff"):
+        t.add_column(col, justify="left" if col in ("op", "phase", "bound") else "right",
+                     overflow="fold", no_wrap=col != "op")
+    for (name, phase), r in top_groups(table, n).rows():
+        eff = r["roofline_s"] / r["time_s"] if r["time_s"] > 0 else 1.0
+        intensity = r["flops"] / r["bytes"] if r["bytes"] > 0 else 0.0
+        t.add_row(escape(str(name)), str(r["layers"]) if r["layers"] else "-", str(phase), shape(r),
+                  si(r["flops"]), binary(r["bytes"]), f"{intensity:.1f}", _time(r["time_s"]),
+                  f"{100 * r['time_s'] / total:.2f}" if total > 0 else "-", str(r["bound"]),
+                  f"{100 * eff:.0f}%")
+    return t
+
+
+def print_devices(rows: list[dict[str, Any]], console: Console) -> None:
+    """Print the hardware catalog (`bertscope.hardware.list_devices()` rows)."""
+    t = Table(title="Device catalog (dense peaks)", title_justify="left", header_style="bold")
+    cols = ("name", "SKU", "kind", "bf16 TFLOP/s", "fp16 TFLOP/s", "fp32 TFLOP/s", "HBM GB/s",
+            "memory GB", "ridge FLOP/B")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("name", "SKU", "kind") else "right",
+                     no_wrap=col == "name")
+
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.4g}"
+
+    for r in rows:
+        ridge = (f"{r['ridge_FLOP_per_byte']:.0f} ({r['ridge_format']})"
+                 if r["ridge_FLOP_per_byte"] is not None else "-")
+        t.add_row(escape(r["name"]), escape(r["sku"]), r["kind"], num(r["bf16_TFLOPS"]),
+                  num(r["fp16_TFLOPS"]), num(r["fp32_TFLOPS"]), num(r["bandwidth_GBps"]),
+                  num(r["memory_GB"]), ridge)
+    console.print(t)
+    console.print("--device also takes a .toml/.json device file (same fields as the catalog) "
+                  "or a profile JSON with calibrated efficiency models.")
+
+
+__all__ = ["print_devices", "print_prediction"]

@@ -1,0 +1,91 @@
+"""Validation's reading side on the saved measurements of bench/results/validate_cpu (written
+before op-table rows had tp_split and pp_stage): loading, combining rounds, comparing, all
+without torch."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from bertscope.errors import BertscopeError
+from bertscope.perf.efficiency import load_profile
+from bertscope.studies.validate import (
+    MeasuredRun,
+    combine_rounds,
+    compare,
+    load_result,
+    table_from_doc,
+)
+from bertscope.taxonomy import PipelineStage, TensorSplit
+
+SAVED = Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu"
+STEM, CONFIG = "bert-small-4-256", "bert-small:4:256"
+
+
+def rounds() -> list[Path]:
+    return [SAVED / f"{STEM}.round{i}.json" for i in range(3)]
+
+
+def test_an_old_saved_result_loads_with_role_defaults() -> None:
+    doc = json.loads(rounds()[0].read_text())
+    assert "tp_split" not in doc["rows"][0]  # written before the role columns existed
+    r = load_result(rounds()[0])
+    assert isinstance(r, MeasuredRun)
+    assert len(r.table) == len(doc["rows"])
+    assert set(r.table.df["tp_split"]) == {TensorSplit.REPLICATED}
+    assert set(r.table.df["pp_stage"]) == {PipelineStage.STACK}
+    assert r.table.df["time_s"].sum() == pytest.approx(sum(x["time_s"] for x in doc["rows"]))
+    assert r.analytic.meta["producer"] == "analytic"
+    assert r.analytic.meta["run"]["batch"] == 4 and r.analytic.meta["run"]["seq"] == 256
+    assert r.meta["iteration_times_s"] == doc["meta"]["iteration_times_s"]
+    assert len(table_from_doc(doc, meta={})) == len(doc["rows"])
+
+
+def test_unreadable_results_are_one_error(tmp_path: Path) -> None:
+    with pytest.raises(BertscopeError, match="no such file"):
+        load_result(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(BertscopeError, match="not a bertscope profile result"):
+        load_result(bad)
+
+
+def test_rounds_combine_to_each_rows_median() -> None:
+    docs = [json.loads(p.read_text()) for p in rounds()]
+    c = combine_rounds([load_result(p) for p in rounds()])
+    assert isinstance(c, MeasuredRun)
+    assert c.meta["rounds"] == 3
+    every = [t for d in docs for t in d["meta"]["iteration_times_s"]]
+    assert c.meta["iteration_times_s"] == every
+    assert c.meta["iteration_s"] == statistics.median(every)
+    assert c.table.meta["iteration_s"] == c.meta["iteration_s"]
+    assert c.meta["op_time_s"] == pytest.approx(c.table.df["time_s"].sum())
+
+    def key(r: dict[str, object]) -> tuple[object, ...]:
+        return tuple(r[f] for f in ("name", "layer", "sublayer", "category", "phase", "m",
+                                    "n", "k", "batch", "elements"))
+
+    per_round = [{key(r): r["time_s"] for r in d["rows"]} for d in docs]
+    got = {key(r): r["time_s"] for r in c.table.df.to_dict(orient="records")}
+    assert set(got) == set().union(*per_round)
+    for k, t in got.items():
+        assert t == statistics.median(p.get(k, 0.0) for p in per_round)
+    one = load_result(rounds()[0])
+    assert combine_rounds([one]) is one
+
+
+def test_saved_validation_is_reproduced(tmp_path: Path) -> None:
+    """The recorded validation of this config, from its saved measurements and profile."""
+    report = json.loads((SAVED.parent / "validate_cpu.json").read_text())
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(report["profile"]))
+    got = compare(combine_rounds([load_result(p) for p in rounds()]), load_profile(path))
+    want = next(r for r in report["results"] if r["config"] == CONFIG)
+    assert got["config"] == CONFIG
+    for figure in ("measured_iteration_s", "measured_op_s", "predicted_s", "error",
+                   "predicted_op_s", "op_error", "max_share_error_pp"):
+        assert got[figure] == pytest.approx(want[figure], rel=1e-9, abs=1e-12), figure
+    assert got["per_op_mape"] == pytest.approx(want["per_op_mape"], rel=1e-9)
