@@ -14,16 +14,19 @@ class BertscopeError(ValueError):
     """Bad input (config, preset name, file, CLI value). The CLI prints it as one line, exit 2."""
 
 
-def parse_enum(kind: type[E], value: Any, what: str) -> E:
+def parse_enum(kind: type[E], value: Any, what: str, origin: str = "") -> E:
     """`value` as a member of the enum `kind` (a member, or its value); otherwise a
-    `BertscopeError` naming `what` and listing the choices."""
+    `BertscopeError` "ORIGIN: unknown WHAT 'value'; choose one of: ..." (no prefix without
+    `origin`)."""
     if isinstance(value, kind):
         return value
     try:
         return kind(value)
-    except ValueError:
+    except (ValueError, TypeError):
         choices = ", ".join(str(m.value) for m in kind)
-        raise BertscopeError(f"unknown {what} {value!r}; choose one of: {choices}") from None
+        where = f"{origin}: " if origin else ""
+        raise BertscopeError(f"{where}unknown {what} {value!r}; choose one of: "
+                             f"{choices}") from None
 
 
 def is_positive_int(value: Any) -> bool:

@@ -13,7 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, parse_enum
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,10 +29,7 @@ class Format(StrEnum):
 
 def export_format(value: str, p: Path) -> Format:
     """The export format named by `value` (a format or a file suffix), or a one-line error."""
-    try:
-        return Format(value.lower())
-    except ValueError:
-        raise BertscopeError(f"{p}: unknown format {value!r}; use csv, json or parquet") from None
+    return parse_enum(Format, value.lower(), "format", str(p))
 
 
 def frame_bytes(d: pd.DataFrame, fmt: Format, *, meta: dict[str, Any] | None = None,

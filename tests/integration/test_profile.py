@@ -21,6 +21,17 @@ from bertscope.measure.profile import profile  # noqa: E402
 GEMMS = [Category.GEMM, Category.BATCHED_GEMM]
 
 
+def _only_glue_unattributed(df) -> None:
+    """What stays unattributed is glue (views, casts, the mask and loss scalars), never real
+    work. Asserted on the rows, not on their time share, which moves with a shared machine's
+    load from run to run."""
+    ua = df[(df["sublayer"] == Sublayer.OTHER) & (df["phase"] != Phase.OPTIMIZER)]
+    assert set(ua["category"]) <= {Category.DATA_MOVEMENT, Category.ELEMENTWISE,
+                                   Category.OTHER}, ua
+    # the loss's scalar adds and the attention mask's B x T elementwise ops, at most
+    assert ua["flops"].sum() <= 1e-4 * df["flops"].sum(), ua
+
+
 def _gemm_flops(df, phases) -> float:
     g = df[df["category"].isin(GEMMS) & df["phase"].isin(phases)]
     return float(g["flops"].sum())
@@ -37,7 +48,8 @@ def test_measured_gemm_flops_and_phases_match_the_analytic_table(family: Family)
     # every encoder layer and every analytic sublayer shows up in the measurement
     assert set(got.loc[got["layer"] >= 0, "layer"]) == set(range(m.num_layers))
     assert set(want["sublayer"]) - {Sublayer.OTHER} <= set(got["sublayer"])
-    assert r.unattributed_share < 0.02
+    _only_glue_unattributed(got)
+    assert 0 <= r.unattributed_share < 1
     assert r.meta["iters"] == 1 and not r.meta["partial"]
 
 
@@ -73,7 +85,7 @@ def test_hugging_face_model_is_attributed_too() -> None:
     d = r.table.df
     assert _gemm_flops(d, [Phase.FORWARD]) == pytest.approx(
         _gemm_flops(build(m, run).df, [Phase.FORWARD]))
-    assert r.unattributed_share < 0.02
+    _only_glue_unattributed(d)
     # the attention core is split into score, softmax and context
     for sub in (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT):
         assert (d["sublayer"] == sub).any(), sub

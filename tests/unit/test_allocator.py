@@ -66,6 +66,7 @@ def test_profile_rejects_an_unknown_allocator_before_training() -> None:
     from bertscope.errors import BertscopeError
     from bertscope.measure.profile import profile
 
-    with pytest.raises(BertscopeError, match="unknown host allocator 'jemalloc'; use keep"):
+    with pytest.raises(BertscopeError,
+                       match="unknown host allocator 'jemalloc'; choose one of: keep, system"):
         profile(get_model("bert-tiny"), RunConfig(batch=1, seq=8), host_allocator="jemalloc")
     assert {a.value for a in HostAllocator} == {"keep", "system"}

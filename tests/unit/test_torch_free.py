@@ -25,7 +25,8 @@ _SCRIPT = textwrap.dedent("""
         yield name
         if hasattr(mod, "__path__"):
             for info in pkgutil.walk_packages(mod.__path__, name + "."):
-                yield info.name
+                if not info.name.endswith(".__main__"):  # importing it runs the command
+                    yield info.name
 
     imported, failed = [], {}
     for top in json.loads(sys.argv[1]):
@@ -71,6 +72,16 @@ def test_studies_import_without_torch() -> None:
     imported, failed, torch_loaded = _import_without_torch("bertscope.studies")
     assert failed == {}, failed
     assert {"bertscope.studies.validate", "bertscope.studies.ddp"} <= imported
+    assert not torch_loaded
+
+
+def test_the_command_line_and_reports_import_without_torch() -> None:
+    """`bertscope ops/predict/distributed/trace` work without torch; `profile`, `calibrate`
+    and `validate` refuse in one line when it is missing (`cli.options.need_torch`)."""
+    imported, failed, torch_loaded = _import_without_torch("bertscope.cli", "bertscope.report")
+    assert failed == {}, failed
+    assert {"bertscope.cli.profile", "bertscope.cli.options", "bertscope.report.predict"} \
+        <= imported
     assert not torch_loaded
 
 

@@ -367,8 +367,8 @@ def _recompute(ops: list[Op]) -> list[Op]:
 
 
 def encoder_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
-    """All rows of one training iteration (one optimizer step) of an encoder model."""
-    run.check(m)
+    """All rows of one training iteration (one optimizer step) of an encoder model. The pair
+    is checked where it is made (`Job`, `parallel.Workload`), not here."""
     ab = run.precision.act_bytes
     emb = _embeddings(m, run, ab)
     heads = _heads(m, run, ab)

@@ -28,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from bertscope.errors import BertscopeError, is_positive_number
+from bertscope.errors import BertscopeError, is_positive_number, parse_enum
 
 
 class NumberFormat(StrEnum):
@@ -358,9 +358,4 @@ def _number_format(fmt: NumberFormat | str, device: str) -> NumberFormat:
     """Coerce a format name to `NumberFormat`, with a clear error listing the choices."""
     if isinstance(fmt, NumberFormat):
         return fmt
-    try:
-        return NumberFormat(str(fmt).lower())
-    except ValueError:
-        choices = ", ".join(f.value for f in NumberFormat)
-        raise BertscopeError(f"device {device!r}: unknown number format {fmt!r}; "
-                             f"choose one of: {choices}") from None
+    return parse_enum(NumberFormat, str(fmt).lower(), "number format", f"device {device!r}")

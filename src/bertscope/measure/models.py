@@ -345,7 +345,6 @@ class EncoderForPretraining(nn.Module):
 
 def build_model(model: ModelConfig, run: RunConfig) -> EncoderForPretraining:
     """The reference model for a run: dropout, checkpointing and MLM rows from `run`."""
-    run.check(model)
     return EncoderForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
                                  checkpointing=run.checkpointing,
                                  masked_lm_only=run.masked_lm_only)

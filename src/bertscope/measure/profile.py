@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 from bertscope.analytic import build
-from bertscope.config import Family, ModelConfig, Precision, RunConfig
-from bertscope.errors import BertscopeError
+from bertscope.config import Family, Job, ModelConfig, Precision, RunConfig
+from bertscope.errors import BertscopeError, parse_enum
 from bertscope.io import atomic_path, atomic_write
 from bertscope.measure.allocator import HostAllocator, keep_freed_memory
 from bertscope.measure.allocator import host_allocator as current_allocator
@@ -251,16 +251,9 @@ def profile(
     `Analyze`)."""
     if iters < 1 or warmup < 0:
         raise BertscopeError(f"need --iters >= 1 and --warmup >= 0, got {iters} and {warmup}")
-    try:
-        statistic = Statistic(statistic)
-    except ValueError:
-        raise BertscopeError(f"unknown statistic {statistic!r}; use mean or median") from None
-    try:
-        host_allocator = HostAllocator(host_allocator)
-    except ValueError:
-        raise BertscopeError(f"unknown host allocator {host_allocator!r}; use keep or "
-                             f"system") from None
-    run.check(m)
+    statistic = parse_enum(Statistic, statistic, "statistic")
+    host_allocator = parse_enum(HostAllocator, host_allocator, "host allocator")
+    Job(model=m, run=run)  # the pair's one check: the sequence fits the positions
     if hf and m.family is Family.ALBERT and not m.share_layers:
         raise BertscopeError("Hugging Face ALBERT shares its layers; set share_layers")
     dev = resolve_device(device)

@@ -55,9 +55,6 @@ _WHY = {
     (Precision.FP16, F.BF16): "no fp16 units: 16-bit matmuls run in bf16",
     (Precision.FP16, F.FP32): "no fp16 or bf16 peak: fp16 matmuls take the fp32 path",
 }
-GEMM_CATEGORIES = tuple(c for c in Category if c.is_gemm)
-"""Categories held to the tensor-unit peak: those with `Category.is_gemm`, for importers that
-still take them from here (a column of rows is tested with `bertscope.taxonomy.gemm_mask`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,4 +134,4 @@ def roofline(rows: Mapping[str, Any] | pd.DataFrame,
     return out
 
 
-__all__ = ["GEMM_CATEGORIES", "Peaks", "roofline", "row_peaks", "select_peaks"]
+__all__ = ["Peaks", "roofline", "row_peaks", "select_peaks"]
