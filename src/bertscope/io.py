@@ -54,25 +54,43 @@ def frame_bytes(d: pd.DataFrame, fmt: Format, *, meta: dict[str, Any] | None = N
     return buf.getvalue()
 
 
-def check_folder(path: str | Path | None) -> None:
-    """Raise the usual one-line error when the folder `path` would be written into is missing
-    (call it before long work, so bad output paths fail first)."""
+def check_output(path: str | Path | None, *, folder: bool = False) -> None:
+    """Refuse, in one line, an output path bertscope could not write, before any work starts:
+    its folder missing, the path an existing folder (or, with `folder`, an existing file), or
+    a place where no file can be created (read-only, /proc). Nothing is left behind."""
     if path is None:
         return
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise BertscopeError(f"{p}: folder {parent} does not exist; create it first")
+    if folder:
+        if p.exists() and not p.is_dir():
+            raise BertscopeError(f"{p}: exists and is not a folder; give a folder path")
+        return
+    if p.is_dir():
+        raise BertscopeError(f"{p}: is a folder; give a file path")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".probe")
+    except OSError as e:
+        raise BertscopeError(f"{p}: cannot create a file in {parent} ({e.strerror or e}); "
+                             f"choose a writable folder") from None
+    os.close(fd)
+    Path(probe).unlink(missing_ok=True)
 
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[str]:
     """A temporary path beside `path` to write into; on success it replaces `path` whole,
-    on failure it is removed. Readers see the old file or the whole new one, never half."""
+    on failure it is removed. Readers see the old file or the whole new one, never half.
+    A failure of the file system (full disk, no permission) is a one-line `BertscopeError`."""
     path = Path(path)
-    check_folder(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else Path("."),
-                               prefix=f".{path.name}.", suffix=".tmp")
+    check_output(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else Path("."),
+                                   prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise BertscopeError(f"{path}: cannot write ({e.strerror or e})") from None
     os.close(fd)
     try:
         umask = os.umask(0)
@@ -80,6 +98,9 @@ def atomic_path(path: str | Path) -> Iterator[str]:
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
         yield tmp
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise BertscopeError(f"{path}: cannot write ({e.strerror or e})") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -93,5 +114,44 @@ def atomic_write(path: str | Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-__all__ = ["Format", "atomic_path", "atomic_write", "check_folder", "export_format",
-           "frame_bytes"]
+def write_or_rescue(path: str | Path, data: bytes) -> Path:
+    """Write a finished measurement to `path` atomically; if that fails, save it to a rescue
+    file in the temporary folder instead and raise a one-line error that says where, so the
+    measurement is never lost to a failed write."""
+    try:
+        atomic_write(path, data)
+        return Path(path)
+    except BertscopeError as e:
+        p = Path(path)
+        fd, rescue = tempfile.mkstemp(prefix=f"bertscope-rescued-{p.stem}-",
+                                      suffix=p.suffix or ".json")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        raise BertscopeError(f"{e}; the result was saved to {rescue} instead") from None
+
+
+MAX_INPUT_BYTES = 256 * 2**20
+"""Largest config, device, pattern or profile file bertscope reads (256 MiB); traces are
+streamed and have no such cap."""
+
+
+def read_text(path: str | Path, *, limit: int = MAX_INPUT_BYTES) -> str:
+    """A UTF-8 input file's text, read with a size cap (a /dev/zero or a huge file is refused
+    in one line, not read until memory runs out)."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise BertscopeError(f"{p}: cannot read ({e.strerror or e})") from None
+    if len(data) > limit:
+        raise BertscopeError(f"{p}: larger than {limit // 2**20} MiB; not a bertscope input "
+                             f"file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BertscopeError(f"{p}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+
+
+__all__ = ["MAX_INPUT_BYTES", "Format", "atomic_path", "atomic_write", "check_output",
+           "export_format", "frame_bytes", "read_text", "write_or_rescue"]

@@ -11,6 +11,7 @@ import pytest
 from bertscope import io as bertscope_io
 from bertscope.analytic import ops
 from bertscope.cli import main
+from bertscope.errors import BertscopeError
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -89,7 +90,7 @@ def test_failed_export_leaves_old_file_whole(tmp_path, monkeypatch) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(bertscope_io.os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(BertscopeError, match=r"t.csv: cannot write \(disk full\)"):
         table.export(path)
     assert path.read_text() == "old contents\n"
     assert os.listdir(tmp_path) == ["t.csv"]  # no temp file left behind

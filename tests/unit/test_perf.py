@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from bertscope.analytic import build, ops, param_groups
-from bertscope.config import Optimizer, Precision, RunConfig
+from bertscope.config import Job, Optimizer, Precision, RunConfig, get_model
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, catalog, load_device
 from bertscope.optable import Op, OpTable
@@ -61,7 +61,8 @@ def _ideal(device: Device, *, gemm: float = 1.0, w0: float = 0.0, d0: float = 0.
 
 
 def _table(*rows: Op, precision: str = "fp32") -> OpTable:
-    return OpTable.from_ops(rows, {"run": {"precision": precision, "batch": 1, "seq": 1}})
+    job = Job(model=get_model("bert-tiny"), run=RunConfig(batch=1, seq=1, precision=precision))
+    return OpTable.from_ops(rows, {}, job=job)
 
 
 N = 1024

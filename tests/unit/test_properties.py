@@ -158,7 +158,7 @@ def test_predicted_time_never_falls_below_the_roofline(table, profile) -> None:
     assert (d["time_s"] >= d["roofline_s"] * (1 - 1e-12)).all()
     assert d["time_s"].notna().all()
     # each term on its own, so that a larger one cannot hide a violation
-    ideal = roofline(d, select_peaks(profile.device, table.meta["run"]["precision"]))
+    ideal = roofline(d, select_peaks(profile.device, table.run.precision))
     assert (d["compute_s"] >= ideal["compute_s"] * (1 - 1e-12)).all()
     assert (d["memory_s"] >= ideal["memory_s"] * (1 - 1e-12)).all()
 

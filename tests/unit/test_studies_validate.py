@@ -39,7 +39,7 @@ def test_an_old_saved_result_loads_with_role_defaults() -> None:
     assert set(r.table.df["pp_stage"]) == {PipelineStage.STACK}
     assert r.table.df["time_s"].sum() == pytest.approx(sum(x["time_s"] for x in doc["rows"]))
     assert r.analytic.meta["producer"] == "analytic"
-    assert r.analytic.meta["run"]["batch"] == 4 and r.analytic.meta["run"]["seq"] == 256
+    assert r.analytic.run.batch == 4 and r.analytic.run.seq == 256
     assert r.meta["iteration_times_s"] == doc["meta"]["iteration_times_s"]
     assert len(table_from_doc(doc, meta={})) == len(doc["rows"])
 

@@ -41,7 +41,6 @@ def build(m: ModelConfig | Job, run: RunConfig | None = None) -> OpTable:
     mem = memory_estimate(job.model, job.run, rows)
     meta = {
         "producer": "analytic",
-        **job.as_dict(),  # TRANSITION: consumers move to table.job
         "params": parameter_count(job.model),
         "memory": mem.as_dict(),
     }

@@ -11,7 +11,7 @@ import typer
 
 from bertscope.cli.options import need_torch
 from bertscope.errors import BertscopeError
-from bertscope.io import atomic_write, check_folder
+from bertscope.io import atomic_write, check_output
 from bertscope.report.tables import make_console
 from bertscope.trace.attribute import Statistic
 
@@ -28,7 +28,7 @@ def calibrate_cmd(
     """Microbenchmark the local device and fit its efficiency models (optionally to measured
     op tables); `bertscope predict --device FILE` then uses the profile."""
     need_torch("this command")
-    check_folder(output)
+    check_output(output)
     from bertscope.report.studies import print_calibration
     from bertscope.studies.calibrate import calibrate_local
     from bertscope.studies.validate import load_result
@@ -65,7 +65,7 @@ def validate_cmd(
     """Profile calibration configs, fit the model, then predict held-out configs and compare:
     per-config error, MAPE, per-category share error, per-op error."""
     need_torch("this command")
-    check_folder(output)
+    check_output(output)
     if results_dir is not None and not results_dir.is_dir():
         raise BertscopeError(f"--results-dir {results_dir}: no such folder; create it first")
     from bertscope.report.studies import print_validation

@@ -12,7 +12,7 @@ from rich.console import Console
 from bertscope.cli.options import TopOpt, job_command, need_torch
 from bertscope.config import HostAllocator, Job
 from bertscope.errors import BertscopeError
-from bertscope.io import check_folder
+from bertscope.io import check_output
 from bertscope.report.tables import make_console
 from bertscope.trace.attribute import Statistic
 
@@ -51,7 +51,7 @@ def profile_cmd(
 ) -> None:
     """Run real pretraining iterations under torch.profiler and break them down."""
     for path in (output, trace_out):  # fail before minutes of work, not after
-        check_folder(path)
+        check_output(path)
     if threads is not None and threads < 1:
         raise BertscopeError(f"--threads must be >= 1, got {threads}")
     if nproc < 1:

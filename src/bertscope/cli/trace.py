@@ -11,7 +11,7 @@ from rich.console import Console
 
 from bertscope.cli.options import TopOpt, check_top
 from bertscope.errors import BertscopeError
-from bertscope.io import Format, atomic_write, check_folder, export_format
+from bertscope.io import Format, atomic_write, check_output, export_format
 
 TABLE = "table"
 """`--format table`: the terminal report (the default without a file-format suffix)."""
@@ -42,7 +42,7 @@ def trace_cmd(
     file_format = None if fmt.lower() == TABLE else export_format(fmt, where)
     if file_format is Format.PARQUET and output is None:
         raise BertscopeError("parquet is binary: give --output FILE.parquet")
-    check_folder(output)
+    check_output(output)
     result = analyze_trace(path, rank=rank, patterns=patterns)
     if file_format is None:
         from bertscope.report.tables import make_console

@@ -33,7 +33,7 @@ from torch import nn
 from bertscope.analytic import build
 from bertscope.config import Family, Job, ModelConfig, Precision, RunConfig
 from bertscope.errors import BertscopeError, parse_enum
-from bertscope.io import atomic_path, atomic_write
+from bertscope.io import atomic_path, write_or_rescue
 from bertscope.measure.allocator import HostAllocator, keep_freed_memory
 from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
@@ -86,14 +86,15 @@ class ProfileResult:
             "time_s", ascending=False)
 
     def write_json(self, path: str | Path) -> Path:
-        """Write the result (meta, measured rows, comparison) atomically as JSON."""
+        """Write the result (meta, measured rows, comparison) atomically as JSON; if `path`
+        cannot be written, the result goes to a rescue file and the one-line error says where
+        (a finished measurement is never lost)."""
         rows = json.loads(self.table.df.to_json(orient="records"))
         comp = json.loads(self.comparison().reset_index().to_json(orient="records"))
         meta = meta_with_job(self.meta, self.table.job)
         doc = {"meta": _strict(meta), "rows": rows, "comparison": comp}
-        p = Path(path)
-        atomic_write(p, json.dumps(doc, indent=1, default=str, allow_nan=False).encode())
-        return p
+        return write_or_rescue(path, json.dumps(doc, indent=1, default=str,
+                                                allow_nan=False).encode())
 
 
 def _strict(obj: Any) -> Any:
@@ -320,8 +321,6 @@ def profile(
 
     table = OpTable.from_ops(attr.ops(len(done), statistic), {
         "producer": "profile",
-        "model": analytic.meta["model"],  # TRANSITION: consumers move to table.job
-        "run": analytic.meta["run"],
         "params": analytic.meta["params"],
     }, job=analytic.job)
     d = table.df

@@ -25,7 +25,7 @@ import numpy as np
 from bertscope.config import from_dict
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, device_from_dict
-from bertscope.io import atomic_write
+from bertscope.io import write_or_rescue
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -223,10 +223,9 @@ class DeviceProfile:
         return cls.from_dict(raw, origin=origin)
 
     def save(self, path: str | Path) -> Path:
-        """Write the profile as JSON, atomically."""
-        p = Path(path)
-        atomic_write(p, (self.to_json() + "\n").encode())
-        return p
+        """Write the profile as JSON, atomically; on a failed write the profile goes to a
+        rescue file and the one-line error says where (calibration is not lost)."""
+        return write_or_rescue(path, (self.to_json() + "\n").encode())
 
     @classmethod
     def load(cls, path: str | Path) -> DeviceProfile:

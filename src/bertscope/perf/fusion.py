@@ -50,8 +50,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bertscope.config import Precision
-from bertscope.errors import BertscopeError, parse_enum
+from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable, as_column, bytes_moved, intensity
 from bertscope.taxonomy import Category, Phase, PhaseFamily, Sublayer
 
@@ -217,11 +216,10 @@ def fuse(table: OpTable) -> OpTable:
     meta["fusion"] (chains, launches saved, bytes elided). A fused table is returned as is."""
     if table.meta.get("fusion"):
         return table.with_columns({})
-    precision = table.meta.get("run", {}).get("precision")
-    if precision is None:
-        raise BertscopeError("fuse needs the run precision (meta['run']['precision']) to size "
-                             "the tensors a chain keeps on chip")
-    act_bytes = parse_enum(Precision, precision, "run precision").act_bytes
+    if table.job is None:
+        raise BertscopeError("fuse needs the table's run (its precision sizes the tensors a "
+                             "chain keeps on chip): build it with a job")
+    act_bytes = table.run.precision.act_bytes
     src = table.columns
     columns = list(src)
     records = [dict(zip(columns, values, strict=True))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bertscope.errors import BertscopeError
-from bertscope.io import atomic_write, check_folder
+from bertscope.io import atomic_write, check_output
 from bertscope.optable import OpTable
 from bertscope.taxonomy import Category
 
@@ -52,7 +52,7 @@ def plot_roofline(table: OpTable, path: str | Path, *, title: str | None = None)
     pred = table.meta.get("prediction")
     if not pred or "time_s" not in table.df.columns:
         raise BertscopeError("plot_roofline needs a predicted table; run perf.predict first")
-    check_folder(p)
+    check_output(p)
     Figure, Line2D = _matplotlib()
 
     d = table.df
@@ -119,10 +119,10 @@ def plot_roofline(table: OpTable, path: str | Path, *, title: str | None = None)
     ax.set_ylabel("achieved FLOP/s (predicted)")
     ax.grid(True, which="major", ls=":", lw=0.5)
     if title is None:
-        meta_run = table.meta.get("run", {})
-        model = table.meta.get("model", {}).get("name", "model")
         fused = ", fused" if pred.get("fused") else ""
-        title = (f"{model} b{meta_run.get('batch')} s{meta_run.get('seq')} "
+        job = (f"{table.model.name} b{table.run.batch} s{table.run.seq}"
+               if table.job is not None else "op table")
+        title = (f"{job} "
                  f"{pred['precision']}{fused} on {pred['sku']}: "
                  f"{_ms(pred['time_s'])} per iteration (predicted)")
     ax.set_title(title, fontsize=10)

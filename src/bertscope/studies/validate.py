@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from bertscope.config import ModelConfig, RunConfig, get_model
+from bertscope.config import Job, ModelConfig, RunConfig, get_model
 from bertscope.errors import BertscopeError
 from bertscope.optable import Combine, Op, OpTable, combine
 from bertscope.perf.calibrate import KEYS, join_keys, joined
@@ -102,8 +102,7 @@ class MeasuredRun:
 
 def config_name(result: Measurement) -> str:
     """"model:batch:seq" of a measured run."""
-    return (f"{result.meta['model']['name']}:{result.meta['run']['batch']}:"
-            f"{result.meta['run']['seq']}")
+    return f"{result.table.model.name}:{result.table.run.batch}:{result.table.run.seq}"
 
 
 def compare(result: Measurement, profile: DeviceProfile) -> dict[str, Any]:
@@ -149,11 +148,17 @@ def compare(result: Measurement, profile: DeviceProfile) -> dict[str, Any]:
 
 def table_from_doc(doc: Mapping[str, Any], meta: dict[str, Any] | None = None) -> OpTable:
     """The measured op table of a saved result document ({"meta": ..., "rows": [...]}, as
-    `ProfileResult.write_json` writes it): columns a row lacks (those added since it was
+    `ProfileResult.write_json` writes it), its job parsed back from the doc's "model" and
+    "run" (none when the doc has neither): columns a row lacks (those added since it was
     written, e.g. tp_split and pp_stage) take `Op`'s defaults; columns that are no `Op`
-    field (intensity) are recomputed or dropped. `meta`: the table's (default: the doc's)."""
+    field (intensity) are recomputed or dropped. `meta`: the table's (default: the doc's,
+    the job's fields left out: the table carries it typed)."""
     rows = [Op(**{k: r[k] for k in Op._fields if k in r}) for r in doc["rows"]]
-    return OpTable.from_ops(rows, doc["meta"] if meta is None else meta)
+    saved = doc.get("meta", {})
+    job = Job.from_dict(saved) if "model" in saved or "run" in saved else None
+    if meta is None:
+        meta = {k: v for k, v in saved.items() if k not in ("model", "run")}
+    return OpTable.from_ops(rows, meta, job=job)
 
 
 def load_result(path: str | Path) -> MeasuredRun:
@@ -163,10 +168,9 @@ def load_result(path: str | Path) -> MeasuredRun:
     p = Path(path)
     try:
         doc = json.loads(p.read_text())
-        meta = doc["meta"]
-        m = ModelConfig(**meta["model"])
-        run = RunConfig(**meta["run"])
         table = table_from_doc(doc)
+        meta = table.meta
+        m, run = table.model, table.run
     except FileNotFoundError:
         raise BertscopeError(f"{p}: no such file") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
