@@ -14,7 +14,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bertscope.errors import BertscopeError, check_positive_ints, parse_enum
+from bertscope.errors import BertscopeError, check_positive_ints, is_positive_int, parse_enum
+from bertscope.io import read_text
 
 
 class Family(StrEnum):
@@ -101,6 +102,12 @@ class Checkpoint(StrEnum):
         return list(Checkpoint).index(self)
 
 
+MODEL_LIMITS = {"num_layers": 10_000, "hidden": 2**20, "heads": 2**16, "intermediate": 2**22,
+                "vocab_size": 2**24, "max_positions": 2**24, "type_vocab_size": 2**16}
+"""Largest model sizes accepted (a few orders of magnitude beyond the largest published
+Transformers: GPT-3 96 layers, hidden 12,288; PaLM vocab 256k); bigger is refused in one line."""
+
+
 @dataclass(kw_only=True, slots=True, frozen=True)
 class ModelConfig:
     """An encoder Transformer (BERT, RoBERTa or ALBERT) as its sizes.
@@ -138,9 +145,9 @@ class ModelConfig:
     def __post_init__(self) -> None:
         check_positive_ints(self, ("num_layers", "hidden", "heads", "intermediate",
                                    "vocab_size", "max_positions", "type_vocab_size"),
-                            f"model {self.name!r}: ")
+                            f"model {self.name!r}: ", limits=MODEL_LIMITS)
         if self.embedding_size is not None and (
-            not isinstance(self.embedding_size, int) or self.embedding_size <= 0
+            not is_positive_int(self.embedding_size) or self.embedding_size > 2**20
         ):
             raise BertscopeError(f"model {self.name!r}: embedding_size must be a positive "
                                  f"integer or None, got {self.embedding_size!r}")
@@ -199,7 +206,8 @@ class RunConfig:
     position (Hugging Face's BertForPreTraining)."""
 
     def __post_init__(self) -> None:
-        check_positive_ints(self, ("batch", "seq", "micro_batches"))
+        check_positive_ints(self, ("batch", "seq", "micro_batches"),
+                            limits={"batch": 2**31, "micro_batches": 2**20})
         object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
         object.__setattr__(self, "optimizer", parse_enum(Optimizer, self.optimizer, "optimizer"))
 
@@ -323,13 +331,10 @@ def from_hf_config(path: str | Path) -> ModelConfig:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
+    text = read_text(p, missing="give a preset name (see `bertscope models`) or a path to a "
+                              "Hugging Face config.json")
     try:
-        raw = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise BertscopeError(f"{p}: no such file; give a preset name (see `bertscope models`) "
-                             f"or a path to a Hugging Face config.json") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise BertscopeError(f"{p}: cannot read: {e}") from None
+        raw = json.loads(text)
     except json.JSONDecodeError as e:
         raise BertscopeError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); "
                              f"give a Hugging Face config.json") from None

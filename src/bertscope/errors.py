@@ -40,14 +40,26 @@ def is_positive_number(value: Any) -> bool:
             and math.isfinite(value) and value > 0)
 
 
-def check_positive_ints(obj: Any, names: tuple[str, ...], prefix: str = "") -> None:
-    """Raise `BertscopeError` unless each attribute `names` of `obj` is a positive integer;
-    the message starts with `prefix` (e.g. "model 'x': ")."""
+MAX_SIZE = 2**40
+"""Largest size bertscope accepts for any count (layers, hidden, batch, sequence, devices, global
+batch, ...): about 1.1e12, far beyond any real model or run, small enough that products of a
+few sizes stay exact in float64 and fit numpy's int64."""
+
+
+def check_positive_ints(obj: Any, names: tuple[str, ...], prefix: str = "", *,
+                        limits: dict[str, int] | None = None) -> None:
+    """Raise `BertscopeError` unless each attribute `names` of `obj` is an integer in
+    [1, limit] (`limits[name]`, default `MAX_SIZE`); the message starts with `prefix` (e.g.
+    "model 'x': ") and states the cap when one is exceeded."""
     for name in names:
         value = getattr(obj, name)
         if not is_positive_int(value):
             raise BertscopeError(f"{prefix}{name} must be a positive integer, got {value!r}")
+        cap = (limits or {}).get(name, MAX_SIZE)
+        if value > cap:
+            raise BertscopeError(f"{prefix}{name} {value} exceeds the supported maximum "
+                                 f"{cap:,}")
 
 
-__all__ = ["BertscopeError", "check_positive_ints", "is_positive_int", "is_positive_number",
-           "parse_enum"]
+__all__ = ["MAX_SIZE", "BertscopeError", "check_positive_ints", "is_positive_int",
+           "is_positive_number", "parse_enum"]

@@ -135,10 +135,15 @@ MAX_INPUT_BYTES = 256 * 2**20
 streamed and have no such cap."""
 
 
-def read_text(path: str | Path, *, limit: int = MAX_INPUT_BYTES) -> str:
-    """A UTF-8 input file's text, read with a size cap (a /dev/zero or a huge file is refused
-    in one line, not read until memory runs out)."""
+def read_text(path: str | Path, *, limit: int = MAX_INPUT_BYTES, missing: str = "") -> str:
+    """A UTF-8 input file's text, read with a size cap: a device such as /dev/zero, a folder
+    or a huge file is refused in one line, not read until memory runs out. `missing`: the
+    hint after "no such file; " when the file does not exist."""
     p = Path(path)
+    if not p.exists():
+        raise BertscopeError(f"{p}: no such file" + (f"; {missing}" if missing else ""))
+    if not p.is_file():
+        raise BertscopeError(f"{p}: not a regular file; give the path of a file")
     try:
         with open(p, "rb") as f:
             data = f.read(limit + 1)

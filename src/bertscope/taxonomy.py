@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from bertscope.errors import BertscopeError
+from bertscope.io import read_text
 
 
 class Phase(StrEnum):
@@ -245,10 +246,7 @@ def builtin_patterns() -> tuple[Pattern, ...]:
 def load_patterns(path: str | Path) -> tuple[Pattern, ...]:
     """A user pattern file (same shape as the built-in one)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise BertscopeError(f"{p}: cannot read pattern file ({e.strerror})") from None
+    text = read_text(p, missing="give the path of a TOML file of [[pattern]] rows")
     return _parse_patterns(text, str(p))
 
 

@@ -17,8 +17,8 @@ ALLOWED: dict[str, set[str]] = {
     # the ground floor knows no producer, consumer or screen
     "errors": set(),
     "io": {"errors"},
-    "config": {"errors"},
-    "taxonomy": {"errors"},
+    "config": {"errors", "io"},
+    "taxonomy": {"errors", "io"},
     "optable": {"config", "taxonomy", "io", "errors"},
     "hardware": GROUND,
     # producers

@@ -77,7 +77,7 @@ def test_rank_and_patterns(tmp_path: Path) -> None:
     ([CUDA, "--rank", "4"], "rank 0, not rank 4"),
     ([CUDA, "--top", "-1"], "--top must be"),
     ([CUDA, "--output", "/nonexistent/dir/x.csv"], "does not exist"),
-    ([CUDA, "--patterns", "/nonexistent/p.toml"], "cannot read pattern file"),
+    ([CUDA, "--patterns", "/nonexistent/p.toml"], "p.toml: no such file"),
 ])
 def test_errors(args: list[str], needle: str) -> None:
     with pytest.raises(BertscopeError, match=needle):

@@ -375,7 +375,7 @@ def encoder_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
     layer0 = _layer(m, run, ab, 0)
     fwd0, bwd0 = layer0.fwd, layer0.bwd()
     layers_fwd: list[Op] = []
-    layers_bwd: list[Op] = []
+    blocks: list[list[Op]] = []  # each layer's backward rows, first layer first
     for i in range(m.num_layers):
         fwd = [op._replace(layer=i) for op in fwd0] if i else fwd0
         bwd = [op._replace(layer=i) for op in bwd0] if i else bwd0
@@ -383,7 +383,8 @@ def encoder_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
         block = (_recompute(fwd) if run.checkpointing else []) + bwd
         if m.share_layers and i > 0:
             block.append(_shared_grad_sum(m, ab, i))
-        layers_bwd = block + layers_bwd  # backward runs the last layer first
+        blocks.append(block)
+    layers_bwd = [op for block in reversed(blocks) for op in block]  # last layer first
     micro = emb.fwd + layers_fwd + heads.fwd + heads.bwd() + layers_bwd + emb.bwd()
     rows = [_times(op, run.micro_batches) for op in micro] if run.micro_batches > 1 else micro
     if run.micro_batches > 1:

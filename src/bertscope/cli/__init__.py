@@ -8,6 +8,7 @@ exit code 2.
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -31,8 +32,26 @@ for _module in (ops, profile, predict, calibrate, distributed, trace):
     _module.register(app)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM is handled as Ctrl-C: a measurement in progress keeps what it finished."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app; bad input becomes one line on stderr and exit code 2."""
+    """Entry point: run the app. Exit codes: 0 done; 2 bad input (one line on stderr, nothing
+    written); 130 interrupted by SIGINT or SIGTERM (a profile keeps its partial result)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
+        return _run(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         rv = app(args=argv, standalone_mode=False)
     except BertscopeError as e:

@@ -13,6 +13,7 @@ from bertscope.cli.options import (
     LayoutCheckpointOpt,
     LayoutMicroBatchesOpt,
     MicroBatchesAlias,
+    check_export,
     check_suffix,
     check_top,
     job_command,
@@ -64,6 +65,7 @@ def distributed_cmd(
     if output is not None and not search:
         raise BertscopeError("--output needs --search")
     check_suffix(output, (".csv",), "the output")
+    check_export(output)
     if zero is not None and zero not in (0, 1, 2, 3):
         raise BertscopeError(f"--zero must be 0, 1, 2 or 3, got {zero}")
     if micro_batches is None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bertscope.cli.options import TopOpt, check_top, job_command
+from bertscope.cli.options import TopOpt, check_export, check_top, job_command
 from bertscope.config import Job
 from bertscope.errors import BertscopeError
 from bertscope.io import Format
@@ -38,6 +38,7 @@ def ops_cmd(
     if fmt is not None and output is None:
         raise BertscopeError("--format needs --output FILE")
     check_top(top)
+    check_export(output, fmt)
     table = build(job)
     console = make_console()
     print_optable(table, console, top=top)

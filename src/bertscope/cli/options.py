@@ -25,6 +25,7 @@ import typer
 
 from bertscope.config import Checkpoint, Job, Optimizer, Precision, RunConfig, get_model
 from bertscope.errors import BertscopeError
+from bertscope.io import Format, check_output, export_format
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -143,6 +144,15 @@ def need_torch(what: str) -> None:
         raise BertscopeError(f"{what} needs PyTorch: pip install 'bertscope[torch]'")
 
 
+def check_export(output: Path | None, fmt: Format | str | None = None) -> None:
+    """Refuse an export path before work starts: its format (from `fmt` or the suffix) must
+    be csv, json or parquet, and the place writable (`io.check_output`)."""
+    if output is None:
+        return
+    export_format(str(fmt) if fmt is not None else output.suffix.lstrip("."), output)
+    check_output(output)
+
+
 def check_top(top: int, least: int = 0) -> None:
     """Refuse a `--top` below `least` in one line."""
     if top < least:
@@ -155,7 +165,23 @@ def check_suffix(path: Path | None, suffixes: tuple[str, ...], what: str) -> Non
         raise BertscopeError(f"{path}: {what} must be a {' or '.join(suffixes)} file")
 
 
-__all__ = ["RUN_OPTIONS", "CheckpointOpt", "DeviceOpt", "LayoutCheckpointOpt",
-           "LayoutMicroBatchesOpt", "MicroBatchesAlias", "MicroBatchesOpt", "ModelArg",
-           "OptimizerOpt", "PrecisionOpt", "SeqOpt", "TopOpt", "check_suffix", "check_top",
-           "checkpointing", "job_command", "need_torch"]
+__all__ = [
+    "RUN_OPTIONS",
+    "CheckpointOpt",
+    "DeviceOpt",
+    "LayoutCheckpointOpt",
+    "LayoutMicroBatchesOpt",
+    "MicroBatchesAlias",
+    "MicroBatchesOpt",
+    "ModelArg",
+    "OptimizerOpt",
+    "PrecisionOpt",
+    "SeqOpt",
+    "TopOpt",
+    "check_export",
+    "check_suffix",
+    "check_top",
+    "checkpointing",
+    "job_command",
+    "need_torch",
+]

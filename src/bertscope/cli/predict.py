@@ -8,8 +8,16 @@ from typing import Annotated
 
 import typer
 
-from bertscope.cli.options import DeviceOpt, TopOpt, check_suffix, check_top, job_command
+from bertscope.cli.options import (
+    DeviceOpt,
+    TopOpt,
+    check_export,
+    check_suffix,
+    check_top,
+    job_command,
+)
 from bertscope.config import Job
+from bertscope.io import check_output
 from bertscope.report.tables import make_console
 
 
@@ -33,6 +41,8 @@ def predict_cmd(
 
     check_top(top)
     check_suffix(plot, (".png", ".svg"), "the plot")
+    check_output(plot)
+    check_export(output)
     profile = load_profile(device)
     table = build(job)
     unfused = predict(table, profile)

@@ -3,18 +3,26 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from bertscope.cli.options import TopOpt, job_command, need_torch
+from bertscope.cli.options import TopOpt, check_suffix, check_top, job_command, need_torch
 from bertscope.config import HostAllocator, Job
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
 from bertscope.report.tables import make_console
 from bertscope.trace.attribute import Statistic
+
+if TYPE_CHECKING:
+    from bertscope.measure.profile import ProfileResult
+
+MAX_PROCS_PER_CORE = 4
+"""`--nproc` beyond this many processes per CPU core needs `--oversubscribe`."""
 
 StatisticOpt = Annotated[Statistic, typer.Option(
     help="Each op's time over the measured iterations: mean, or median (robust to a slow "
@@ -33,7 +41,7 @@ def profile_cmd(
     threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
     top: TopOpt = 10,
     output: Annotated[Path | None, typer.Option(
-        help="JSON result (default: profile-MODEL-bB-sS-PRECISION.json).")] = None,
+        help="Write the JSON result here (nothing is written without it).")] = None,
     trace_out: Annotated[Path | None, typer.Option(
         help="Also write the Chrome/Perfetto trace (JSON) here (with --nproc: a folder, one "
              "trace per rank).")] = None,
@@ -43,6 +51,8 @@ def profile_cmd(
     link: Annotated[str | None, typer.Option(
         help="With --nproc: catalog link for the prediction, e.g. nvlink4 (default: the "
              "link measured between the ranks).")] = None,
+    oversubscribe: Annotated[bool, typer.Option(
+        "--oversubscribe", help=f"Allow --nproc beyond {4} processes per CPU core.")] = False,
     statistic: StatisticOpt = Statistic.MEAN,
     host_allocator: Annotated[HostAllocator, typer.Option(
         help="CPU runs: keep freed memory in the process (no page faults charged to ops, as "
@@ -50,12 +60,23 @@ def profile_cmd(
         HostAllocator.KEEP),
 ) -> None:
     """Run real pretraining iterations under torch.profiler and break them down."""
-    for path in (output, trace_out):  # fail before minutes of work, not after
-        check_output(path)
+    check_top(top)
+    # fail before minutes of work, not after: the JSON result and the trace (a folder with
+    # --nproc: one trace per rank), which must not be the same path
+    check_suffix(output, (".json",), "the result")
+    check_output(output)
+    check_output(trace_out, folder=nproc > 1)
+    if output is not None and trace_out is not None and output.resolve() == trace_out.resolve():
+        raise BertscopeError(f"{output}: --output and --trace-out are the same file; give two")
     if threads is not None and threads < 1:
         raise BertscopeError(f"--threads must be >= 1, got {threads}")
     if nproc < 1:
         raise BertscopeError(f"--nproc must be >= 1, got {nproc}")
+    cores = os.cpu_count() or 1
+    if nproc > MAX_PROCS_PER_CORE * cores and not oversubscribe:
+        raise BertscopeError(f"--nproc {nproc} is more than {MAX_PROCS_PER_CORE} processes per "
+                             f"core on this {cores}-core machine; add --oversubscribe to run "
+                             f"it anyway")
     if nproc == 1 and link is not None:
         raise BertscopeError("--link needs --nproc 2 or more")
     need_torch("profile")
@@ -63,7 +84,6 @@ def profile_cmd(
 
     console = make_console()
     m, run = job.model, job.run
-    stem = f"profile-{m.name.replace('/', '_')}-b{run.batch}-s{run.seq}-{run.precision.value}"
     if nproc > 1:
         from bertscope.report.ddp import print_ddp
         from bertscope.studies.ddp import profile_ddp
@@ -74,10 +94,8 @@ def profile_cmd(
                               statistic=statistic, host_allocator=host_allocator)
         print_profile(ddp.profile, console, top=top)
         print_ddp(ddp, console)
-        path = output or Path(f"{stem}-ddp{nproc}.json")
-        ddp.profile.write_json(path)
-        console.print(f"wrote {path}" + (f" and one trace per rank in {trace_out}/"
-                                         if trace_out else ""))
+        _finish(ddp.profile, output, console, traces=f"one trace per rank in {trace_out}/"
+                if trace_out else None)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -100,9 +118,35 @@ def profile_cmd(
                              trace_out=trace_out, progress=tell, statistic=statistic,
                              host_allocator=host_allocator)
     print_profile(result, console, top=top)
-    path = output or Path(f"{stem}.json")
-    result.write_json(path)
-    console.print(f"wrote {path}" + (f" and trace {trace_out}" if trace_out else ""))
+    _finish(result, output, console, traces=f"trace {trace_out}" if trace_out else None)
+
+
+def _finish(result: ProfileResult, output: Path | None, console: Console, *,
+            traces: str | None) -> None:
+    """Write the result where asked and say where; then end as the run did: a trace that
+    could not be written is exit 2 (one line), an interrupted run exit 130 with its partial
+    result kept (`meta["partial"]`)."""
+    wrote = []
+    if output is not None:
+        wrote.append(str(result.write_json(output)))
+    trace_error = result.meta.get("trace_error")
+    if traces and not trace_error:
+        wrote.append(traces)
+    if wrote:
+        console.print("wrote " + " and ".join(wrote))
+    if trace_error:
+        raise BertscopeError(f"{trace_error} (the measurement itself was "
+                             f"{'written to ' + str(output) if output else 'printed'})")
+    if result.meta.get("partial"):
+        n = result.meta["iters"]
+        print(f"bertscope: interrupted: partial result of {n} measured iteration(s) "
+              f"{'written to ' + str(output) if output else 'printed above'}", file=sys.stderr)
+        raise typer.Exit(PARTIAL_EXIT)
+
+
+PARTIAL_EXIT = 130
+"""Exit code of a profile interrupted (Ctrl-C, SIGTERM) after at least one measured
+iteration: its partial result is kept and marked `partial`."""
 
 
 def register(app: typer.Typer) -> None:

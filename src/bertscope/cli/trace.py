@@ -35,6 +35,8 @@ def trace_cmd(
     from bertscope.trace import analyze_trace
 
     check_top(top)
+    if rank is not None and rank < 0:
+        raise BertscopeError(f"--rank must be >= 0, got {rank}")
     where = output if output is not None else Path("stdout")
     if fmt is None:
         suffix = output.suffix.lower().lstrip(".") if output is not None else ""

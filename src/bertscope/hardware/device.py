@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bertscope.errors import BertscopeError, is_positive_number, parse_enum
+from bertscope.io import read_text
 
 
 class NumberFormat(StrEnum):
@@ -196,13 +197,8 @@ def read_device_file(path: str | Path) -> Device:
     p = Path(path)
     if p.suffix.lower() not in _SUFFIXES:
         raise BertscopeError(f"{p}: device files must end in .toml or .json")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BertscopeError(f"{p}: no such file; give a catalog device name or a path to a "
-                             f".toml/.json device file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise BertscopeError(f"{p}: cannot read: {e}") from None
+    text = read_text(p, missing="give a catalog device name or a path to a .toml/.json "
+                                "device file")
     return parse_device_text(text, json_format=p.suffix.lower() == ".json", origin=str(p))
 
 

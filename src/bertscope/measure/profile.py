@@ -316,8 +316,12 @@ def profile(
         walk(prof)
     iter_time_us = sum(walked_us)
     extra = analyze(prof.events(), len(done)) if analyze is not None else {}
+    trace_error = None
     if trace_out is not None:
-        _export_trace(prof, Path(trace_out))
+        try:
+            _export_trace(prof, Path(trace_out))
+        except BertscopeError as e:  # the measurement is kept; the caller says what failed
+            trace_error = str(e)
 
     table = OpTable.from_ops(attr.ops(len(done), statistic), {
         "producer": "profile",
@@ -338,6 +342,7 @@ def profile(
         "iters": len(done),
         "warmup": warmup,
         "partial": partial,
+        **({"trace_error": trace_error} if trace_error else {}),
         "statistic": statistic.value,
         "host_allocator": current_allocator().value,  # process-wide, once set
         "iteration_s": iteration_s,

@@ -87,7 +87,11 @@ class Layout:
         """The layout on `devices` devices with the unpinned dimensions (None) filled in:
         tp = pp = 1, dp = devices / (tp x pp), one micro-batch, ZeRO 0, no recomputation, no
         sequence parallelism, 1F1B, and 2 virtual stages for the interleaved schedule."""
-        t, p = tp or 1, pp or 1
+        t = 1 if tp is None else tp
+        p = 1 if pp is None else pp
+        for what, size in (("tp", t), ("pp", p)):
+            if not is_positive_int(size):
+                raise BertscopeError(f"{what} must be a positive integer, got {size!r}")
         if dp is None:
             if devices % (t * p):
                 raise BertscopeError(f"tp x pp = {t * p} does not divide {devices} devices; "
@@ -96,8 +100,10 @@ class Layout:
         sched = parse_enum(Schedule, schedule or Schedule.ONE_F_ONE_B, "schedule")
         v = virtual_stages if virtual_stages is not None else (
             2 if sched is Schedule.INTERLEAVED else 1)
-        return cls(dp=dp, tp=t, pp=p, micro_batches=micro_batches or 1,
-                   zero=zero_stage(zero or 0), checkpoint=checkpoint or Checkpoint.NONE,
+        return cls(dp=dp, tp=t, pp=p,
+                   micro_batches=1 if micro_batches is None else micro_batches,
+                   zero=zero_stage(0 if zero is None else zero),
+                   checkpoint=Checkpoint.NONE if checkpoint is None else checkpoint,
                    sequence_parallel=bool(sequence_parallel), schedule=sched,
                    virtual_stages=v)
 

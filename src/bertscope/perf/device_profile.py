@@ -25,7 +25,7 @@ import numpy as np
 from bertscope.config import from_dict
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, device_from_dict
-from bertscope.io import write_or_rescue
+from bertscope.io import read_text, write_or_rescue
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -231,21 +231,14 @@ class DeviceProfile:
     def load(cls, path: str | Path) -> DeviceProfile:
         """Read a profile JSON file written by `save`."""
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise BertscopeError(f"{p}: no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise BertscopeError(f"{p}: cannot read: {e}") from None
-        return cls.from_json(text, origin=str(p))
-
+        return cls.from_json(read_text(p), origin=str(p))
 
 def read_profile_file(path: Path) -> DeviceProfile | None:
     """The profile in a JSON file written by `DeviceProfile.save`; None when the file is not
     one (not JSON, or no "bertscope_profile" key: a device file, say)."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raw = json.loads(read_text(path))
+    except (BertscopeError, json.JSONDecodeError):
         return None  # let the device loader give its own message
     if isinstance(raw, dict) and "bertscope_profile" in raw:
         return DeviceProfile.from_dict(raw, origin=str(path))

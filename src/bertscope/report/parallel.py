@@ -34,14 +34,15 @@ def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
     console.print(
         f"[bold]{escape(workload.model.name)}[/] global batch {workload.global_batch} x seq "
         f"{workload.seq}, {workload.precision.value}, {workload.optimizer.value} on "
-        f"[bold]{cluster.devices} x {dev.sku}[/] ({dev.name})")
+        f"[bold]{cluster.devices} x {escape(dev.sku)}[/] ({escape(dev.name)})")
     console.print(
-        f"topology {topo.name}: {topo.devices_per_node} per node on {topo.intra.name} "
+        f"topology {escape(topo.name)}: {topo.devices_per_node} per node on "
+        f"{escape(topo.intra.name)} "
         f"({si(topo.intra.bandwidth, 'B/s')}/direction, {topo.intra.latency * 1e6:.3g} µs/hop), "
-        f"nodes on {topo.nics} x {topo.inter.name} ({si(topo.inter.bandwidth, 'B/s')}, "
+        f"nodes on {topo.nics} x {escape(topo.inter.name)} ({si(topo.inter.bandwidth, 'B/s')}, "
         f"{topo.inter.latency * 1e6:.3g} µs/hop); {topo.algorithm.value} collectives")
     if topo.notes:
-        console.print(f"note: {topo.notes}")
+        console.print(f"note: {escape(topo.notes)}")
 
 
 def print_layout(result: LayoutResult, workload: Workload, cluster: Cluster, console: Console,

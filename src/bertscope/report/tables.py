@@ -86,7 +86,7 @@ def summary_table(summary: Grouped | pd.DataFrame, title: str) -> Table:
         if has_bytes:
             intensity = r["flops"] / r["bytes"] if r["bytes"] else 0.0
             cells += [binary(r["bytes"]), f"{100 * r['bytes_share']:.1f}", f"{intensity:.1f}"]
-        t.add_row(str(key), *cells)
+        t.add_row(escape(str(key)), *cells)
     return t
 
 
@@ -118,7 +118,7 @@ def print_models(models: list[tuple[ModelConfig, int]], console: Console) -> Non
         t.add_column(col, justify="left" if col in ("name", "family") else "right",
                      no_wrap=col == "name")
     for m, params in models:
-        t.add_row(m.name, m.family.value, str(m.num_layers), str(m.hidden), str(m.heads),
+        t.add_row(escape(m.name), m.family.value, str(m.num_layers), str(m.hidden), str(m.heads),
                   str(m.intermediate), str(m.vocab_size), f"{params / 1e6:.1f} M")
     console.print(t)
     console.print("Any Hugging Face config.json (bert, roberta, albert) works too: "
@@ -173,7 +173,7 @@ def comparison_table(comp: pd.DataFrame) -> Table:
                 "FLOP/s", "bytes/s"):
         t.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
     for key, r in comp.iterrows():
-        t.add_row(str(key), si(r["time_s"], "s"), f"{100 * r['time_share']:.1f}",
+        t.add_row(escape(str(key)), si(r["time_s"], "s"), f"{100 * r['time_share']:.1f}",
                   si(r["flops_measured"]), si(r["flops_analytic"]),
                   si(r["flops_per_s"], "FLOP/s") if r["flops_measured"] else "-",
                   si(r["bytes_per_s"], "B/s"))

@@ -59,7 +59,7 @@ def _frame_table(d: pd.DataFrame, title: str, cols: dict[str, str]) -> Table:
                 cells.append(f"{100 * float(v):.1f}")
             else:
                 cells.append(str(v))
-        t.add_row(*cells)
+        t.add_row(*map(escape, cells))
     return t
 
 

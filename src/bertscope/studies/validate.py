@@ -27,6 +27,7 @@ import pandas as pd
 
 from bertscope.config import Job, ModelConfig, RunConfig, get_model
 from bertscope.errors import BertscopeError
+from bertscope.io import read_text
 from bertscope.optable import Combine, Op, OpTable, combine
 from bertscope.perf.calibrate import KEYS, join_keys, joined
 from bertscope.perf.efficiency import DeviceProfile
@@ -166,14 +167,13 @@ def load_result(path: str | Path) -> MeasuredRun:
     from bertscope.analytic import build
 
     p = Path(path)
+    text = read_text(p, missing="give a JSON result written by `bertscope profile --output`")
     try:
-        doc = json.loads(p.read_text())
+        doc = json.loads(text)
         table = table_from_doc(doc)
         meta = table.meta
         m, run = table.model, table.run
-    except FileNotFoundError:
-        raise BertscopeError(f"{p}: no such file") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise BertscopeError(f"{p}: not a bertscope profile result ({e})") from None
     return MeasuredRun(table=table, analytic=build(m, run), meta=meta)
 
