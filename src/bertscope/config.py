@@ -14,7 +14,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bertscope.errors import BertscopeError, check_positive_ints, is_positive_int, parse_enum
+from bertscope.errors import (
+    BertscopeError,
+    check_positive_ints,
+    expect,
+    is_positive_int,
+    parse_enum,
+)
 from bertscope.io import read_text
 
 
@@ -340,40 +346,61 @@ def from_hf_config(path: str | Path) -> ModelConfig:
                              f"give a Hugging Face config.json") from None
     if not isinstance(raw, dict):
         raise BertscopeError(f"{p}: expected a JSON object, got {type(raw).__name__}")
-    kind = raw.get("model_type")
+    o = str(p)
+    kind = expect(raw, "model_type", str, o)
     if kind not in _HF_FAMILY:
         raise BertscopeError(f"{p}: model_type {kind!r} is not supported; "
                              f"supported: {', '.join(_HF_FAMILY)}")
     family = _HF_FAMILY[kind]
-    required = ["num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
-                "vocab_size", "max_position_embeddings"]
-    missing = [k for k in required if k not in raw]
+    _refuse_unmodelled(raw, o)
+    missing = [k for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                           "intermediate_size", "vocab_size", "max_position_embeddings")
+               if k not in raw]
     if missing:
         raise BertscopeError(f"{p}: missing {', '.join(missing)}")
-    if family is Family.ALBERT and raw.get("inner_group_num", 1) != 1:
+    if family is Family.ALBERT and expect(raw, "inner_group_num", int, o, 1) != 1:
         raise BertscopeError(f"{p}: inner_group_num {raw['inner_group_num']} is not supported "
                              f"(only 1, as in every published ALBERT)")
-    groups = raw.get("num_hidden_groups", 1)
+    groups = expect(raw, "num_hidden_groups", int, o, 1)
     if family is Family.ALBERT and groups != 1:
         raise BertscopeError(f"{p}: num_hidden_groups {groups} is not supported (only 1, "
                              f"full cross-layer sharing, as in every published ALBERT)")
-    pad = raw.get("pad_token_id", 1)
-    name = raw.get("_name_or_path") or p.parent.name or p.stem
+    vocab = expect(raw, "vocab_size", int, o)
+    pad = expect(raw, "pad_token_id", int, o, 1, nullable=True)
+    if family is Family.ROBERTA and (pad is None or not 0 <= pad < vocab):
+        raise BertscopeError(f"{p}: pad_token_id: RoBERTa needs a token id in [0, "
+                             f"vocab_size {vocab}), got {pad!r}")
+    name = expect(raw, "_name_or_path", str, o, "", nullable=True) or p.parent.name or p.stem
     return ModelConfig(
-        name=str(name),
+        name=name,
         family=family,
-        num_layers=raw["num_hidden_layers"],
-        hidden=raw["hidden_size"],
-        heads=raw["num_attention_heads"],
-        intermediate=raw["intermediate_size"],
-        vocab_size=raw["vocab_size"],
-        max_positions=raw["max_position_embeddings"],
-        type_vocab_size=raw.get("type_vocab_size", 2),
-        embedding_size=raw.get("embedding_size") if family is Family.ALBERT else None,
+        num_layers=expect(raw, "num_hidden_layers", int, o),
+        hidden=expect(raw, "hidden_size", int, o),
+        heads=expect(raw, "num_attention_heads", int, o),
+        intermediate=expect(raw, "intermediate_size", int, o),
+        vocab_size=vocab,
+        max_positions=expect(raw, "max_position_embeddings", int, o),
+        type_vocab_size=expect(raw, "type_vocab_size", int, o, 2),
+        embedding_size=(expect(raw, "embedding_size", int, o, None, nullable=True)
+                        if family is Family.ALBERT else None),
         share_layers=family is Family.ALBERT and groups == 1,
-        activation=parse_enum(Activation, raw.get("hidden_act", "gelu"), f"{p}: hidden_act"),
+        activation=parse_enum(Activation, expect(raw, "hidden_act", str, o, "gelu"),
+                              "hidden_act", o),
         position_offset=(pad + 1) if family is Family.ROBERTA else 0,
     )
+
+
+_UNMODELLED: dict[str, Any] = {"is_decoder": False, "add_cross_attention": False,
+                               "position_embedding_type": "absolute"}
+"""config.json keys that change the architecture, with the one value bertscope models: any
+other value is refused (never silently ignored)."""
+
+
+def _refuse_unmodelled(raw: dict[str, Any], origin: str) -> None:
+    for key, modelled in _UNMODELLED.items():
+        if key in raw and raw[key] not in (modelled, None):
+            raise BertscopeError(f"{origin}: {key} = {raw[key]!r} is not modelled (only "
+                                 f"{modelled!r}); remove it or use a supported config")
 
 
 def get_model(name_or_path: str | Path) -> ModelConfig:

@@ -40,6 +40,40 @@ def is_positive_number(value: Any) -> bool:
             and math.isfinite(value) and value > 0)
 
 
+REQUIRED: Any = object()
+"""`expect`'s default: the field must be present."""
+
+_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
+               dict: "an object", list: "a list"}
+
+
+def expect(doc: dict[str, Any], key: str, kind: type, origin: str, default: Any = REQUIRED, *,
+           nullable: bool = False) -> Any:
+    """Field `key` of a loaded file's object, checked to be of `kind` (int excludes bool; float
+    takes ints and refuses NaN and infinities): the one schema check of every loader, whose
+    error reads "ORIGIN: KEY: expected X, got Y". A missing field takes `default` (or is an
+    error when there is none); `nullable` lets JSON null through as None."""
+    if key not in doc:
+        if default is REQUIRED:
+            raise BertscopeError(f"{origin}: missing {key}")
+        return default
+    value = doc[key]
+    if value is None and nullable:
+        return None
+    if kind is float:
+        ok = (isinstance(value, int | float) and not isinstance(value, bool)
+              and math.isfinite(value))
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise BertscopeError(f"{origin}: {key}: expected {_KIND_NAMES.get(kind, kind.__name__)}"
+                             f", got {shown} ({type(value).__name__})")
+    return float(value) if kind is float else value
+
+
 MAX_SIZE = 2**40
 """Largest size bertscope accepts for any count (layers, hidden, batch, sequence, devices, global
 batch, ...): about 1.1e12, far beyond any real model or run, small enough that products of a
@@ -61,5 +95,12 @@ def check_positive_ints(obj: Any, names: tuple[str, ...], prefix: str = "", *,
                                  f"{cap:,}")
 
 
-__all__ = ["MAX_SIZE", "BertscopeError", "check_positive_ints", "is_positive_int",
-           "is_positive_number", "parse_enum"]
+__all__ = [
+    "MAX_SIZE",
+    "BertscopeError",
+    "check_positive_ints",
+    "expect",
+    "is_positive_int",
+    "is_positive_number",
+    "parse_enum",
+]
