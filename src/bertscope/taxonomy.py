@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, expect
 from bertscope.io import read_text
 
 
@@ -221,9 +221,14 @@ def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
         raise BertscopeError(f"{origin}: expected [[pattern]] tables with regex and category")
     out = []
     for i, row in enumerate(rows, 1):
+        where = f"{origin}: pattern {i}"
+        if not isinstance(row, dict):
+            raise BertscopeError(f"{where}: expected a table of regex and category, got "
+                                 f"{type(row).__name__}")
+        note = expect(row, "note", str, where, "")
         try:
-            regex = re.compile(row["regex"])
-            category = Category(row["category"])
+            regex = re.compile(expect(row, "regex", str, where))
+            category = Category(expect(row, "category", str, where))
         except KeyError as e:
             raise BertscopeError(f"{origin}: pattern {i} lacks {e.args[0]!r}") from None
         except re.error as e:
@@ -232,7 +237,7 @@ def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
             cats = ", ".join(c.value for c in Category)
             raise BertscopeError(f"{origin}: pattern {i}: unknown category "
                                  f"{row['category']!r}; use one of {cats}") from None
-        out.append(Pattern(regex, category, str(row.get("note", ""))))
+        out.append(Pattern(regex, category, note))
     return tuple(out)
 
 

@@ -53,7 +53,7 @@ def test_user_patterns_come_first(tmp_path) -> None:
         ("not toml [[", "not valid TOML"),
         ('[[pattern]]\nregex = "("\ncategory = "gemm"\n', "bad regex"),
         ('[[pattern]]\nregex = "x"\ncategory = "matmul"\n', "unknown category 'matmul'"),
-        ('[[pattern]]\ncategory = "gemm"\n', "lacks 'regex'"),
+        ('[[pattern]]\ncategory = "gemm"\n', "pattern 1: missing regex"),
         ("title = 1\n", "expected [[pattern]]"),
     ],
 )

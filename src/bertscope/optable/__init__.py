@@ -30,9 +30,10 @@ from bertscope.optable.schema import (
     bytes_moved,
     intensity,
     is_frame,
+    op_from_dict,
 )
 from bertscope.optable.table import OpTable, meta_with_job
 
 __all__ = ["COLUMNS", "ENUM_COLUMNS", "Columns", "Combine", "Grouped", "Op", "OpTable", "as_column",
            "bytes_moved", "combine", "group_first_max", "group_rows", "group_sum", "intensity",
-           "is_frame", "meta_with_job", "stable_largest", "summarize"]
+           "is_frame", "meta_with_job", "op_from_dict", "stable_largest", "summarize"]

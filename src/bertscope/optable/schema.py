@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from bertscope.errors import BertscopeError, expect, parse_enum
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
 
@@ -49,6 +50,39 @@ class Op(NamedTuple):
     """Role under tensor parallelism (column, row, split, replicated)."""
     pp_stage: PipelineStage = PipelineStage.STACK
     """Role under pipeline parallelism (first stage, the layer stack, last stage)."""
+
+
+_INT_FIELDS = ("layer", "m", "n", "k", "batch", "elements", "count")
+_FLOAT_FIELDS = ("flops", "bytes_read", "bytes_written", "saved_bytes")
+_ENUM_FIELDS = {"sublayer": Sublayer, "category": Category, "phase": Phase,
+                "tp_split": TensorSplit, "pp_stage": PipelineStage}
+
+
+def op_from_dict(row: Any, origin: str) -> Op:
+    """An `Op` from a row a file holds (an export's or a saved result's), every field checked
+    ("ORIGIN: FIELD: expected X, got Y"); fields the row lacks take `Op`'s defaults (columns
+    added since it was written), fields that are no `Op` field (intensity) are ignored;
+    `time_s` may be null (unknown)."""
+    if not isinstance(row, dict):
+        raise BertscopeError(f"{origin}: expected an object, got {type(row).__name__}")
+    out: dict[str, Any] = {"name": expect(row, "name", str, origin)}
+    for f in _INT_FIELDS:
+        if f in row:
+            value = expect(row, f, float, origin)
+            if not value.is_integer():
+                raise BertscopeError(f"{origin}: {f}: expected an integer, got {value!r}")
+            out[f] = int(value)
+    for f in _FLOAT_FIELDS:
+        if f in row:
+            out[f] = expect(row, f, float, origin)
+    time_s = expect(row, "time_s", float, origin, math.nan, nullable=True)
+    out["time_s"] = math.nan if time_s is None else time_s
+    for f, kind in _ENUM_FIELDS.items():
+        if f in row or f in ("sublayer", "category", "phase"):
+            out[f] = parse_enum(kind, expect(row, f, str, origin), f, origin)
+    if "layer" not in out:
+        raise BertscopeError(f"{origin}: missing layer")
+    return Op(**out)
 
 
 COLUMNS: tuple[str, ...] = (*Op._fields, "intensity")

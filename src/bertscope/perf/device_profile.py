@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 import numpy as np
 
 from bertscope.config import from_dict
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, expect
 from bertscope.hardware import Device, device_from_dict
 from bertscope.io import read_text, write_or_rescue
 
@@ -91,7 +91,7 @@ def model_from_dict(raw: dict[str, Any], *, where: str = "profile") -> Any:
     """Rebuild a registered model from its `to_dict()` form."""
     if not isinstance(raw, dict) or "model" not in raw:
         raise BertscopeError(f"{where}: expected an object with a \"model\" name")
-    name = raw["model"]
+    name = expect(raw, "model", str, where)
     cls = _REGISTRY.get(name)
     if cls is None:
         known = ", ".join(sorted(_REGISTRY))

@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from bertscope.config import Job, ModelConfig, RunConfig, get_model
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, expect
 from bertscope.io import read_text
-from bertscope.optable import Combine, Op, OpTable, combine
+from bertscope.optable import Combine, OpTable, combine, op_from_dict
 from bertscope.perf.calibrate import KEYS, join_keys, joined
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import predict
@@ -154,8 +154,11 @@ def table_from_doc(doc: Mapping[str, Any], meta: dict[str, Any] | None = None) -
     written, e.g. tp_split and pp_stage) take `Op`'s defaults; columns that are no `Op`
     field (intensity) are recomputed or dropped. `meta`: the table's (default: the doc's,
     the job's fields left out: the table carries it typed)."""
-    rows = [Op(**{k: r[k] for k in Op._fields if k in r}) for r in doc["rows"]]
-    saved = doc.get("meta", {})
+    if not isinstance(doc, Mapping):
+        raise BertscopeError(f"expected an object with meta and rows, got {type(doc).__name__}")
+    rows_in = expect(dict(doc), "rows", list, "result")
+    rows = [op_from_dict(r, f"rows[{i}]") for i, r in enumerate(rows_in)]
+    saved = expect(dict(doc), "meta", dict, "result", {})
     job = Job.from_dict(saved) if "model" in saved or "run" in saved else None
     if meta is None:
         meta = {k: v for k, v in saved.items() if k not in ("model", "run")}
@@ -170,10 +173,17 @@ def load_result(path: str | Path) -> MeasuredRun:
     text = read_text(p, missing="give a JSON result written by `bertscope profile --output`")
     try:
         doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BertscopeError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); give a "
+                             f"result written by `bertscope profile --output`") from None
+    try:
         table = table_from_doc(doc)
         meta = table.meta
         m, run = table.model, table.run
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        expect(meta, "iteration_s", float, "meta")
+        for i, t in enumerate(expect(meta, "iteration_times_s", list, "meta")):
+            expect({"t": t}, "t", float, f"meta: iteration_times_s[{i}]")
+    except BertscopeError as e:
         raise BertscopeError(f"{p}: not a bertscope profile result ({e})") from None
     return MeasuredRun(table=table, analytic=build(m, run), meta=meta)
 
