@@ -226,11 +226,10 @@ def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
             raise BertscopeError(f"{where}: expected a table of regex and category, got "
                                  f"{type(row).__name__}")
         note = expect(row, "note", str, where, "")
+        pattern, name = expect(row, "regex", str, where), expect(row, "category", str, where)
         try:
-            regex = re.compile(expect(row, "regex", str, where))
-            category = Category(expect(row, "category", str, where))
-        except KeyError as e:
-            raise BertscopeError(f"{origin}: pattern {i} lacks {e.args[0]!r}") from None
+            regex = re.compile(pattern)
+            category = Category(name)
         except re.error as e:
             raise BertscopeError(f"{origin}: pattern {i}: bad regex ({e})") from None
         except ValueError:
