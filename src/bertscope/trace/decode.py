@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from bertscope.errors import BertscopeError
 from bertscope.trace.events import (
     CANONICAL_CATEGORY,
     CATEGORIES,
@@ -83,6 +84,9 @@ class Columns:
         return nid
 
     def _intern_id(self, v: Any) -> int:
+        if v is not None and type(v) is not int and type(v) is not str:
+            raise ValueError(f"not a trace: a lane id (pid, tid, device or stream) is a "
+                             f"{type(v).__name__}, {str(v)[:40]!r}; expected a number or string")
         i = self._id_ids.get(v)
         if i is None:
             i = self._id_ids[v] = len(self.ids)
@@ -167,10 +171,13 @@ class Columns:
                     corr = args.get(corr_key, corr_none)
             if type(corr) is not int or type(seq) is not int:
                 return odd(e, add)
-            pi = lane_id(lane)
+            try:
+                pi = lane_id(lane)
+                ti = lane_id(sub)
+            except TypeError:  # unhashable: a list or an object
+                pi = ti = None
             if pi is None:
                 pi = new_lane(lane)
-            ti = lane_id(sub)
             if ti is None:
                 ti = new_lane(sub)
             k_app(kind)
@@ -221,8 +228,31 @@ class Columns:
         cols = {c: np_(self.cols[c], dtype) for c, (_, dtype) in COLUMNS.items()}
         flows = tuple(np_(a, dtype) for a, (_, dtype) in zip(self.flows, FLOW_COLUMNS,
                                                                strict=True))
+        _check_times(path, cols["ts"], cols["dur"], flows[0], flows[2])
         return Events(path=path, **cols, names=self.names, ids=self.ids, dims=self.dims,
                       header=header, flows=flows)  # type: ignore[arg-type]
+
+
+MAX_TIME_US = 1e18
+"""Largest |timestamp| or duration accepted, in us (about 31,700 years; epoch-based
+timestamps in us are about 1.7e15)."""
+
+
+def _check_times(path: Path, *columns: np.ndarray) -> None:
+    """Refuse times no real trace has: NaN, infinite, beyond `MAX_TIME_US`, or (durations, the
+    second column) negative, in one line naming the file and how many events."""
+    ts, dur = columns[0], columns[1]
+    for what, col in (("timestamp", np.concatenate([ts, *columns[2:]])), ("duration", dur)):
+        bad = ~np.isfinite(col) | (np.abs(col) > MAX_TIME_US)
+        if bad.any():
+            raise BertscopeError(f"{path}: {int(bad.sum()):,} event(s) have a {what} that is "
+                                 f"NaN, infinite or beyond {MAX_TIME_US:.0e} us; not a "
+                                 f"trace a profiler wrote")
+    negative = dur < 0
+    if negative.any():
+        raise BertscopeError(f"{path}: {int(negative.sum()):,} event(s) have a negative "
+                             f"duration (first: {float(dur[negative][0]):g} us); not a trace "
+                             f"a profiler wrote")
 
 
 def _plain(e: dict[str, Any], dur: Any) -> dict[str, Any] | None:

@@ -152,6 +152,10 @@ def read_events(path: str | Path, *, keep_dims: Callable[[str], bool] = has_gemm
                              f"({_count(cols)})") from None
     except (_Bad, ValueError) as e:
         raise BertscopeError(f"{p}: {e} ({_count(cols)})") from None
+    except OverflowError:  # an id, count or shape beyond 64 bits
+        raise BertscopeError(f"{p}: a number in the trace is beyond 64 bits (an id, a count "
+                             f"or a shape); not a trace a profiler wrote ({_count(cols)})"
+                             ) from None
     if not header_only and not len(cols):
         what = "no events" if not cols.seen else (
             f"{cols.seen:,} events, none of them CPU ops, annotations, kernels or copies")
