@@ -139,3 +139,44 @@ def test_cli_profile(tmp_path, capsys) -> None:
     rc = main(["profile", "bert-tiny", "--iters", "0"])
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_keeps_a_marked_partial_result(sig, tmp_path, monkeypatch, capsys) -> None:
+    """SIGTERM is handled as Ctrl-C: the iterations finished are written, marked partial,
+    with one line on stderr and exit code 3 (cli.profile.PARTIAL_EXIT)."""
+    import os
+    import signal
+
+    from bertscope.cli import main
+
+    calls = {"n": 0}
+    real_step = prof_mod._Trainer.step
+
+    def step(self) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # warm-up 1, measured 1, then the signal in the second
+            os.kill(os.getpid(), getattr(signal, sig))
+        real_step(self)
+
+    monkeypatch.setattr(prof_mod._Trainer, "step", step)
+    out = tmp_path / "partial.json"
+    rc = main(["profile", "bert-tiny", "--batch", "1", "--seq", "8", "--iters", "3",
+               "--warmup", "1", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 3
+    lines = [ln for ln in err.splitlines() if ln.startswith("bertscope:")]
+    assert len(lines) == 1 and "partial result of 1 measured iteration" in lines[0]
+    saved = json.loads(out.read_text())
+    assert saved["meta"]["partial"] is True and saved["meta"]["iters"] == 1
+    assert signal.getsignal(signal.SIGTERM) is not None  # the CLI put the old handler back
+
+
+def test_profile_writes_nothing_unless_asked(tmp_path, monkeypatch, capsys) -> None:
+    from bertscope.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    rc = main(["profile", "bert-tiny", "--batch", "1", "--seq", "8", "--iters", "1",
+               "--warmup", "0"])
+    assert rc == 0, capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -39,7 +39,8 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app. Exit codes: 0 done; 2 bad input (one line on stderr, nothing
-    written); 130 interrupted by SIGINT or SIGTERM (a profile keeps its partial result)."""
+    written); 3 a profile interrupted by SIGINT or SIGTERM after a measured iteration (its
+    partial result kept and marked); 130 interrupted with nothing to keep."""
     try:
         previous = signal.signal(signal.SIGTERM, _terminate)
     except ValueError:  # not the main thread: leave signals alone

@@ -124,8 +124,8 @@ def profile_cmd(
 def _finish(result: ProfileResult, output: Path | None, console: Console, *,
             traces: str | None) -> None:
     """Write the result where asked and say where; then end as the run did: a trace that
-    could not be written is exit 2 (one line), an interrupted run exit 130 with its partial
-    result kept (`meta["partial"]`)."""
+    could not be written is exit 2 (one line), an interrupted run exit 3 (`PARTIAL_EXIT`) with
+    its partial result kept (`meta["partial"]`)."""
     wrote = []
     if output is not None:
         wrote.append(str(result.write_json(output)))
@@ -144,9 +144,10 @@ def _finish(result: ProfileResult, output: Path | None, console: Console, *,
         raise typer.Exit(PARTIAL_EXIT)
 
 
-PARTIAL_EXIT = 130
+PARTIAL_EXIT = 3
 """Exit code of a profile interrupted (Ctrl-C, SIGTERM) after at least one measured
-iteration: its partial result is kept and marked `partial`."""
+iteration: its partial result is kept and marked `partial` (130 is an interruption with
+nothing to keep)."""
 
 
 def register(app: typer.Typer) -> None:

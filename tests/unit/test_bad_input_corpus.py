@@ -1,0 +1,178 @@
+"""A corpus of bad inputs, at least one per mechanism of issue #11 (A output paths, B markup,
+C types, D huge numbers, E unbounded work, F bad values) on each command that reads that kind
+of input. Every bad case must: exit 2, print exactly one line on stderr, no traceback, leave no
+file behind, and leave a pre-existing output file as it was. Markup cases (B) must succeed and
+print the string as written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bertscope.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+DEVICE = ROOT / "src" / "bertscope" / "data" / "devices" / "a100-sxm4-80gb.toml"
+TRACE = ROOT / "tests" / "data" / "traces" / "cuda_bert_train.json.gz"
+KEEP = "old contents\n"
+
+_BERT = {"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+         "max_position_embeddings": 64}
+
+
+def _device(**changes: str) -> str:
+    """The A100 catalog file with some `key = value` lines replaced."""
+    lines = DEVICE.read_text().splitlines()
+    for key, value in changes.items():
+        lines = [f"{key} = {value}" if ln.split("=")[0].strip() == key else ln for ln in lines]
+    return "\n".join(lines) + "\n"
+
+
+def _trace(*events: dict) -> str:
+    return json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 10, "pid": 1,
+         "tid": 1, "args": {"correlation": 1}}, *events]})
+
+
+def _kernel(**kw: object) -> dict:
+    e = {"ph": "X", "cat": "kernel", "name": "k", "ts": 2, "dur": 5, "pid": 0, "tid": 7,
+         "args": {"stream": 7, "correlation": 1, "device": 0}}
+    e.update(kw)
+    return e
+
+
+# name -> file content (str); written into the test's folder before each case
+FILES: dict[str, str] = {
+    "list_type.json": json.dumps({**_BERT, "model_type": ["bert"]}),
+    "pad_str.json": json.dumps({**_BERT, "model_type": "roberta", "pad_token_id": "1"}),
+    "pad_range.json": json.dumps({**_BERT, "model_type": "roberta", "pad_token_id": 100}),
+    "emb_bool.json": json.dumps({**_BERT, "model_type": "albert", "embedding_size": True}),
+    "decoder.json": json.dumps({**_BERT, "is_decoder": True}),
+    "layers.json": json.dumps({**_BERT, "num_hidden_layers": 10**6}),
+    "markup.json": json.dumps({**_BERT, "_name_or_path": "[/x]"}),
+    "mem_str.toml": _device(memory_GB='"80"'),
+    "mem_huge.toml": _device(memory_GB="1e400"),
+    "peak_list.toml": _device(fp32="[1]"),
+    "markup.toml": _device(name='"[/x]"', sku='"[/y] sku"'),
+    "regex_int.toml": '[[pattern]]\nregex = 5\ncategory = "gemm"\n',
+    "stream_list.json": _trace(_kernel(args={"stream": [7], "correlation": 1, "device": 0})),
+    "ts_huge.json": _trace(_kernel(ts=1e300)),
+    "dur_negative.json": _trace(_kernel(dur=-105)),
+    "corr_huge.json": _trace(_kernel(args={"stream": 7, "correlation": 2**70, "device": 0})),
+    "markup_trace.json": _trace(_kernel(name="[/x] kernel")),
+    "bad_result.json": json.dumps({"meta": {"model": {"name": "x"}}, "rows": [
+        {"name": "a", "layer": 0, "sublayer": "qkv", "category": "gemm", "phase": "forward",
+         "time_s": "fast"}]}),
+}
+TINY = ("bert-tiny", "--seq", "16")
+DIST = ("distributed", "bert-tiny", "--seq", "16", "--devices", "2", "--global-batch", "4")
+PRED = ("predict", *TINY)
+
+BAD: dict[str, tuple[str, ...]] = {
+    # A. output paths: an existing folder, a place where no file can be made
+    "A-ops-folder": ("ops", *TINY, "--output", "{d}/folder.csv"),
+    "A-ops-proc": ("ops", *TINY, "--output", "/proc/x.csv"),
+    "A-predict-folder": (*PRED, "--device", "a100", "--output", "{d}/folder.csv"),
+    "A-predict-plot-folder": (*PRED, "--device", "a100", "--plot", "{d}/folder.png"),
+    "A-distributed-folder": (*DIST, "--device", "a100", "--search", "--output",
+                             "{d}/folder.csv"),
+    "A-trace-folder": ("trace", str(TRACE), "--output", "{d}/folder"),
+    "A-profile-folder": ("profile", *TINY, "--output", "{d}/folder.json"),
+    "A-profile-trace-folder": ("profile", *TINY, "--trace-out", "{d}/folder"),
+    "A-calibrate-proc": ("calibrate", "--output", "/proc/x.json"),
+    "A-validate-folder": ("validate", "--output", "{d}/folder"),
+    # C. loaders that check types
+    "C-ops-model-type-list": ("ops", "{d}/list_type.json"),
+    "C-ops-pad-string": ("ops", "{d}/pad_str.json", "--output", "{d}/keep.csv"),
+    "C-profile-pad-string": ("profile", "{d}/pad_str.json", "--seq", "16"),
+    "C-predict-memory-string": (*PRED, "--device", "{d}/mem_str.toml"),
+    "C-distributed-peak-list": (*DIST, "--device", "{d}/peak_list.toml"),
+    "C-trace-regex-int": ("trace", str(TRACE), "--patterns", "{d}/regex_int.toml"),
+    "C-trace-stream-list": ("trace", "{d}/stream_list.json", "--output", "{d}/keep.csv"),
+    "C-calibrate-time-string": ("calibrate", "--from", "{d}/bad_result.json", "--output",
+                                "{d}/keep.json"),
+    # D. huge numbers
+    "D-predict-memory-inf": (*PRED, "--device", "{d}/mem_huge.toml"),
+    "D-ops-batch": ("ops", "bert-tiny", "--batch", str(10**20)),
+    "D-distributed-global-batch": (*DIST[:-1], str(10**15), "--device", "a100"),
+    "D-trace-ts": ("trace", "{d}/ts_huge.json"),
+    "D-trace-correlation": ("trace", "{d}/corr_huge.json"),
+    # E. unbounded work and reads
+    "E-ops-dev-zero": ("ops", "/dev/zero"),
+    "E-trace-patterns-dev-zero": ("trace", str(TRACE), "--patterns", "/dev/zero"),
+    "E-ops-million-layers": ("ops", "{d}/layers.json"),
+    "E-distributed-million-layers": (*DIST[:1], "{d}/layers.json", *DIST[2:], "--device",
+                                     "a100"),
+    # F. bad values accepted silently before
+    "F-ops-embedding-true": ("ops", "{d}/emb_bool.json"),
+    "F-ops-pad-range": ("ops", "{d}/pad_range.json"),
+    "F-ops-decoder": ("ops", "{d}/decoder.json", "--output", "{d}/keep.csv"),
+    "F-ops-top": ("ops", *TINY, "--top", "-1"),
+    "F-predict-selective": (*PRED, "--device", "a100", "--checkpoint", "selective"),
+    "F-distributed-micro-batches": (*DIST, "--device", "a100", "--micro-batches", "0"),
+    "F-trace-rank": ("trace", str(TRACE), "--rank", "-1"),
+    "F-trace-dur": ("trace", "{d}/dur_negative.json"),
+    "F-profile-top": ("profile", *TINY, "--top", "-3"),
+    "F-profile-nproc": ("profile", *TINY, "--nproc", str(64 * (os.cpu_count() or 1))),
+    "F-validate-held-out-first": ("validate", "--validate", "bert-nope:1:16"),
+}
+
+
+def _setup(d: Path) -> set[str]:
+    for name, text in FILES.items():
+        (d / name).write_text(text)
+    for name in ("folder", "folder.png", "folder.csv", "folder.json"):
+        (d / name).mkdir()
+    for name in ("keep.csv", "keep.json"):
+        (d / name).write_text(KEEP)
+    return set(os.listdir(d))
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case: str, tmp_path: Path,
+                                                           monkeypatch, capsys) -> None:
+    before = _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    argv = [a.replace("{d}", str(tmp_path)) for a in BAD[case]]
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    assert rc == 2, (case, out[-500:], err)
+    assert err.startswith("bertscope: error: "), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err + out
+    assert set(os.listdir(tmp_path)) == before, case  # nothing left behind
+    for name in ("keep.csv", "keep.json"):
+        assert (tmp_path / name).read_text() == KEEP
+    for name in ("folder", "folder.png", "folder.csv", "folder.json"):
+        assert not any((tmp_path / name).iterdir())
+
+
+MARKUP: dict[str, tuple[tuple[str, ...], str]] = {
+    "B-ops-model-name": (("ops", "{d}/markup.json", "--seq", "16"), "[/x]"),
+    "B-predict-device-name": ((*PRED, "--device", "{d}/markup.toml"), "[/y] sku"),
+    "B-distributed-device-name": ((*DIST, "--device", "{d}/markup.toml"), "[/y] sku"),
+    "B-trace-kernel-name": (("trace", "{d}/markup_trace.json"), "[/x] kernel"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MARKUP))
+def test_input_strings_are_printed_as_written(case: str, tmp_path: Path, monkeypatch,
+                                              capsys) -> None:
+    _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")
+    argv, shown = MARKUP[case]
+    rc = main([a.replace("{d}", str(tmp_path)) for a in argv])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert shown in out
+
+
+def test_help_shows_bracketed_text(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["trace", "--help"]) == 0
+    assert "[[pattern]]" in capsys.readouterr().out
