@@ -284,7 +284,7 @@ def from_dict(kind: type[T], doc: Any, origin: str) -> T:
                              f"{', '.join(sorted(known))}")
     try:
         return kind(**doc)
-    except TypeError as e:  # a required field missing
+    except (TypeError, BertscopeError) as e:  # a required field missing, or a bad value
         raise BertscopeError(f"{origin}: {e}") from None
 
 

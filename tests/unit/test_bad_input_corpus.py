@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from bertscope.cli import main
+from bertscope.hardware import load_device
+from bertscope.perf import default_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE = ROOT / "src" / "bertscope" / "data" / "devices" / "a100-sxm4-80gb.toml"
@@ -45,6 +47,13 @@ def _kernel(**kw: object) -> dict:
     return e
 
 
+def _profile(part: str, **changes: object) -> str:
+    """The A100's default device profile JSON with one efficiency model's fields changed."""
+    doc = default_profile(load_device("a100")).to_dict()
+    doc[part] = {**doc[part], **changes}
+    return json.dumps(doc)
+
+
 # name -> file content (str); written into the test's folder before each case
 FILES: dict[str, str] = {
     "list_type.json": json.dumps({**_BERT, "model_type": ["bert"]}),
@@ -58,6 +67,10 @@ FILES: dict[str, str] = {
     "mem_huge.toml": _device(memory_GB="1e400"),
     "peak_list.toml": _device(fp32="[1]"),
     "markup.toml": _device(name='"[/x]"', sku='"[/y] sku"'),
+    "model_list.json": _profile("gemm", model=["GemmEfficiency"]),
+    "per_phase_list.json": _profile("gemm", per_phase=[1, 2]),
+    "per_category_list.json": _profile("bandwidth", model="CategoryBandwidthEfficiency",
+                                       per_category=[1]),
     "regex_int.toml": '[[pattern]]\nregex = 5\ncategory = "gemm"\n',
     "stream_list.json": _trace(_kernel(args={"stream": [7], "correlation": 1, "device": 0})),
     "ts_huge.json": _trace(_kernel(ts=1e300)),
@@ -90,6 +103,10 @@ BAD: dict[str, tuple[str, ...]] = {
     "C-ops-pad-string": ("ops", "{d}/pad_str.json", "--output", "{d}/keep.csv"),
     "C-profile-pad-string": ("profile", "{d}/pad_str.json", "--seq", "16"),
     "C-predict-memory-string": (*PRED, "--device", "{d}/mem_str.toml"),
+    "C-predict-model-list": (*PRED, "--device", "{d}/model_list.json"),
+    "C-predict-per-phase-list": (*PRED, "--device", "{d}/per_phase_list.json", "--output",
+                                 "{d}/keep.csv"),
+    "C-distributed-per-category-list": (*DIST, "--device", "{d}/per_category_list.json"),
     "C-distributed-peak-list": (*DIST, "--device", "{d}/peak_list.toml"),
     "C-trace-regex-int": ("trace", str(TRACE), "--patterns", "{d}/regex_int.toml"),
     "C-trace-stream-list": ("trace", "{d}/stream_list.json", "--output", "{d}/keep.csv"),

@@ -72,6 +72,9 @@ class GemmEfficiency(ModelBase):
 
     def __post_init__(self) -> None:
         self._check()
+        if not isinstance(self.per_phase, Mapping):
+            raise BertscopeError(f"GemmEfficiency.per_phase: expected an object of phase -> "
+                                 f"factor, got {type(self.per_phase).__name__}")
         for phase, factor in self.per_phase.items():
             if not (is_positive_number(factor) and float(factor) <= 1e3):
                 raise BertscopeError(f"GemmEfficiency.per_phase[{phase!r}] must be a number "

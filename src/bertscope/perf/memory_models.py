@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, is_positive_number
 from bertscope.optable import bytes_moved
 from bertscope.perf.device_profile import (
     ASSUMED,
@@ -87,9 +87,14 @@ class CategoryBandwidthEfficiency(ModelBase):
 
     def __post_init__(self) -> None:
         self._check()
+        if not isinstance(self.per_category, Mapping):
+            raise BertscopeError(f"CategoryBandwidthEfficiency.per_category: expected an "
+                                 f"object of category -> [max_fraction, half_saturation_bytes], "
+                                 f"got {type(self.per_category).__name__}")
         for cat, pair in self.per_category.items():
             ok = (isinstance(pair, list | tuple) and len(pair) == 2
-                  and 0 < float(pair[0]) <= 1 and float(pair[1]) >= 0)
+                  and is_positive_number(pair[0]) and pair[0] <= 1
+                  and (is_positive_number(pair[1]) or pair[1] == 0))
             if not ok:
                 raise BertscopeError(f"CategoryBandwidthEfficiency: {cat}: expected "
                                      f"[max_fraction in (0, 1], half_saturation_bytes >= 0], "
