@@ -4,6 +4,9 @@ and the two checks every config and loader shares: an enum value, a positive int
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -74,6 +77,43 @@ def expect(doc: dict[str, Any], key: str, kind: type, origin: str, default: Any 
     return float(value) if kind is float else value
 
 
+class StopRequest:
+    """A request to stop a long measurement after the step in progress (SIGINT or SIGTERM
+    under the CLI). A loop that can stop cleanly runs inside `graceful()`: there a first signal
+    only sets the request, which the loop reads between steps, so the steps finished are kept
+    whole; a second signal, or a signal outside such a loop, raises KeyboardInterrupt at once
+    (raising at an arbitrary point can land inside a finalizer, where Python drops it)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._depth = 0
+
+    def __bool__(self) -> bool:
+        return self._event.is_set()
+
+    @contextmanager
+    def graceful(self) -> Iterator[None]:
+        """Within: a first signal sets the request instead of interrupting."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if not self._depth:
+                self._event.clear()
+
+    def signal(self, signum: int, frame: object) -> None:
+        """The signal handler (installed by `bertscope.cli.main` for SIGINT and SIGTERM)."""
+        if self._depth and not self._event.is_set():
+            self._event.set()
+            return
+        raise KeyboardInterrupt
+
+
+STOP = StopRequest()
+"""The process's stop request (see `StopRequest`)."""
+
+
 MAX_SIZE = 2**40
 """Largest size bertscope accepts for any count (layers, hidden, batch, sequence, devices, global
 batch, ...): about 1.1e12, far beyond any real model or run, small enough that products of a
@@ -97,7 +137,9 @@ def check_positive_ints(obj: Any, names: tuple[str, ...], prefix: str = "", *,
 
 __all__ = [
     "MAX_SIZE",
+    "STOP",
     "BertscopeError",
+    "StopRequest",
     "check_positive_ints",
     "expect",
     "is_positive_int",

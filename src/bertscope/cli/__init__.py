@@ -14,7 +14,7 @@ import sys
 import typer
 
 from bertscope.cli import calibrate, distributed, ops, predict, profile, trace
-from bertscope.errors import BertscopeError
+from bertscope.errors import STOP, BertscopeError
 
 try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itself
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
@@ -32,24 +32,21 @@ for _module in (ops, profile, predict, calibrate, distributed, trace):
     _module.register(app)
 
 
-def _terminate(signum: int, frame: object) -> None:
-    """SIGTERM is handled as Ctrl-C: a measurement in progress keeps what it finished."""
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app. Exit codes: 0 done; 2 bad input (one line on stderr, nothing
     written); 3 a profile interrupted by SIGINT or SIGTERM after a measured iteration (its
     partial result kept and marked); 130 interrupted with nothing to keep."""
-    try:
-        previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = {}
+    try:  # SIGTERM as Ctrl-C; a measuring loop stops after its step (errors.STOP)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, STOP.signal)
     except ValueError:  # not the main thread: leave signals alone
-        previous = None
+        pass
     try:
         return _run(argv)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run(argv: list[str] | None) -> int:

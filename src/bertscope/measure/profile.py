@@ -32,7 +32,7 @@ from torch import nn
 
 from bertscope.analytic import build
 from bertscope.config import Family, Job, ModelConfig, Precision, RunConfig
-from bertscope.errors import BertscopeError, parse_enum
+from bertscope.errors import STOP, BertscopeError, parse_enum
 from bertscope.io import atomic_path, write_or_rescue
 from bertscope.measure.allocator import HostAllocator, keep_freed_memory
 from bertscope.measure.allocator import host_allocator as current_allocator
@@ -296,7 +296,7 @@ def profile(
                                                                 repeat=iters),
             on_trace_ready=None if whole else walk)
         try:
-            with prof:
+            with STOP.graceful(), prof:
                 for i in range(iters):
                     t0 = time.perf_counter()
                     with torch.autograd.profiler.record_function(f"{ITER}{i}"):
@@ -306,6 +306,9 @@ def profile(
                     tell("measure", i + 1, iters)
                     if not whole:
                         prof.step()
+                    if STOP and i + 1 < iters:  # SIGINT/SIGTERM under the CLI: keep these
+                        partial = True
+                        break
         except KeyboardInterrupt:
             partial = True
         finally:
