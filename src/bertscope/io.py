@@ -32,6 +32,12 @@ def export_format(value: str, p: Path) -> Format:
     return parse_enum(Format, value.lower(), "format", str(p))
 
 
+def output_format(path: str | Path, fmt: Format | str | None = None) -> Format:
+    """The format to export `path` in: `fmt` when given, else the path's suffix."""
+    p = Path(path)
+    return export_format(str(fmt) if fmt is not None else p.suffix.lstrip("."), p)
+
+
 def frame_bytes(d: pd.DataFrame, fmt: Format, *, meta: dict[str, Any] | None = None,
                 json_default: Any = None) -> bytes:
     """A DataFrame's rows in `fmt` (enum columns already written as text by the caller).
@@ -61,22 +67,35 @@ def check_output(path: str | Path | None, *, folder: bool = False) -> None:
     if path is None:
         return
     p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise BertscopeError(f"{p}: folder {parent} does not exist; create it first")
     if folder:
+        _parent(p)
         if p.exists() and not p.is_dir():
             raise BertscopeError(f"{p}: exists and is not a folder; give a folder path")
         return
+    Path(_temp_beside(p, ".probe")).unlink(missing_ok=True)
+
+
+def _parent(p: Path) -> Path:
+    """The folder `p` is written into; a one-line error when it does not exist."""
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise BertscopeError(f"{p}: folder {parent} does not exist; create it first")
+    return parent
+
+
+def _temp_beside(p: Path, suffix: str) -> str:
+    """A new empty file beside the file path `p` (same folder, hidden name); one-line errors
+    when the folder is missing, `p` is a folder, or no file can be created there."""
+    parent = _parent(p)
     if p.is_dir():
         raise BertscopeError(f"{p}: is a folder; give a file path")
     try:
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".probe")
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=suffix)
     except OSError as e:
         raise BertscopeError(f"{p}: cannot create a file in {parent} ({e.strerror or e}); "
                              f"choose a writable folder") from None
     os.close(fd)
-    Path(probe).unlink(missing_ok=True)
+    return tmp
 
 
 @contextmanager
@@ -85,13 +104,7 @@ def atomic_path(path: str | Path) -> Iterator[str]:
     on failure it is removed. Readers see the old file or the whole new one, never half.
     A failure of the file system (full disk, no permission) is a one-line `BertscopeError`."""
     path = Path(path)
-    check_output(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else Path("."),
-                                   prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as e:
-        raise BertscopeError(f"{path}: cannot write ({e.strerror or e})") from None
-    os.close(fd)
+    tmp = _temp_beside(path, ".tmp")
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -159,4 +172,4 @@ def read_text(path: str | Path, *, limit: int = MAX_INPUT_BYTES, missing: str = 
 
 
 __all__ = ["MAX_INPUT_BYTES", "Format", "atomic_path", "atomic_write", "check_output",
-           "export_format", "frame_bytes", "read_text", "write_or_rescue"]
+           "export_format", "frame_bytes", "output_format", "read_text", "write_or_rescue"]

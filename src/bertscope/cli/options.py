@@ -25,7 +25,7 @@ import typer
 
 from bertscope.config import Checkpoint, Job, Optimizer, Precision, RunConfig, get_model
 from bertscope.errors import BertscopeError
-from bertscope.io import Format, check_output, export_format
+from bertscope.io import Format, check_output, output_format
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,7 +149,7 @@ def check_export(output: Path | None, fmt: Format | str | None = None) -> None:
     be csv, json or parquet, and the place writable (`io.check_output`)."""
     if output is None:
         return
-    export_format(str(fmt) if fmt is not None else output.suffix.lstrip("."), output)
+    output_format(output, fmt)
     check_output(output)
 
 

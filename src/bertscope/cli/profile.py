@@ -52,7 +52,8 @@ def profile_cmd(
         help="With --nproc: catalog link for the prediction, e.g. nvlink4 (default: the "
              "link measured between the ranks).")] = None,
     oversubscribe: Annotated[bool, typer.Option(
-        "--oversubscribe", help=f"Allow --nproc beyond {4} processes per CPU core.")] = False,
+        "--oversubscribe",
+        help=f"Allow --nproc beyond {MAX_PROCS_PER_CORE} processes per CPU core.")] = False,
     statistic: StatisticOpt = Statistic.MEAN,
     host_allocator: Annotated[HostAllocator, typer.Option(
         help="CPU runs: keep freed memory in the process (no page faults charged to ops, as "

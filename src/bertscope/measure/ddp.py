@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ import numpy as np
 from bertscope.analytic import parameter_count
 from bertscope.config import Job, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
+from bertscope.io import check_output
 from bertscope.parallel.ddp_model import comm_shares, link_bucket_bytes
 from bertscope.trace.breakdown import overlap, union
 
@@ -116,19 +116,12 @@ def run_ranks(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int = 3, war
     trace as rank<R>.json, which `bertscope trace` reads. `statistic` and `host_allocator`
     are passed to every rank's `profile`."""
     check_request(m, run, nproc=nproc, iters=iters, warmup=warmup)
-    if trace_dir is not None:
-        trace_dir = Path(trace_dir)
-        if trace_dir.exists() and not trace_dir.is_dir():
-            raise BertscopeError(f"{trace_dir}: with --nproc the trace output is a folder "
-                                 f"(one trace per rank), and this is a file")
-        if not (trace_dir.parent if str(trace_dir.parent) else Path(".")).is_dir():
-            raise BertscopeError(f"{trace_dir}: folder {trace_dir.parent} does not exist; "
-                                 f"create it first")
+    check_output(trace_dir, folder=True)  # one trace per rank goes in it
     dev = _device_kind(device, nproc)
     per_rank = threads or max(1, (os.cpu_count() or 1) // nproc)
     with tempfile.TemporaryDirectory(prefix="bertscope-ddp-") as tmp:
         folder = Path(tmp)
-        spec = {"model": _plain(asdict(m)), "run": _plain(asdict(run)), "iters": iters,
+        spec = {**Job(model=m, run=run).as_dict(), "iters": iters,
                 "warmup": warmup, "device": dev, "hf": hf, "seed": seed, "threads": per_rank,
                 "out_dir": str(folder), "trace": trace_dir is not None,
                 "link_bytes": [LINK_SMALL_BYTES, link_bucket_bytes(4 * parameter_count(m))],
@@ -158,10 +151,6 @@ def _keep_traces(src: Path, dst: Path, nproc: int) -> None:
         except OSError as e:
             tmp.unlink(missing_ok=True)
             raise BertscopeError(f"{dst / name}: cannot write the trace: {e}") from None
-
-
-def _plain(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: str(v) if hasattr(v, "value") else v for k, v in d.items()}
 
 
 def _device_kind(device: str, nproc: int) -> str:

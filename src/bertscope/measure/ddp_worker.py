@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from bertscope.config import ModelConfig, RunConfig
+from bertscope.config import Job
 from bertscope.errors import BertscopeError
 from bertscope.measure.ddp import (
     ERROR_FILE,
@@ -159,7 +159,8 @@ def run_rank(spec: dict[str, Any], rank: int, world: int, local_rank: int) -> Pr
     dist.init_process_group(backend)
     try:
         link = measure_link([int(s) for s in spec["link_bytes"]], world, dev, backend)
-        m, run = ModelConfig(**spec["model"]), RunConfig(**spec["run"])
+        job = Job.from_dict(spec, "ddp spec")
+        m, run = job.model, job.run
 
         def wrap(module: torch.nn.Module) -> torch.nn.Module:
             return DistributedDataParallel(module, device_ids=[local_rank] if cuda else None)

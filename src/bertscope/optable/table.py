@@ -10,7 +10,7 @@ import numpy as np
 
 from bertscope.config import Job, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.io import Format, atomic_write, export_format, frame_bytes
+from bertscope.io import Format, atomic_write, frame_bytes, output_format
 from bertscope.optable.grouping import Grouped, stable_largest, summarize
 from bertscope.optable.schema import Columns, Op, as_column, intensity, is_frame
 
@@ -198,8 +198,7 @@ class OpTable:
         """Write the table to `path` atomically (csv, json or parquet; from the suffix when
         `fmt` is None). JSON holds {"meta": ..., "rows": [...]}."""
         p = Path(path)
-        fmt = export_format(fmt if fmt is not None else p.suffix.lstrip("."), p)
-        atomic_write(p, self.to_bytes(fmt))
+        atomic_write(p, self.to_bytes(output_format(p, fmt)))
         return p
 
     def to_bytes(self, fmt: Format) -> bytes:

@@ -89,14 +89,14 @@ class Layout:
         sequence parallelism, 1F1B, and 2 virtual stages for the interleaved schedule."""
         t = 1 if tp is None else tp
         p = 1 if pp is None else pp
-        for what, size in (("tp", t), ("pp", p)):
-            if not is_positive_int(size):
-                raise BertscopeError(f"{what} must be a positive integer, got {size!r}")
         if dp is None:
-            if devices % (t * p):
+            if not (is_positive_int(t) and is_positive_int(p)):
+                dp = 1  # the layout's own checks below refuse the bad tp or pp
+            elif devices % (t * p):
                 raise BertscopeError(f"tp x pp = {t * p} does not divide {devices} devices; "
                                      f"give --tp/--pp that do, or --dp")
-            dp = devices // (t * p)
+            else:
+                dp = devices // (t * p)
         sched = parse_enum(Schedule, schedule or Schedule.ONE_F_ONE_B, "schedule")
         v = virtual_stages if virtual_stages is not None else (
             2 if sched is Schedule.INTERLEAVED else 1)

@@ -23,7 +23,7 @@ import numpy as np
 
 from bertscope.config import Checkpoint
 from bertscope.errors import BertscopeError, is_positive_int, parse_enum
-from bertscope.io import Format, atomic_write, export_format, frame_bytes
+from bertscope.io import Format, atomic_write, frame_bytes, output_format
 from bertscope.parallel.compute import compute_table
 from bertscope.parallel.evaluation import MEMORY_KEYS, TIME_KEYS, evaluate_arrays
 from bertscope.parallel.job import Cluster, Layout, Workload
@@ -111,8 +111,7 @@ class SearchResult:
         """Write every costed layout to `path` atomically (csv, json or parquet; from the
         suffix when `fmt` is None)."""
         p = Path(path)
-        fmt = export_format(fmt if fmt is not None else p.suffix.lstrip("."), p)
-        atomic_write(p, frame_bytes(self.frame, fmt))
+        atomic_write(p, frame_bytes(self.frame, output_format(p, fmt)))
         return p
 
 
