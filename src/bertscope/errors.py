@@ -51,11 +51,12 @@ _KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "tru
 
 
 def expect(doc: dict[str, Any], key: str, kind: type, origin: str, default: Any = REQUIRED, *,
-           nullable: bool = False) -> Any:
+           nullable: bool = False, minimum: float | None = None) -> Any:
     """Field `key` of a loaded file's object, checked to be of `kind` (int excludes bool; float
     takes ints and refuses NaN and infinities): the one schema check of every loader, whose
     error reads "ORIGIN: KEY: expected X, got Y". A missing field takes `default` (or is an
-    error when there is none); `nullable` lets JSON null through as None."""
+    error when there is none); `nullable` lets JSON null through as None; `minimum` bounds a
+    number from below ("expected a number >= 0, got -1.0")."""
     if key not in doc:
         if default is REQUIRED:
             raise BertscopeError(f"{origin}: missing {key}")
@@ -70,10 +71,12 @@ def expect(doc: dict[str, Any], key: str, kind: type, origin: str, default: Any 
         ok = isinstance(value, int) and not isinstance(value, bool)
     else:
         ok = isinstance(value, kind)
-    if not ok:
+    low = ok and minimum is not None and value < minimum
+    if not ok or low:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        bound = f" >= {minimum:g}" if minimum is not None else ""
         raise BertscopeError(f"{origin}: {key}: expected {_KIND_NAMES.get(kind, kind.__name__)}"
-                             f", got {shown} ({type(value).__name__})")
+                             f"{bound}, got {shown} ({type(value).__name__})")
     return float(value) if kind is float else value
 
 

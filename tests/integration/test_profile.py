@@ -182,3 +182,18 @@ def test_profile_writes_nothing_unless_asked(tmp_path, monkeypatch, capsys) -> N
                "--warmup", "0"])
     assert rc == 0, capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_terminal_gets_no_kineto_lines(tmp_path) -> None:
+    """Kineto prints `USDT: ... profiler_start/stop` on descriptor 2 at every capture; a
+    successful `bertscope profile` leaves stderr empty (its result goes to stdout)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bertscope.cli", "profile", "bert-tiny", "--batch", "1", "--seq",
+         "8", "--iters", "2", "--warmup", "0", "--trace-out", str(tmp_path / "t.json")],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert "By sublayer group" in done.stdout

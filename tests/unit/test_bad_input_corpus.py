@@ -1,8 +1,9 @@
 """A corpus of bad inputs, at least one per mechanism of issue #11 (A output paths, B markup,
 C types, D huge numbers, E unbounded work, F bad values) on each command that reads that kind
-of input. Every bad case must: exit 2, print exactly one line on stderr, no traceback, leave no
-file behind, and leave a pre-existing output file as it was. Markup cases (B) must succeed and
-print the string as written."""
+of input (G signals and H stray output: tests/integration/test_profile.py). Every bad case
+must: exit 2, print exactly one line on stderr, no traceback, leave no file behind, and leave
+a pre-existing output file as it was. Markup cases (B) must succeed and print the string as
+written."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from bertscope.analytic import build
 from bertscope.cli import main
+from bertscope.config import RunConfig, get_model
 from bertscope.hardware import load_device
 from bertscope.perf import default_profile
 
@@ -54,6 +57,17 @@ def _profile(part: str, **changes: object) -> str:
     return json.dumps(doc)
 
 
+def _result(meta: dict | None = None, row: dict | None = None) -> str:
+    """A saved profile result (the shape `profile --output` writes) of bert-tiny, every row
+    taking 10 us, with some meta fields and the first row's fields changed."""
+    t = build(get_model("bert-tiny"), RunConfig(batch=1, seq=8))
+    rows = json.loads(t.df.assign(time_s=1e-5).to_json(orient="records"))
+    rows[0].update(row or {})
+    doc = {"meta": {**t.export_meta(), "iteration_s": 0.01, "iteration_times_s": [0.01],
+                    **(meta or {})}, "rows": rows}
+    return json.dumps(doc).replace("Infinity", "1e400")
+
+
 # name -> file content (str); written into the test's folder before each case
 FILES: dict[str, str] = {
     "list_type.json": json.dumps({**_BERT, "model_type": ["bert"]}),
@@ -77,6 +91,11 @@ FILES: dict[str, str] = {
     "dur_negative.json": _trace(_kernel(dur=-105)),
     "corr_huge.json": _trace(_kernel(args={"stream": 7, "correlation": 2**70, "device": 0})),
     "markup_trace.json": _trace(_kernel(name="[/x] kernel")),
+    "dims_huge.json": _trace(_kernel()).replace('"correlation": 1}', '"correlation": 1, '
+                                                '"Input Dims": [[1e10, 1e10], [1e10, 1e10]]}',
+                                                1),
+    "iter_huge.json": _result(meta={"iteration_s": float("inf")}),
+    "time_negative.json": _result(row={"time_s": -1.0}),
     "bad_result.json": json.dumps({"meta": {"model": {"name": "x"}}, "rows": [
         {"name": "a", "layer": 0, "sublayer": "qkv", "category": "gemm", "phase": "forward",
          "time_s": "fast"}]}),
@@ -98,6 +117,7 @@ BAD: dict[str, tuple[str, ...]] = {
     "A-profile-trace-folder": ("profile", *TINY, "--trace-out", "{d}/folder"),
     "A-calibrate-proc": ("calibrate", "--output", "/proc/x.json"),
     "A-validate-folder": ("validate", "--output", "{d}/folder"),
+    "A-validate-results-proc": ("validate", "--results", "/proc/x"),
     # C. loaders that check types
     "C-ops-model-type-list": ("ops", "{d}/list_type.json"),
     "C-ops-pad-string": ("ops", "{d}/pad_str.json", "--output", "{d}/keep.csv"),
@@ -112,16 +132,24 @@ BAD: dict[str, tuple[str, ...]] = {
     "C-trace-stream-list": ("trace", "{d}/stream_list.json", "--output", "{d}/keep.csv"),
     "C-calibrate-time-string": ("calibrate", "--from", "{d}/bad_result.json", "--output",
                                 "{d}/keep.json"),
+    "C-validate-batch-text": ("validate", "--validate", "bert-tiny:x:16"),
     # D. huge numbers
     "D-predict-memory-inf": (*PRED, "--device", "{d}/mem_huge.toml"),
     "D-ops-batch": ("ops", "bert-tiny", "--batch", str(10**20)),
     "D-distributed-global-batch": (*DIST[:-1], str(10**15), "--device", "a100"),
     "D-trace-ts": ("trace", "{d}/ts_huge.json"),
     "D-trace-correlation": ("trace", "{d}/corr_huge.json"),
+    "D-trace-input-dims": ("trace", "{d}/dims_huge.json", "--output", "{d}/keep.csv"),
+    "D-profile-batch": ("profile", "bert-tiny", "--batch", str(10**20)),
+    "D-calibrate-iteration-inf": ("calibrate", "--from", "{d}/iter_huge.json"),
+    "D-validate-batch": ("validate", "--validate", f"bert-tiny:{10**20}:16"),
     # E. unbounded work and reads
     "E-ops-dev-zero": ("ops", "/dev/zero"),
     "E-trace-patterns-dev-zero": ("trace", str(TRACE), "--patterns", "/dev/zero"),
     "E-ops-million-layers": ("ops", "{d}/layers.json"),
+    "E-predict-million-layers": ("predict", "{d}/layers.json", "--device", "a100"),
+    "E-profile-dev-zero": ("profile", "/dev/zero"),
+    "E-calibrate-dev-zero": ("calibrate", "--from", "/dev/zero"),
     "E-distributed-million-layers": (*DIST[:1], "{d}/layers.json", *DIST[2:], "--device",
                                      "a100"),
     # F. bad values accepted silently before
@@ -136,6 +164,10 @@ BAD: dict[str, tuple[str, ...]] = {
     "F-profile-top": ("profile", *TINY, "--top", "-3"),
     "F-profile-nproc": ("profile", *TINY, "--nproc", str(64 * (os.cpu_count() or 1))),
     "F-validate-held-out-first": ("validate", "--validate", "bert-nope:1:16"),
+    "F-validate-seq-beyond-positions": ("validate", "--validate", "bert-tiny:2:100000"),
+    "F-validate-rounds": ("validate", "--rounds", "0"),
+    "F-calibrate-negative-time": ("calibrate", "--from", "{d}/time_negative.json", "--output",
+                                  "{d}/keep.json"),
 }
 
 
@@ -173,6 +205,8 @@ MARKUP: dict[str, tuple[tuple[str, ...], str]] = {
     "B-predict-device-name": ((*PRED, "--device", "{d}/markup.toml"), "[/y] sku"),
     "B-distributed-device-name": ((*DIST, "--device", "{d}/markup.toml"), "[/y] sku"),
     "B-trace-kernel-name": (("trace", "{d}/markup_trace.json"), "[/x] kernel"),
+    "B-profile-model-name": (("profile", "{d}/markup.json", "--seq", "8", "--batch", "1",
+                              "--iters", "1", "--warmup", "0"), "[/x]"),
 }
 
 

@@ -15,6 +15,7 @@ from bertscope.cli.options import TopOpt, check_suffix, check_top, job_command, 
 from bertscope.config import HostAllocator, Job
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
+from bertscope.report.progress import progress_bar
 from bertscope.report.tables import make_console
 from bertscope.trace.attribute import Statistic
 
@@ -98,23 +99,13 @@ def profile_cmd(
         _finish(ddp.profile, output, console, traces=f"one trace per rank in {trace_out}/"
                 if trace_out else None)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     from bertscope.measure.profile import profile as run_profile
 
     if threads is not None:
         from bertscope.measure import set_threads
 
         set_threads(threads)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        tasks: dict[str, object] = {}
-
-        def tell(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)  # type: ignore[arg-type]
-
+    with progress_bar() as tell:
         result = run_profile(m, run, iters=iters, warmup=warmup, device=device, hf=hf,
                              trace_out=trace_out, progress=tell, statistic=statistic,
                              host_allocator=host_allocator)

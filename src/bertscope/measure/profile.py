@@ -40,6 +40,7 @@ from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
 from bertscope.measure.data import PretrainingBatch, synthetic_batch
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.models import EncoderLayer, build_model, module_sublayer
+from bertscope.measure.quiet import QuietProfiler
 from bertscope.optable import OpTable, meta_with_job
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic
@@ -295,8 +296,9 @@ def profile(
             schedule=None if whole else torch.profiler.schedule(wait=0, warmup=0, active=1,
                                                                 repeat=iters),
             on_trace_ready=None if whole else walk)
+        quiet = QuietProfiler(prof)
         try:
-            with STOP.graceful(), prof:
+            with STOP.graceful(), quiet:
                 for i in range(iters):
                     t0 = time.perf_counter()
                     with torch.autograd.profiler.record_function(f"{ITER}{i}"):
@@ -305,7 +307,7 @@ def profile(
                     done.append(time.perf_counter() - t0)
                     tell("measure", i + 1, iters)
                     if not whole:
-                        prof.step()
+                        quiet.step()
                     if STOP and i + 1 < iters:  # SIGINT/SIGTERM under the CLI: keep these
                         partial = True
                         break

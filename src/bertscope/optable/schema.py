@@ -68,14 +68,14 @@ def op_from_dict(row: Any, origin: str) -> Op:
     out: dict[str, Any] = {"name": expect(row, "name", str, origin)}
     for f in _INT_FIELDS:
         if f in row:
-            value = expect(row, f, float, origin)
+            value = expect(row, f, float, origin, minimum=-1 if f == "layer" else 0)
             if not value.is_integer():
                 raise BertscopeError(f"{origin}: {f}: expected an integer, got {value!r}")
             out[f] = int(value)
     for f in _FLOAT_FIELDS:
         if f in row:
-            out[f] = expect(row, f, float, origin)
-    time_s = expect(row, "time_s", float, origin, math.nan, nullable=True)
+            out[f] = expect(row, f, float, origin, minimum=0)
+    time_s = expect(row, "time_s", float, origin, math.nan, nullable=True, minimum=0)
     out["time_s"] = math.nan if time_s is None else time_s
     for f, kind in _ENUM_FIELDS.items():
         if f in row or f in ("sublayer", "category", "phase"):

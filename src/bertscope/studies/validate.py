@@ -180,9 +180,9 @@ def load_result(path: str | Path) -> MeasuredRun:
         table = table_from_doc(doc)
         meta = table.meta
         m, run = table.model, table.run
-        expect(meta, "iteration_s", float, "meta")
+        expect(meta, "iteration_s", float, "meta", minimum=0)
         for i, t in enumerate(expect(meta, "iteration_times_s", list, "meta")):
-            expect({"t": t}, "t", float, f"meta: iteration_times_s[{i}]")
+            expect({"t": t}, "t", float, f"meta: iteration_times_s[{i}]", minimum=0)
     except BertscopeError as e:
         raise BertscopeError(f"{p}: not a bertscope profile result ({e})") from None
     return MeasuredRun(table=table, analytic=build(m, run), meta=meta)
@@ -223,6 +223,9 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
                              f"{', '.join(sorted(overlap))}")
     if rounds < 1:
         raise BertscopeError(f"--rounds must be >= 1, got {rounds}")
+    for spec in [*calibrate, *check]:  # every config checked before minutes of profiling
+        m, run = spec.configs()
+        Job(model=m, run=run)
 
     def measure(spec: RunSpec, i: int) -> Measurement:
         stem = str(spec).replace(":", "-").replace("/", "_")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from bertscope.errors import BertscopeError
+from bertscope.errors import MAX_SIZE, BertscopeError
 from bertscope.trace.events import (
     CANONICAL_CATEGORY,
     CATEGORIES,
@@ -73,8 +73,13 @@ class Columns:
         """One list object per distinct input-shapes value (GEMM shapes repeat a lot)."""
         try:
             key = tuple(tuple(x) if type(x) is list else x for x in shapes)
-            return self._shapes.setdefault(key, shapes)
+            known = self._shapes.get(key)
+            if known is None:
+                _check_sizes(shapes)
+                known = self._shapes[key] = shapes
+            return known
         except TypeError:  # unhashable odd content: keep as is
+            _check_sizes(shapes)
             return shapes
 
     def _intern_name(self, name: str) -> int:
@@ -270,6 +275,25 @@ def _plain(e: dict[str, Any], dur: Any) -> dict[str, Any] | None:
                  name=name if isinstance(name, str) else str(name),
                  args={a.key: a.parse(args.get(a.key, a.default)) for a in EVENT_ARGS})
     return plain
+
+
+def _check_sizes(shapes: list[Any]) -> None:
+    """Refuse an Input Dims value with a negative size or a tensor of more than `MAX_SIZE`
+    elements (nested lists, as TensorList arguments record them, are checked each)."""
+    for x in shapes:
+        if type(x) is not list:
+            continue
+        n = 1
+        for d in x:
+            if type(d) is list:
+                _check_sizes([d])
+            elif type(d) in (int, float):
+                if not 0 <= d <= MAX_SIZE:
+                    raise ValueError(f"Input Dims size {d:g} is out of range [0, 2^40]")
+                n *= d
+        if n > MAX_SIZE:
+            raise ValueError(f"Input Dims {x} hold {n:.3g} elements, more than bertscope's "
+                             f"limit of 2^40; not a shape a profiler wrote")
 
 
 def _numel(shape: Any) -> int:
