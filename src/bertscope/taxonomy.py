@@ -164,9 +164,11 @@ def gemm_mask(categories: Any) -> np.ndarray:
 
 
 def phase_families(phases: Any) -> np.ndarray:
-    """Per row, `Phase.family` of a column of phases (members or strings), as strings."""
-    return np.asarray([_PHASE_FAMILY[Phase(p)].value for p in np.asarray(phases, dtype=object)],
-                      dtype=object)
+    """Per row, `Phase.family` of a column of phases (members or strings), as strings; the
+    result has the column's shape (a sweep passes one phase per row as a column vector)."""
+    arr = np.asarray(phases, dtype=object)
+    return np.asarray([_PHASE_FAMILY[Phase(p)].value for p in arr.ravel()],
+                      dtype=object).reshape(arr.shape)
 
 
 class TensorSplit(StrEnum):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertscope.analytic.encoder import encoder_ops
+from bertscope.analytic.blocks import expand
+from bertscope.analytic.encoder import encoder_blocks
 from bertscope.analytic.memory import MemoryEstimate, memory_estimate
 from bertscope.analytic.params import param_groups, parameter_count
 from bertscope.config import Job, ModelConfig, Optimizer, Precision, RunConfig, get_model
@@ -37,8 +38,9 @@ def build(m: ModelConfig | Job, run: RunConfig | None = None) -> OpTable:
     """The op table for a job (or a model and run configuration); the table carries the job
     typed (`table.model`, `table.run`)."""
     job = m if isinstance(m, Job) else Job(model=m, run=run)  # type: ignore[arg-type]
-    rows = encoder_ops(job.model, job.run)
-    mem = memory_estimate(job.model, job.run, rows)
+    blocks = encoder_blocks(job.model, job.run)
+    rows = expand(blocks, job.model.num_layers)
+    mem = memory_estimate(job.model, job.run, blocks)
     meta = {
         "producer": "analytic",
         "params": parameter_count(job.model),

@@ -30,8 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bertscope.analytic.optimizer import group_stage, optimizer_ops
-from bertscope.analytic.params import layer_params, param_groups
+import numpy as np
+
+from bertscope.analytic.blocks import Block, Repeat, expand, times
+from bertscope.analytic.optimizer import group_blocks, group_stage, optimizer_blocks
+from bertscope.analytic.params import ParamGroup, layer_params
 from bertscope.config import Activation, Family, ModelConfig, RunConfig
 from bertscope.optable import Op
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
@@ -313,12 +316,19 @@ def masked_positions(run: RunConfig) -> int:
     return run.batch * per_seq
 
 
+def gathers_masked(run: RunConfig) -> bool:
+    """Whether the MLM head gathers the masked positions first: masked-LM-only runs with
+    sequences longer than one token (a 1-token sequence's 15%, rounded up, is the token). A
+    sweep's group of configurations shares the answer (`sweep.grid` splits on it)."""
+    return bool(run.masked_lm_only) and bool(np.all(np.asarray(run.seq) > 1))
+
+
 def _heads(m: ModelConfig, run: RunConfig, ab: int) -> _Section:
     sec = _Section(-1, ab, PipelineStage.LAST)
     b, h, e, v = run.batch, m.hidden, m.emb, m.vocab_size
     t = b * run.seq
     tm = masked_positions(run)
-    if tm != t:
+    if gathers_masked(run):
         sec.fwd.append(sec.row("mlm_gather", S.MLM_HEAD, C.DATA_MOVEMENT, P.FORWARD,
                                elements=tm * h, bytes_read=ab * tm * h + INDEX_BYTES * tm,
                                bytes_written=ab * tm * h))
@@ -350,58 +360,65 @@ def _heads(m: ModelConfig, run: RunConfig, ab: int) -> _Section:
     return sec
 
 
-def _shared_grad_sum(m: ModelConfig, ab: int, layer: int) -> Op:
-    """ALBERT: layer `layer` > 0 adds its weight gradients into the shared layer's."""
+def _shared_grad_sum(m: ModelConfig, ab: int) -> Op:
+    """ALBERT: each layer after the first adds its weight gradients into the shared layer's
+    (a `later` row of the backward block: layers 1..L-1)."""
     n = layer_params(m)
-    return Op("shared_layer.grad_sum", layer, S.OTHER, C.ELEMENTWISE, P.BACKWARD_WEIGHT,
+    return Op("shared_layer.grad_sum", 0, S.OTHER, C.ELEMENTWISE, P.BACKWARD_WEIGHT,
               elements=n, flops=n, bytes_read=2 * ab * n, bytes_written=ab * n)
-
-
-def _times(op: Op, k: int) -> Op:
-    return op._replace(count=op.count * k, flops=op.flops * k, bytes_read=op.bytes_read * k,
-                       bytes_written=op.bytes_written * k)
 
 
 def _recompute(ops: list[Op]) -> list[Op]:
     return [op._replace(phase=P.RECOMPUTE, saved_bytes=0) for op in ops]
 
 
-def encoder_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
-    """All rows of one training iteration (one optimizer step) of an encoder model. The pair
-    is checked where it is made (`Job`, `parallel.Workload`), not here."""
+def accumulates(run: RunConfig) -> bool:
+    """Whether the iteration runs several micro-batches (gradient accumulation rows). A
+    sweep's group of configurations shares the answer (`sweep.grid` splits on it)."""
+    return bool(np.all(np.asarray(run.micro_batches) > 1))
+
+
+def encoder_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
+    """All rows of one training iteration (one optimizer step) of an encoder model, as blocks
+    in execution order: embeddings, the layers' forward, heads (forward and backward), the
+    layers' backward (last layer first; recompute first when checkpointing), the embeddings'
+    backward, gradient accumulation, the optimizer. The pair is checked where it is made
+    (`Job`, `parallel.Workload`, `sweep.grid`), not here."""
     ab = run.precision.act_bytes
     emb = _embeddings(m, run, ab)
     heads = _heads(m, run, ab)
     layer0 = _layer(m, run, ab, 0)
-    fwd0, bwd0 = layer0.fwd, layer0.bwd()
-    layers_fwd: list[Op] = []
-    blocks: list[list[Op]] = []  # each layer's backward rows, first layer first
-    for i in range(m.num_layers):
-        fwd = [op._replace(layer=i) for op in fwd0] if i else fwd0
-        bwd = [op._replace(layer=i) for op in bwd0] if i else bwd0
-        layers_fwd += fwd
-        block = (_recompute(fwd) if run.checkpointing else []) + bwd
-        if m.share_layers and i > 0:
-            block.append(_shared_grad_sum(m, ab, i))
-        blocks.append(block)
-    layers_bwd = [op for block in reversed(blocks) for op in block]  # last layer first
-    micro = emb.fwd + layers_fwd + heads.fwd + heads.bwd() + layers_bwd + emb.bwd()
-    rows = [_times(op, run.micro_batches) for op in micro] if run.micro_batches > 1 else micro
-    if run.micro_batches > 1:
-        rows += _accumulate_grads(m, run, ab)
-    return rows + optimizer_ops(m, run)
+    backward = (_recompute(layer0.fwd) if run.checkpointing else []) + layer0.bwd()
+    later = [_shared_grad_sum(m, ab)] if m.share_layers else []
+    micro = [Block(emb.fwd), Block(layer0.fwd, Repeat.EACH_LAYER),
+             Block(heads.fwd + heads.bwd()),
+             Block(backward, Repeat.EACH_LAYER_REVERSED, later), Block(emb.bwd())]
+    if accumulates(run):
+        k = run.micro_batches
+        micro = [Block([times(op, k) for op in b.rows], b.repeat, [times(op, k) for op in b.later])
+                 for b in micro]
+        micro += _accumulate_grads(m, run, ab)
+    return micro + optimizer_blocks(m, run)
 
 
-def _accumulate_grads(m: ModelConfig, run: RunConfig, ab: int) -> list[Op]:
+def encoder_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
+    """All rows of one training iteration of an encoder model, one per op site (every layer's
+    rows: `expand` of `encoder_blocks`)."""
+    return expand(encoder_blocks(m, run), m.num_layers)
+
+
+def _accumulate_grads(m: ModelConfig, run: RunConfig, ab: int) -> list[Block]:
     """Gradient accumulation: micro-batches after the first add into each .grad."""
     k = run.micro_batches - 1
-    out = []
-    for grp in param_groups(m):
-        n = grp.params
-        out.append(Op(f"{grp.name}.grad_accumulate", grp.layer, S.OTHER, C.ELEMENTWISE,
-                      P.BACKWARD_WEIGHT, elements=n, count=k, flops=k * n,
-                      bytes_read=k * 2 * ab * n, bytes_written=k * ab * n,
-                      pp_stage=group_stage(grp)))
-    return out
 
-__all__ = ["encoder_ops", "masked_positions"]
+    def rows(grp: ParamGroup) -> list[Op]:
+        n = grp.params
+        return [Op(f"{grp.name}.grad_accumulate", grp.layer, S.OTHER, C.ELEMENTWISE,
+                   P.BACKWARD_WEIGHT, elements=n, count=k, flops=k * n,
+                   bytes_read=k * 2 * ab * n, bytes_written=k * ab * n,
+                   pp_stage=group_stage(grp))]
+
+    return group_blocks(m, rows)
+
+
+__all__ = ["accumulates", "encoder_blocks", "encoder_ops", "masked_positions"]

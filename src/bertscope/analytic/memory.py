@@ -17,10 +17,13 @@ The peak adds the largest single op output (a transient buffer) to everything ab
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
+import numpy as np
+
+from bertscope.analytic.blocks import Block, Repeat
 from bertscope.analytic.params import parameter_count
 from bertscope.config import ModelConfig, RunConfig
-from bertscope.optable import Op
 from bertscope.taxonomy import Phase
 
 MASTER_BYTES = 4
@@ -60,30 +63,49 @@ class MemoryEstimate:
         return {**asdict(self), "static": self.static, "peak": self.peak}
 
 
-def memory_estimate(m: ModelConfig, run: RunConfig, ops: list[Op]) -> MemoryEstimate:
-    """Memory of training `m` with `run`, from the iteration's op rows."""
+def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[str, Any]:
+    """The fields of `MemoryEstimate` from an iteration's blocks (numbers, or arrays with one
+    entry per configuration when the configs hold arrays: the sweep engine's input)."""
     n = parameter_count(m)
     ab = run.precision.act_bytes
-    fwd = [op for op in ops if op.phase is Phase.FORWARD]
-    per_layer = sum(op.saved_bytes for op in fwd if op.layer == 0)
-    outside = sum(op.saved_bytes for op in fwd if op.layer < 0)
+    per_layer: Any = 0
+    outside: Any = 0
+    transient: Any = 0
+    for blk in blocks:
+        for op in [*blk.rows, *blk.later]:
+            if op.phase is not Phase.OPTIMIZER:
+                transient = np.maximum(transient, op.bytes_written / op.count)
+        if blk.repeat is Repeat.EACH_LAYER:
+            per_layer = per_layer + sum(op.saved_bytes for op in blk.rows
+                                        if op.phase is Phase.FORWARD)
+        elif blk.repeat is Repeat.ONCE:
+            outside = outside + sum(op.saved_bytes for op in blk.rows
+                                    if op.phase is Phase.FORWARD and op.layer < 0)
     if run.checkpointing:
         layer_input = ab * run.batch * run.seq * m.hidden
         acts = outside + m.num_layers * layer_input + per_layer
     else:
         acts = outside + m.num_layers * per_layer
-    transient = max((op.bytes_written / op.count for op in ops if op.phase is not Phase.OPTIMIZER),
-                    default=0)
-    return MemoryEstimate(
-        params=n,
-        weights=ab * n,
-        master_weights=MASTER_BYTES * n if run.precision.mixed else 0,
-        gradients=ab * n,
-        optimizer_states=4 * run.optimizer.states * n,
-        activations=int(acts),
-        activations_per_layer=int(per_layer),
-        transient=int(transient),
-    )
+    return {
+        "params": n,
+        "weights": ab * n,
+        "master_weights": MASTER_BYTES * n if run.precision.mixed else 0 * n,
+        "gradients": ab * n,
+        "optimizer_states": 4 * run.optimizer.states * n,
+        "activations": acts,
+        "activations_per_layer": per_layer,
+        "transient": transient,
+    }
 
 
-__all__ = ["MemoryEstimate", "memory_estimate"]
+def memory_estimate(m: ModelConfig, run: RunConfig,
+                    blocks: list[Block] | None = None) -> MemoryEstimate:
+    """Memory of training `m` with `run` (from the iteration's blocks, built when not given)."""
+    if blocks is None:
+        from bertscope.analytic.encoder import encoder_blocks
+
+        blocks = encoder_blocks(m, run)
+    return MemoryEstimate(**{k: int(v) for k, v in memory_parts(m, run, blocks).items()})
+
+
+__all__ = ["MemoryEstimate", "memory_estimate", "memory_parts"]

@@ -17,7 +17,10 @@ global gradient-norm pre-normalization is NVIDIA's NVLAMB.
 
 from __future__ import annotations
 
-from bertscope.analytic.params import ParamGroup, param_groups
+from collections.abc import Callable
+
+from bertscope.analytic.blocks import Block, Repeat, expand
+from bertscope.analytic.params import ParamGroup, group_layout
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.optable import Op
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer
@@ -42,35 +45,53 @@ def _row(name: str, grp: ParamGroup, cat: Category, flops: float, read: float,
               flops=flops, bytes_read=read, bytes_written=written, pp_stage=group_stage(grp))
 
 
+def group_blocks(m: ModelConfig, rows: Callable[[ParamGroup], list[Op]]) -> list[Block]:
+    """Blocks of per-parameter-group rows, in group order: the groups before the encoder
+    stack, the layer group (once per layer, or once for a shared layer), those after."""
+    g = group_layout(m)
+    return [Block([op for grp in g.before for op in rows(grp)]),
+            Block(rows(g.layer), Repeat.EACH_LAYER if g.per_layer else Repeat.ONCE),
+            Block([op for grp in g.after for op in rows(grp)])]
+
+
+def optimizer_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
+    """The optimizer step's rows for every parameter group of the model, as blocks."""
+    return group_blocks(m, lambda grp: _group_rows(grp, run))
+
+
 def optimizer_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
-    """The optimizer step's rows for every parameter group of the model."""
+    """The optimizer step's rows for every parameter group of the model, one per group."""
+    return expand(optimizer_blocks(m, run), m.num_layers)
+
+
+def _group_rows(grp: ParamGroup, run: RunConfig) -> list[Op]:
+    """The optimizer step's rows of one parameter group."""
     gb = run.precision.act_bytes  # gradient element bytes
     opt = run.optimizer
     states = W * opt.states  # state bytes per element
     rows: list[Op] = []
-    for grp in param_groups(m):
-        n, name = grp.params, grp.name
-        if run.precision is Precision.FP16:  # loss scaling: unscale and check for inf/nan
-            rows.append(_row(f"{name}.grad_unscale", grp, Category.OPTIMIZER, 2 * n,
-                             gb * n, gb * n))
-        if opt is Optimizer.LAMB:
-            rows.append(_row(f"{name}.grad_norm", grp, Category.REDUCTION, 2 * n,
-                             gb * n, W))
-            rows.append(_row(f"{name}.lamb_moments", grp, Category.OPTIMIZER,
-                             _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
-                             (states + W) * n))  # writes m, v and the update u
-            rows.append(_row(f"{name}.lamb_norms", grp, Category.REDUCTION, 4 * n,
-                             2 * W * n, 2 * W * grp.tensors))  # ||w||, ||u|| per tensor
-            rows.append(_row(f"{name}.lamb_update", grp, Category.OPTIMIZER, 3 * n,
-                             2 * W * n + W * grp.tensors, W * n))
-        else:
-            rows.append(_row(f"{name}.{opt.value}_update", grp, Category.OPTIMIZER,
-                             _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
-                             (W + states) * n))
-        if run.precision.mixed:
-            rows.append(_row(f"{name}.copy_to_half", grp, Category.DATA_MOVEMENT, 0,
-                             W * n, gb * n))
+    n, name = grp.params, grp.name
+    if run.precision is Precision.FP16:  # loss scaling: unscale and check for inf/nan
+        rows.append(_row(f"{name}.grad_unscale", grp, Category.OPTIMIZER, 2 * n,
+                         gb * n, gb * n))
+    if opt is Optimizer.LAMB:
+        rows.append(_row(f"{name}.grad_norm", grp, Category.REDUCTION, 2 * n,
+                         gb * n, W))
+        rows.append(_row(f"{name}.lamb_moments", grp, Category.OPTIMIZER,
+                         _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
+                         (states + W) * n))  # writes m, v and the update u
+        rows.append(_row(f"{name}.lamb_norms", grp, Category.REDUCTION, 4 * n,
+                         2 * W * n, 2 * W * grp.tensors))  # ||w||, ||u|| per tensor
+        rows.append(_row(f"{name}.lamb_update", grp, Category.OPTIMIZER, 3 * n,
+                         2 * W * n + W * grp.tensors, W * n))
+    else:
+        rows.append(_row(f"{name}.{opt.value}_update", grp, Category.OPTIMIZER,
+                         _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
+                         (W + states) * n))
+    if run.precision.mixed:
+        rows.append(_row(f"{name}.copy_to_half", grp, Category.DATA_MOVEMENT, 0,
+                         W * n, gb * n))
     return rows
 
 
-__all__ = ["group_stage", "optimizer_ops"]
+__all__ = ["group_blocks", "group_stage", "optimizer_blocks", "optimizer_ops"]

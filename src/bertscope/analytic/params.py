@@ -52,24 +52,49 @@ def head_params(m: ModelConfig) -> int:
     return mlm + cls
 
 
-def param_groups(m: ModelConfig, *, pretraining: bool = True) -> list[ParamGroup]:
-    """The model's parameter groups. `pretraining=False` gives the bare encoder as
-    Hugging Face's BertModel/RobertaModel/AlbertModel builds it (with its pooler)."""
-    groups = [ParamGroup("embedding", -1, embedding_params(m),
+@dataclass(frozen=True, slots=True)
+class GroupLayout:
+    """The parameter groups as written once: those before the encoder stack, the encoder
+    layer's group (as layer 0), whether it repeats per layer (not for ALBERT's shared layer),
+    and those after the stack."""
+
+    before: list[ParamGroup]
+    layer: ParamGroup
+    per_layer: bool
+    after: list[ParamGroup]
+
+
+def group_layout(m: ModelConfig, *, pretraining: bool = True) -> GroupLayout:
+    """The model's parameter groups, each written once (`param_groups` lays them out).
+    `pretraining=False` gives the bare encoder as Hugging Face's BertModel/RobertaModel/
+    AlbertModel builds it (with its pooler)."""
+    before = [ParamGroup("embedding", -1, embedding_params(m),
                          3 + 2 + (2 if m.family is Family.ALBERT else 0))]
-    n_layer_groups = 1 if m.share_layers else m.num_layers
-    groups += [ParamGroup("layer", i, layer_params(m), 16) for i in range(n_layer_groups)]
+    after = []
     if not pretraining or m.has_pooler_head:
-        groups.append(ParamGroup("pooler", -1, linear(m.hidden, m.hidden), 2))
+        after.append(ParamGroup("pooler", -1, linear(m.hidden, m.hidden), 2))
     if pretraining:
-        groups.append(ParamGroup("heads", -1, head_params(m),
-                                 5 + (2 if m.has_pooler_head else 0)))
-    return groups
+        after.append(ParamGroup("heads", -1, head_params(m),
+                                5 + (2 if m.has_pooler_head else 0)))
+    return GroupLayout(before, ParamGroup("layer", 0, layer_params(m), 16),
+                       not m.share_layers, after)
+
+
+def param_groups(m: ModelConfig, *, pretraining: bool = True) -> list[ParamGroup]:
+    """The model's parameter groups: `embedding`, one per encoder layer (one for ALBERT's
+    shared layer), `pooler` (BERT and ALBERT, or the bare encoder), `heads`."""
+    g = group_layout(m, pretraining=pretraining)
+    n = m.num_layers if g.per_layer else 1
+    layers = [g.layer] + [ParamGroup(g.layer.name, i, g.layer.params, g.layer.tensors)
+                          for i in range(1, n)]
+    return [*g.before, *layers, *g.after]
 
 
 def parameter_count(m: ModelConfig, *, pretraining: bool = True) -> int:
     """Unique trainable parameters (shared ALBERT weights and tied decoder counted once)."""
-    return sum(g.params for g in param_groups(m, pretraining=pretraining))
+    g = group_layout(m, pretraining=pretraining)
+    n = m.num_layers if g.per_layer else 1
+    return sum(x.params for x in g.before) + n * g.layer.params + sum(x.params for x in g.after)
 
 
-__all__ = ["ParamGroup", "param_groups", "parameter_count"]
+__all__ = ["GroupLayout", "ParamGroup", "group_layout", "param_groups", "parameter_count"]

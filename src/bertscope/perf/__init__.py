@@ -31,7 +31,7 @@ from bertscope.perf.efficiency import (
 )
 from bertscope.perf.fusion import fuse
 from bertscope.perf.predict import Bound, by_bound, predict
-from bertscope.perf.roofline import Peaks, roofline, select_peaks
+from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
 
 __all__ = [
     "ASSUMED",
@@ -41,6 +41,7 @@ __all__ = [
     "DeviceProfile",
     "EfficiencyModel",
     "GemmEfficiency",
+    "Knobs",
     "Overhead",
     "OverheadModel",
     "Peaks",

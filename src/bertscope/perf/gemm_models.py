@@ -34,7 +34,8 @@ def gemm_phase(phase: Any) -> np.ndarray:
     forward family (recompute included), the phase itself otherwise (backward_data,
     backward_weight, backward)."""
     families = phase_families(phase)
-    phases = np.array([str(p) for p in np.asarray(phase, dtype=object)], dtype=object)
+    arr = np.asarray(phase, dtype=object)
+    phases = np.array([str(p) for p in arr.ravel()], dtype=object).reshape(arr.shape)
     return np.where(families == PhaseFamily.FORWARD.value, families, phases)
 
 
@@ -92,7 +93,8 @@ class GemmEfficiency(ModelBase):
              * saturating(d, self.half_saturation_dim))
         if self.per_phase and "phase" in rows:
             keys = gemm_phase(rows["phase"])
-            scale = np.array([float(self.per_phase.get(k, 1.0)) for k in keys], dtype=float)
+            scale = np.array([float(self.per_phase.get(k, 1.0)) for k in keys.ravel()],
+                             dtype=float).reshape(keys.shape)
             f = np.minimum(1.0, f * scale)
         return np.where(w > 0, f, 1.0)
 

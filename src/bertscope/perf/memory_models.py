@@ -106,11 +106,11 @@ class CategoryBandwidthEfficiency(ModelBase):
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak bandwidth per row (rows moving no bytes get 1)."""
         b = per_launch(rows, bytes_moved(rows))
-        cats = np.array([str(c) for c in np.asarray(rows["category"], dtype=object)],
-                        dtype=object)
+        raw = np.asarray(rows["category"], dtype=object)
+        cats = np.array([str(c) for c in raw.ravel()], dtype=object).reshape(raw.shape)
         keyed = cats + "@" + (phase_families(rows["phase"]) if "phase" in rows else "")
-        top = np.full(len(b), self.max_fraction, dtype=float)
-        half = np.full(len(b), self.half_saturation_bytes, dtype=float)
+        top = np.full(cats.shape, self.max_fraction, dtype=float)
+        half = np.full(cats.shape, self.half_saturation_bytes, dtype=float)
         for key, (mx, h) in sorted(self.per_category.items(), key=lambda kv: "@" in kv[0]):
             sel = (keyed == key) if "@" in key else (cats == key)  # category@phase wins
             top[sel], half[sel] = float(mx), float(h)

@@ -36,7 +36,7 @@ from bertscope.optable import (
     stable_largest,
 )
 from bertscope.perf.efficiency import DeviceProfile, default_profile
-from bertscope.perf.roofline import Peaks, roofline, select_peaks
+from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
 from bertscope.taxonomy import gemm_mask
 
 if TYPE_CHECKING:
@@ -67,38 +67,26 @@ def _fraction(values: np.ndarray, what: str) -> np.ndarray:
     return f
 
 
-def predict(table: OpTable, profile: DeviceProfile | Device,
-            precision: Precision | str | None = None, *,
-            gemm_format: NumberFormat | str | None = None) -> OpTable:
-    """A copy of `table` with `time_s` predicted on `profile`'s device, and the columns
-    compute_s, memory_s, overhead_s (the three candidate times), host_s (host time added),
-    roofline_s and bound.
-
-    `precision` defaults to the table's run precision (`table.run.precision`); a bare
-    `Device` gets its kind's default efficiency models. `gemm_format` forces the GEMM peak's
-    format (e.g. "tf32"). Totals and shares go to meta["prediction"]. Works on the table's
-    columns (no pandas); the result is column-backed unless `table` is DataFrame-backed.
-    """
-    if isinstance(profile, Device):
-        profile = default_profile(profile)
-    if precision is None:
-        if table.job is None:
-            raise BertscopeError("the op table carries no run configuration; pass precision=")
-        precision = table.run.precision
-    peaks = select_peaks(profile.device, precision, gemm_format)
-    rows = table.columns
+def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
+              overhead_scale: float = 1.0) -> dict[str, np.ndarray]:
+    """The formulas of the module docstring for op-table columns `rows`: compute_s,
+    memory_s, overhead_s, host_s, roofline_s, time_s and `bound_code` (the index of the
+    largest term in `Bound`, as ints). Shape-agnostic: `predict` passes 1-D columns, the
+    sweep engine (rows x configurations) numeric columns with (rows, 1) category and phase
+    columns. `overhead_scale` multiplies the launch floor and host time (a what-if knob)."""
     roof = roofline(rows, peaks)
     gemm = gemm_mask(rows["category"])
     f_gemm = np.where(gemm, _fraction(profile.gemm.fraction(rows), "GEMM"), 1.0)
     f_bw = _fraction(profile.bandwidth.fraction(rows), "bandwidth")
     compute = roof["compute_s"] / f_gemm
     memory = roof["memory_s"] / f_bw
-    overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)
-    host = np.asarray(profile.overhead.host_seconds(rows), dtype=float)
+    overhead = np.asarray(profile.overhead.seconds(rows), dtype=float) * overhead_scale
+    host = np.asarray(profile.overhead.host_seconds(rows), dtype=float) * overhead_scale
     if np.any(overhead < 0) or np.any(host < 0):
         raise BertscopeError("overhead model returned a negative time")
-    terms = np.stack([compute, memory, overhead + host])
-    added = {
+    overhead, host = np.broadcast_arrays(overhead, host)
+    terms = np.stack(np.broadcast_arrays(compute, memory, overhead + host))
+    return {
         # NaN where the row cannot be placed (no link figure)
         "time_s": np.maximum(np.maximum(compute, memory), overhead) + host,
         "compute_s": compute,
@@ -106,8 +94,35 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
         "overhead_s": overhead,
         "host_s": host,
         "roofline_s": roof["roofline_s"],
-        "bound": _BOUNDS[np.nan_to_num(terms, nan=-1.0).argmax(axis=0)],
+        "bound_code": np.nan_to_num(terms, nan=-1.0).argmax(axis=0),
     }
+
+
+def predict(table: OpTable, profile: DeviceProfile | Device,
+            precision: Precision | str | None = None, *,
+            gemm_format: NumberFormat | str | None = None,
+            knobs: Knobs | None = None) -> OpTable:
+    """A copy of `table` with `time_s` predicted on `profile`'s device, and the columns
+    compute_s, memory_s, overhead_s (the three candidate times), host_s (host time added),
+    roofline_s and bound.
+
+    `precision` defaults to the table's run precision (`table.run.precision`); a bare
+    `Device` gets its kind's default efficiency models. `gemm_format` forces the GEMM peak's
+    format (e.g. "tf32"); `knobs` scales the device's figures (what-ifs). Totals and shares
+    go to meta["prediction"]. Works on the table's columns (no pandas); the result is
+    column-backed unless `table` is DataFrame-backed.
+    """
+    if isinstance(profile, Device):
+        profile = default_profile(profile)
+    if precision is None:
+        if table.job is None:
+            raise BertscopeError("the op table carries no run configuration; pass precision=")
+        precision = table.run.precision
+    knobs = knobs or Knobs()
+    peaks = knobs.apply(select_peaks(profile.device, precision, gemm_format))
+    rows = table.columns
+    added: dict[str, Any] = row_times(rows, profile, peaks, overhead_scale=knobs.overhead)
+    added["bound"] = _BOUNDS[added.pop("bound_code")]
     meta = dict(table.meta)
     tokens = table.run.tokens if table.job is not None else None
     meta["prediction"] = _summary({**rows, **added}, meta, profile, Precision(precision), peaks,
@@ -191,4 +206,5 @@ def top_ops(table: OpTable, n: int) -> pd.DataFrame:
     return top_groups(table, n).to_frame().reset_index()
 
 
-__all__ = ["PREDICTED_COLUMNS", "Bound", "by_bound", "predict", "top_groups", "top_ops"]
+__all__ = ["PREDICTED_COLUMNS", "Bound", "by_bound", "predict", "row_times", "top_groups",
+           "top_ops"]

@@ -27,7 +27,7 @@ Communication rows are held to the interconnect bandwidth (NaN where the device 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -73,6 +73,41 @@ class Peaks:
     """Link bytes/s for communication rows (None: not published)."""
     notes: tuple[str, ...] = field(default=())
     """Stand-ins used where the chip lacks a format."""
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """Hardware what-ifs: multipliers of a device's figures (1 = as published). The GEMM knob
+    scales the peak GEMM rows are held to (not the vector rate), the bandwidth knob device
+    memory bandwidth, the overhead knob the per-launch floor and host time, the memory knob
+    the capacity a configuration must fit in."""
+
+    gemm_peak: float = 1.0
+    bandwidth: float = 1.0
+    overhead: float = 1.0
+    memory: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("gemm_peak", "bandwidth", "overhead", "memory"):
+            v = getattr(self, name)
+            ok = (isinstance(v, int | float) and not isinstance(v, bool)
+                  and np.isfinite(v) and 0 < v <= 1e6)
+            if not ok:
+                raise BertscopeError(f"knob {name} must be a multiplier in (0, 1e6], got {v!r}")
+
+    @property
+    def is_identity(self) -> bool:
+        """Whether every knob is 1 (the device as published)."""
+        return (self.gemm_peak, self.bandwidth, self.overhead, self.memory) == (1, 1, 1, 1)
+
+    def apply(self, peaks: Peaks) -> Peaks:
+        """`peaks` with the GEMM peak and the bandwidth scaled (noted when not 1)."""
+        if self.gemm_peak == 1 and self.bandwidth == 1:
+            return peaks
+        note = f"what-if: GEMM peak x{self.gemm_peak:g}, bandwidth x{self.bandwidth:g}"
+        return replace(peaks, gemm_flops=peaks.gemm_flops * self.gemm_peak,
+                       bandwidth=peaks.bandwidth * self.bandwidth,
+                       notes=(*peaks.notes, note))
 
 
 def select_peaks(device: Device, precision: Precision | str,
@@ -134,4 +169,4 @@ def roofline(rows: Mapping[str, Any] | pd.DataFrame,
     return out
 
 
-__all__ = ["Peaks", "roofline", "row_peaks", "select_peaks"]
+__all__ = ["Knobs", "Peaks", "roofline", "row_peaks", "select_peaks"]

@@ -1,0 +1,77 @@
+"""An iteration's rows as blocks: the rows written once, with how often each block repeats.
+
+Every encoder layer runs the same ops on the same shapes, so a producer writes one layer's
+rows once (as layer 0) and says how the block repeats; `expand` lays the blocks out into the
+op table's rows (one per layer, in execution order), and the sweep engine instead weighs each
+block's rows by its multiplicity (`multiplicity`). Both read the same rows, so the op table
+and a sweep cannot disagree, and building a table costs the same for 2 or 2,000 layers.
+
+The rows are pure arithmetic on sizes: given a model and run view whose size fields are numpy
+arrays (one entry per configuration; `sweep.grid`), the same producer code returns rows whose
+numeric fields are arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from bertscope.optable import Op
+
+
+class Repeat(Enum):
+    """How a block repeats over the encoder stack."""
+
+    ONCE = "once"
+    """Embeddings, heads, a shared (ALBERT) layer's parameter group: one copy."""
+    EACH_LAYER = "each_layer"
+    """One copy per encoder layer, layer 0 first (forward order)."""
+    EACH_LAYER_REVERSED = "each_layer_reversed"
+    """One copy per encoder layer, the last layer first (backward order)."""
+
+
+@dataclass(slots=True)
+class Block:
+    """Rows of one part of an iteration and how they repeat. Rows of a per-layer block are
+    written for layer 0; `later` rows run only in layers 1..L-1 (after the block's rows of
+    each such layer: ALBERT's shared-weight gradient sums)."""
+
+    rows: list[Op]
+    repeat: Repeat = Repeat.ONCE
+    later: list[Op] = field(default_factory=list)
+
+
+def expand(blocks: Iterable[Block], layers: int) -> list[Op]:
+    """The op table's rows: each block laid out in order, per-layer blocks once per layer with
+    the layer index set (linear in the number of layers)."""
+    out: list[Op] = []
+    for blk in blocks:
+        if blk.repeat is Repeat.ONCE:
+            out += blk.rows
+            continue
+        order = range(layers) if blk.repeat is Repeat.EACH_LAYER else range(layers - 1, -1, -1)
+        for i in order:
+            out += [op._replace(layer=i) for op in blk.rows] if i else blk.rows
+            if i:
+                out += [op._replace(layer=i) for op in blk.later]
+    return out
+
+
+def multiplicity(blk: Block, layers: Any) -> tuple[Any, Any]:
+    """(copies of the block's rows, copies of its `later` rows) in an iteration of `layers`
+    encoder layers (an int, or an array with one entry per configuration)."""
+    if blk.repeat is Repeat.ONCE:
+        return 1, 0
+    return layers, layers - 1
+
+
+def times(op: Op, k: Any) -> Op:
+    """A row run k times (micro-batches): count, FLOPs and bytes scale; saved bytes, a
+    per-micro-batch memory figure, do not."""
+    return op._replace(count=op.count * k, flops=op.flops * k, bytes_read=op.bytes_read * k,
+                       bytes_written=op.bytes_written * k)
+
+
+__all__ = ["Block", "Repeat", "expand", "multiplicity", "times"]
