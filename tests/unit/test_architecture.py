@@ -29,13 +29,15 @@ ALLOWED: dict[str, set[str]] = {
     # them with the performance model: the two exceptions the design names)
     "perf": GROUND | {"hardware"},
     "parallel": GROUND | {"hardware", "perf", "analytic"},
+    # the sweep engine runs the analytic producer on arrays and times rows with perf's formula
+    "sweep": GROUND | {"hardware", "perf", "analytic"},
     # workflows that measure and predict together
     "studies": GROUND | {"hardware", "analytic", "trace", "measure", "perf", "parallel"},
     # screens
-    "report": GROUND | {"hardware", "analytic", "trace", "perf", "parallel"},
+    "report": GROUND | {"hardware", "analytic", "trace", "perf", "parallel", "sweep"},
     "cli": GROUND | {"hardware", "analytic", "trace", "measure", "perf", "parallel", "studies",
-                     "report"},
-    "__init__": GROUND | {"analytic", "trace"},
+                     "report", "sweep"},
+    "__init__": GROUND | {"analytic", "trace", "sweep"},
 }
 TORCH_OK = {"measure", "studies"}
 

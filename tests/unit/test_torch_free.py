@@ -13,7 +13,7 @@ import textwrap
 
 TORCH_FREE = ("bertscope.analytic", "bertscope.optable", "bertscope.perf", "bertscope.parallel",
               "bertscope.hardware", "bertscope.trace", "bertscope.config", "bertscope.taxonomy",
-              "bertscope.io", "bertscope.errors")
+              "bertscope.io", "bertscope.errors", "bertscope.sweep")
 
 _SCRIPT = textwrap.dedent("""
     import sys

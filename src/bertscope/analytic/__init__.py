@@ -39,7 +39,7 @@ def build(m: ModelConfig | Job, run: RunConfig | None = None) -> OpTable:
     typed (`table.model`, `table.run`)."""
     job = m if isinstance(m, Job) else Job(model=m, run=run)  # type: ignore[arg-type]
     blocks = encoder_blocks(job.model, job.run)
-    rows = expand(blocks, job.model.num_layers)
+    rows = expand(blocks, job.model.num_layers, job.run.micro_batches)
     mem = memory_estimate(job.model, job.run, blocks)
     meta = {
         "producer": "analytic",

@@ -41,30 +41,41 @@ class Block:
     rows: list[Op]
     repeat: Repeat = Repeat.ONCE
     later: list[Op] = field(default_factory=list)
+    micro: bool = False
+    """The rows run once per micro-batch (forward and backward), written for one."""
 
 
-def expand(blocks: Iterable[Block], layers: int) -> list[Op]:
+def expand(blocks: Iterable[Block], layers: int, micro_batches: int = 1) -> list[Op]:
     """The op table's rows: each block laid out in order, per-layer blocks once per layer with
-    the layer index set (linear in the number of layers)."""
+    the layer index set (linear in the number of layers); rows of per-micro-batch blocks
+    carry `count` = micro_batches, their FLOPs and bytes summed over the runs (`times`)."""
     out: list[Op] = []
     for blk in blocks:
+        rows, later = blk.rows, blk.later
+        if blk.micro and micro_batches > 1:
+            rows = [times(op, micro_batches) for op in rows]
+            later = [times(op, micro_batches) for op in later]
         if blk.repeat is Repeat.ONCE:
-            out += blk.rows
+            out += rows
             continue
         order = range(layers) if blk.repeat is Repeat.EACH_LAYER else range(layers - 1, -1, -1)
         for i in order:
-            out += [op._replace(layer=i) for op in blk.rows] if i else blk.rows
+            out += [op._replace(layer=i) for op in rows] if i else rows
             if i:
-                out += [op._replace(layer=i) for op in blk.later]
+                out += [op._replace(layer=i) for op in later]
     return out
 
 
-def multiplicity(blk: Block, layers: Any) -> tuple[Any, Any]:
-    """(copies of the block's rows, copies of its `later` rows) in an iteration of `layers`
-    encoder layers (an int, or an array with one entry per configuration)."""
+def multiplicity(blk: Block, layers: Any, micro_batches: Any = 1) -> tuple[Any, Any]:
+    """(runs of the block's rows, runs of its `later` rows) in an iteration of `layers`
+    encoder layers and `micro_batches` micro-batches (ints, or arrays with one entry per
+    configuration): what `expand` lays out as separate rows (layers) and as `count`
+    (micro-batches). A row's time scales with its runs: an efficiency model sees the work of
+    one launch (`perf.device_profile.per_launch`) and charges overheads per launch."""
+    k = micro_batches if blk.micro else 1
     if blk.repeat is Repeat.ONCE:
-        return 1, 0
-    return layers, layers - 1
+        return k, 0
+    return layers * k, (layers - 1) * k
 
 
 def times(op: Op, k: Any) -> Op:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bertscope.analytic.blocks import Block, Repeat, expand, times
+from bertscope.analytic.blocks import Block, Repeat, expand
 from bertscope.analytic.optimizer import group_blocks, group_stage, optimizer_blocks
 from bertscope.analytic.params import ParamGroup, layer_params
 from bertscope.config import Activation, Family, ModelConfig, RunConfig
@@ -390,13 +390,11 @@ def encoder_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     layer0 = _layer(m, run, ab, 0)
     backward = (_recompute(layer0.fwd) if run.checkpointing else []) + layer0.bwd()
     later = [_shared_grad_sum(m, ab)] if m.share_layers else []
-    micro = [Block(emb.fwd), Block(layer0.fwd, Repeat.EACH_LAYER),
-             Block(heads.fwd + heads.bwd()),
-             Block(backward, Repeat.EACH_LAYER_REVERSED, later), Block(emb.bwd())]
+    micro = [Block(emb.fwd, micro=True), Block(layer0.fwd, Repeat.EACH_LAYER, micro=True),
+             Block(heads.fwd + heads.bwd(), micro=True),
+             Block(backward, Repeat.EACH_LAYER_REVERSED, later, micro=True),
+             Block(emb.bwd(), micro=True)]
     if accumulates(run):
-        k = run.micro_batches
-        micro = [Block([times(op, k) for op in b.rows], b.repeat, [times(op, k) for op in b.later])
-                 for b in micro]
         micro += _accumulate_grads(m, run, ab)
     return micro + optimizer_blocks(m, run)
 
@@ -404,7 +402,7 @@ def encoder_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
 def encoder_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
     """All rows of one training iteration of an encoder model, one per op site (every layer's
     rows: `expand` of `encoder_blocks`)."""
-    return expand(encoder_blocks(m, run), m.num_layers)
+    return expand(encoder_blocks(m, run), m.num_layers, run.micro_batches)
 
 
 def _accumulate_grads(m: ModelConfig, run: RunConfig, ab: int) -> list[Block]:

@@ -60,7 +60,7 @@ _BOUNDS = np.array([b.value for b in Bound], dtype=object)
 
 def _fraction(values: np.ndarray, what: str) -> np.ndarray:
     f = np.asarray(values, dtype=float)
-    if not np.all((f > 0) & (f <= 1)):
+    if f.size and not (f.min() > 0 and f.max() <= 1):  # NaN fails both
         bad = f[~((f > 0) & (f <= 1))][0]
         raise BertscopeError(f"{what} efficiency model returned {bad!r}; fractions must lie "
                              f"in (0, 1]")
@@ -80,12 +80,13 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
     f_bw = _fraction(profile.bandwidth.fraction(rows), "bandwidth")
     compute = roof["compute_s"] / f_gemm
     memory = roof["memory_s"] / f_bw
-    overhead = np.asarray(profile.overhead.seconds(rows), dtype=float) * overhead_scale
-    host = np.asarray(profile.overhead.host_seconds(rows), dtype=float) * overhead_scale
+    overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)
+    host = np.asarray(profile.overhead.host_seconds(rows), dtype=float)
     if np.any(overhead < 0) or np.any(host < 0):
         raise BertscopeError("overhead model returned a negative time")
+    if np.any(np.asarray(overhead_scale) != 1):
+        overhead, host = overhead * overhead_scale, host * overhead_scale
     overhead, host = np.broadcast_arrays(overhead, host)
-    terms = np.stack(np.broadcast_arrays(compute, memory, overhead + host))
     return {
         # NaN where the row cannot be placed (no link figure)
         "time_s": np.maximum(np.maximum(compute, memory), overhead) + host,
@@ -94,8 +95,17 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
         "overhead_s": overhead,
         "host_s": host,
         "roofline_s": roof["roofline_s"],
-        "bound_code": np.nan_to_num(terms, nan=-1.0).argmax(axis=0),
+        "bound_code": _bound_code(compute, memory, overhead + host),
     }
+
+
+def _bound_code(compute: np.ndarray, memory: np.ndarray, fixed: np.ndarray) -> np.ndarray:
+    """Index in `Bound` of the largest of the three terms, the first on ties, a NaN term
+    counting as -1 (what argmax over the stacked terms gives, without stacking them)."""
+    if np.isnan(compute).any() or np.isnan(memory).any():
+        compute, memory = np.nan_to_num(compute, nan=-1.0), np.nan_to_num(memory, nan=-1.0)
+    return np.where(compute >= memory, np.where(compute >= fixed, 0, 2),
+                    np.where(memory >= fixed, 1, 2))
 
 
 def predict(table: OpTable, profile: DeviceProfile | Device,

@@ -1,0 +1,202 @@
+"""Design-space sweeps: every configuration of a grid, predicted on every device, at once.
+
+    result = sweep(["bert-base", "bert-large"], ["a100", "h100"], batch=range(1, 257),
+                   seq=(128, 512), precision=("fp32", "bf16"))
+    result.frame.nlargest(5, "tokens_per_s")
+
+One row per configuration (model, dimensions, run settings, device, knobs): iteration time,
+tokens/s, achieved FLOP/s and fraction of the GEMM peak, time share per category and per bound,
+the memory-bound (non-GEMM) and optimizer shares, peak memory per device and whether it fits.
+Every figure equals what `predict(build(model, run), device, knobs=...)` gives for that
+configuration (tests check it to 1e-9): the engine (`engine.py`) runs the same analytic
+producer on arrays and the same `perf.predict.row_times`. Configurations a model cannot run
+(heads that do not divide hidden, a sequence beyond its positions) are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bertscope.config import ModelConfig, get_model
+from bertscope.errors import BertscopeError
+from bertscope.perf.efficiency import DeviceProfile, load_profile
+from bertscope.perf.predict import Bound
+from bertscope.perf.roofline import Knobs
+from bertscope.sweep.engine import evaluate
+from bertscope.sweep.grid import KNOB_AXES, NUM_AXES, Grid, Group
+from bertscope.taxonomy import Category
+
+MAX_CONFIGS = 2_000_000
+"""Largest grid evaluated without being asked to (`sweep(..., max_configs=None)`,
+`bertscope sweep --yes`)."""
+BYTES_PER_CONFIG = 400
+"""About what one result row holds (some 45 numeric columns): the memory a grid will need."""
+
+LABEL_COLUMNS = ("model", "family", "precision", "optimizer", "checkpoint", "dropout",
+                 "masked_lm_only", "device")
+"""Columns naming a configuration's structure (categorical in the frame)."""
+_GEMM = {c.value for c in Category if c.is_gemm}
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A sweep's rows and how it went."""
+
+    frame: pd.DataFrame
+    """One row per configuration evaluated."""
+    grid_size: int
+    """Configurations in the grid."""
+    skipped: int
+    """Configurations a model cannot run (heads not dividing hidden, seq beyond positions)."""
+    seconds: float
+    """Wall time of the evaluation."""
+
+    @property
+    def evaluated(self) -> int:
+        """Configurations evaluated (rows of `frame`)."""
+        return len(self.frame)
+
+    def ranked(self, sort: str | None = None, top: int | None = None) -> pd.DataFrame:
+        """The rows sorted by `sort` (descending for rates, shares and fractions; ascending
+        for times and memory), the first `top` of them."""
+        df = self.frame
+        if sort is not None:
+            if sort not in df.columns:
+                raise BertscopeError(f"no column {sort!r} to sort by; columns: "
+                                     f"{', '.join(df.columns)}")
+            ascending = sort in ("iteration_s", "memory_bytes") or sort.endswith("_s")
+            df = df.sort_values(sort, ascending=ascending, kind="stable")
+        return df.head(top) if top is not None else df
+
+    def export(self, path: str | Path) -> Path:
+        """Write the rows (csv or parquet, from the suffix) atomically."""
+        from bertscope.io import Format, atomic_path, output_format
+
+        p = Path(path)
+        fmt = output_format(p, (Format.CSV, Format.PARQUET))
+        with atomic_path(p) as tmp:
+            if fmt is Format.PARQUET:
+                self.frame.to_parquet(tmp, index=False)
+            else:
+                self.frame.to_csv(tmp, index=False)
+        return p
+
+
+def _models(models: Sequence[str | Path | ModelConfig]) -> tuple[ModelConfig, ...]:
+    return tuple(m if isinstance(m, ModelConfig) else get_model(m) for m in models)
+
+
+def _devices(devices: Sequence[str | Path | DeviceProfile]) -> tuple[DeviceProfile, ...]:
+    return tuple(d if isinstance(d, DeviceProfile) else load_profile(d) for d in devices)
+
+
+def make_grid(models: Sequence[str | Path | ModelConfig],
+              devices: Sequence[str | Path | DeviceProfile], **axes: Any) -> Grid:
+    """The grid of `sweep` (models and devices loaded, every axis checked)."""
+    unknown = sorted(set(axes) - {*NUM_AXES, *KNOB_AXES, "precision", "optimizer",
+                                  "checkpoint", "dropout", "masked_lm_only"})
+    if unknown:
+        raise BertscopeError(f"unknown sweep axis {', '.join(unknown)}")
+    return Grid(models=_models(models), devices=_devices(devices),
+                **{k: tuple(v) if v is not None else None for k, v in axes.items()})
+
+
+def sweep(models: Sequence[str | Path | ModelConfig],
+          devices: Sequence[str | Path | DeviceProfile] = ("a100",), *,
+          max_configs: int | None = MAX_CONFIGS, progress: Progress | None = None,
+          **axes: Any) -> SweepResult:
+    """Evaluate every configuration of the grid (see the module docstring). Axes: the model
+    dimensions (`layers`, `hidden`, `heads`, `ffn`, `vocab`), `batch`, `seq`,
+    `micro_batches`, `precision`, `optimizer`, `checkpoint` (none/full), `dropout`,
+    `masked_lm_only`, and the knobs `gemm_peak`, `bandwidth`, `overhead`, `memory`
+    (multipliers of each device's figures); each a sequence of values. A grid above
+    `max_configs` is refused (None: no cap)."""
+    grid = make_grid(models, devices, **axes)
+    if max_configs is not None and grid.size > max_configs:
+        raise BertscopeError(
+            f"the grid has {grid.size:,} configurations (about "
+            f"{grid.size * BYTES_PER_CONFIG / 2**30:.1f} GiB of results), above "
+            f"{max_configs:,}; narrow an axis or pass --yes")
+    t0 = time.perf_counter()
+    targets = [(p, k) for p in grid.devices for k in grid.knob_sets()]
+    tell = progress or (lambda *_: None)
+    parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]] = []
+    done = 0
+    for group in grid.groups():
+        for target, cols in evaluate(group, targets):
+            parts.append((_labels(group), target, cols))
+        done += group.size * len(targets)
+        tell("sweep", done, grid.size)
+    frame = _frame(parts, targets)
+    return SweepResult(frame=frame, grid_size=grid.size, skipped=grid.size - len(frame),
+                       seconds=time.perf_counter() - t0)
+
+
+def _labels(group: Group) -> dict[str, Any]:
+    return {"model": group.model.name, "family": group.model.family.value,
+            "precision": group.precision.value, "optimizer": group.optimizer.value,
+            "checkpoint": "full" if group.checkpointing else "none",
+            "dropout": group.dropout, "masked_lm_only": group.masked_lm_only}
+
+
+def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]],
+           targets: list[tuple[DeviceProfile, Knobs]]) -> pd.DataFrame:
+    """One frame from the evaluated pieces: labels as categoricals, figures as floats."""
+    if not parts:
+        return pd.DataFrame(columns=[*LABEL_COLUMNS, *NUM_AXES, "iteration_s"])
+    sizes = np.array([len(c["time_s"]) for _, _, c in parts])
+    out: dict[str, Any] = {}
+    for col in LABEL_COLUMNS[:-1]:
+        values = [lab[col] for lab, _, _ in parts]
+        cats = list(dict.fromkeys(values))
+        codes = np.repeat(np.array([cats.index(v) for v in values]), sizes)
+        out[col] = pd.Categorical.from_codes(codes, categories=cats)
+    target = np.concatenate([t for _, t, _ in parts])
+    names = [p.device.name for p, _ in targets]
+    cats = list(dict.fromkeys(names))
+    out["device"] = pd.Categorical.from_codes(
+        np.array([cats.index(n) for n in names])[target], categories=cats)
+    for a in NUM_AXES:
+        out[a] = np.concatenate([c.pop(a) for _, _, c in parts]).astype(np.int64)
+    for k in KNOB_AXES:
+        out[k] = np.array([getattr(knobs, k) for _, knobs in targets])[target]
+
+    def cat(key: str) -> np.ndarray:
+        """A column of all pieces, each piece's copy dropped as it is taken (one copy of
+        the results in memory at a time)."""
+        return np.concatenate([c.pop(key, None) if key in c else np.zeros(n)
+                               for (_, _, c), n in zip(parts, sizes, strict=True)])
+
+    present = [c for c in Category if any(f"cat:{c.value}" in p for _, _, p in parts)]
+    t = cat("time_s")
+    flops, tokens = cat("flops"), cat("tokens")
+    out["tokens"] = tokens.astype(np.int64)
+    out["params"] = cat("params").astype(np.int64)
+    out["flops"] = flops
+    out["iteration_s"] = t
+    out["tokens_per_s"] = tokens / t
+    out["achieved_flops"] = flops / t
+    out["peak_fraction"] = flops / t / cat("gemm_peak_flops")
+    for c in present:
+        out[f"share_{c.value}"] = cat(f"cat:{c.value}") / t
+    for b in Bound:
+        out[f"bound_{b.value}"] = cat(f"bound:{b.value}") / t
+    out["memory_bound_share"] = 1.0 - sum(out[f"share_{c.value}"] for c in present
+                                          if c.value in _GEMM)
+    out["optimizer_share"] = cat("optimizer_s") / t
+    out["memory_bytes"] = cat("memory_bytes")
+    out["fits"] = out["memory_bytes"] <= cat("capacity_bytes")
+    return pd.DataFrame(out, copy=False)  # no consolidating copy: one copy of the results
+
+
+__all__ = ["BYTES_PER_CONFIG", "LABEL_COLUMNS", "MAX_CONFIGS", "Grid", "SweepResult",
+           "make_grid", "sweep"]

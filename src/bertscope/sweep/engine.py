@@ -1,0 +1,213 @@
+"""The vectorized engine: one group of a grid, every device and knob set, in a few array passes.
+
+For a `Group` the analytic producer runs once on the group's views (`encoder_blocks` on
+`ModelView`/`RunView`): every row's FLOPs, bytes and GEMM shape come back as arrays that
+broadcast over the group's numeric axes, each only as large as the axes it reads. Rows are
+bucketed by that shape and stacked, and `perf.predict.row_times` (the formula `predict` uses)
+times each bucket on each device: the roofline, the efficiency models and the launch and host
+overheads. Each row's time is weighted by its multiplicity (1, the layer count, or the layer
+count less one; `analytic.blocks.multiplicity`) and summed per category, per bound and per
+phase into arrays of the group's full shape: the only full-size passes are those sums.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from bertscope.analytic.blocks import multiplicity
+from bertscope.analytic.encoder import encoder_blocks
+from bertscope.analytic.memory import memory_parts
+from bertscope.analytic.params import parameter_count
+from bertscope.optable import Op
+from bertscope.perf.efficiency import DeviceProfile
+from bertscope.perf.predict import Bound, row_times
+from bertscope.perf.roofline import Knobs, Peaks, select_peaks
+from bertscope.sweep.grid import NUM_AXES, Group
+from bertscope.taxonomy import Category, Phase
+
+CHUNK = 1 << 18
+"""Most configurations evaluated at once (per device and knob set); larger groups are cut
+along their longest axis, so memory stays bounded whatever the grid."""
+
+NUMERIC = ("flops", "bytes_read", "bytes_written", "count", "m", "n", "k")
+"""Numeric op-table columns a sweep passes to the efficiency models (the contract of
+`perf.device_profile.EfficiencyModel`)."""
+LABELS = ("category", "phase")
+"""Label columns passed, one value per row (a (rows, 1, ..) column that broadcasts). Rows
+alike in these and every numeric column are timed once, their multiplicities summed."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Bucket:
+    """Rows whose numeric fields share one broadcast shape, stacked."""
+
+    shape: tuple[int, ...]
+    rows: list[tuple[Op, Any]] = dataclasses.field(default_factory=list)
+    seen: dict[tuple[Any, ...], list[int]] = dataclasses.field(default_factory=dict)
+
+    def add(self, op: Op, weight: Any) -> None:
+        """Add a row, or its weight to an alike row's."""
+        alike = self.seen.setdefault((op.category, op.phase), [])
+        for at in alike:
+            first, w = self.rows[at]
+            if all(np.array_equal(getattr(first, c), getattr(op, c)) for c in NUMERIC):
+                self.rows[at] = (first, w + weight)
+                return
+        alike.append(len(self.rows))
+        self.rows.append((op, weight))
+
+    def columns(self) -> dict[str, np.ndarray]:
+        n = len(self.rows)
+        cols: dict[str, np.ndarray] = {
+            c: np.stack([np.broadcast_to(np.asarray(getattr(op, c), dtype=float), self.shape)
+                         for op, _ in self.rows]) for c in NUMERIC}
+        label_shape = (n, *([1] * len(self.shape)))
+        for c in LABELS:
+            arr = np.empty(n, dtype=object)
+            arr[:] = [getattr(op, c) for op, _ in self.rows]
+            cols[c] = arr.reshape(label_shape)
+        return cols
+
+    def weights(self) -> np.ndarray:
+        """Each row's multiplicity, stacked (rows, ..) to broadcast with the bucket."""
+        parts = [np.asarray(w, dtype=float) for _, w in self.rows]
+        shape = np.broadcast_shapes(*(p.shape for p in parts), self.shape)
+        return np.stack([np.broadcast_to(p, shape) for p in parts])
+
+
+def chunks(group: Group, limit: int = CHUNK) -> Iterator[Group]:
+    """The group cut along its longest axis until each piece has at most `limit` configs."""
+    if group.size <= limit:
+        yield group
+        return
+    shape = group.shape
+    axis = NUM_AXES[int(np.argmax(shape))]
+    n = shape[NUM_AXES.index(axis)]
+    rest = group.size // n
+    step = max(1, limit // rest)
+    for lo in range(0, n, step):
+        part = {**group.values, axis: group.values[axis][lo:lo + step]}
+        yield from chunks(dataclasses.replace(group, values=part), limit)
+
+
+def _buckets(group: Group) -> tuple[list[_Bucket], dict[str, np.ndarray]]:
+    """The group's rows bucketed by shape, and the device-independent figures (FLOPs,
+    parameters, memory parts, tokens) as arrays of the group's shape."""
+    m, run = group.views()
+    blocks = encoder_blocks(m, run)  # type: ignore[arg-type]
+    full = group.shape
+    buckets: dict[tuple[int, ...], _Bucket] = {}
+    flops: Any = 0.0
+    for blk in blocks:
+        copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
+        for ops, w in ((blk.rows, copies), (blk.later, later)):
+            for op in ops:
+                shape = np.broadcast_shapes(*(np.shape(getattr(op, c)) for c in NUMERIC))
+                shape = shape if len(shape) == len(full) else (1,) * (len(full) - len(shape)) \
+                    + shape
+                buckets.setdefault(shape, _Bucket(shape)).add(op, w)
+                flops = flops + np.asarray(op.flops, dtype=float) * w
+    mem = memory_parts(m, run, blocks)  # type: ignore[arg-type]
+    static = mem["weights"] + mem["master_weights"] + mem["gradients"] + mem["optimizer_states"]
+    peak = static + mem["activations"] + np.floor(mem["transient"])
+    fixed = {"flops": flops, "params": parameter_count(m),  # type: ignore[arg-type]
+             "memory_bytes": peak, "tokens": run.tokens}
+    return list(buckets.values()), {k: np.broadcast_to(np.asarray(v, dtype=float), full)
+                                    for k, v in fixed.items()}
+
+
+def _same_models(devices: list[tuple[DeviceProfile, Knobs]]) -> list[list[int]]:
+    """Indices of the targets grouped by their efficiency models: targets in one group
+    differ only in peaks and knobs, so they are timed together along one more array axis
+    (the fractions, which read the rows alone, computed once)."""
+    by: dict[tuple[Any, ...], list[int]] = {}
+    for i, (p, _) in enumerate(devices):
+        by.setdefault((p.gemm, p.bandwidth, p.overhead), []).append(i)
+    return list(by.values())
+
+
+def _stacked_peaks(targets: list[tuple[DeviceProfile, Knobs]], precision: Any) -> Peaks:
+    """The targets' peaks (knobs applied) as arrays along the device axis."""
+    each = [k.apply(select_peaks(p.device, precision)) for p, k in targets]
+    link = [x.interconnect if x.interconnect is not None else np.nan for x in each]
+    return Peaks(gemm_format=each[0].gemm_format, vector_format=each[0].vector_format,
+                 gemm_flops=np.array([x.gemm_flops for x in each]),  # type: ignore[arg-type]
+                 vector_flops=np.array([x.vector_flops for x in each]),  # type: ignore[arg-type]
+                 bandwidth=np.array([x.bandwidth for x in each]),  # type: ignore[arg-type]
+                 interconnect=np.array(link))  # type: ignore[arg-type]
+
+
+def evaluate(group: Group, devices: list[tuple[DeviceProfile, Knobs]]
+             ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """The figures of every valid configuration of the group on every target (device and
+    knob set): pairs of (target index per entry, columns), entries in the group's C order
+    with the target fastest. Columns: iteration time, FLOPs, tokens, memory, capacity, the
+    GEMM peak, the numeric axes, and time per category, per bound and in the optimizer."""
+    sets = _same_models(devices)
+    for piece in chunks(group):
+        valid = piece.valid()
+        if not valid.any():
+            continue
+        buckets, fixed = _buckets(piece)
+        stacked = [(b, b.columns(), b.weights()) for b in buckets]
+        axes = {a: np.broadcast_to(piece.axis(a), piece.shape)[valid] for a in NUM_AXES}
+        fixed_v = {k: v[valid] for k, v in fixed.items()}
+        for idx in sets:
+            targets = [devices[i] for i in idx]
+            peaks = _stacked_peaks(targets, group.precision)
+            scale = np.array([k.overhead for _, k in targets])
+            sums = _time_sums((*piece.shape, len(idx)), stacked, targets[0][0], peaks, scale)
+            n = int(valid.sum())
+            out = {k: v[valid].ravel() for k, v in sums.items()}
+            out.update({k: np.repeat(v, len(idx)) for k, v in {**fixed_v, **axes}.items()})
+            out["gemm_peak_flops"] = np.tile(peaks.gemm_flops, n)
+            out["capacity_bytes"] = np.tile([p.device.memory_bytes * k.memory
+                                             for p, k in targets], n)
+            yield np.tile(np.array(idx), n), out
+
+
+def _time_sums(shape: tuple[int, ...], stacked: list[tuple[_Bucket, dict[str, np.ndarray],
+               np.ndarray]], profile: DeviceProfile, peaks: Peaks,
+               overhead_scale: np.ndarray) -> dict[str, np.ndarray]:
+    """Time summed over the rows per category ("cat:<c>"), per bound ("bound:<b>") and in
+    the optimizer phase ("optimizer_s"), plus the total ("time_s"), as arrays of `shape`
+    (the group's axes, then the targets)."""
+    acc: dict[str, np.ndarray] = {}
+
+    def add(key: str, values: np.ndarray) -> None:
+        if key in acc:
+            acc[key] = acc[key] + values
+        else:
+            acc[key] = np.broadcast_to(values, shape).copy()
+
+    for _, cols, weights in stacked:
+        t = row_times({c: v[..., None] for c, v in cols.items()}, profile, peaks,
+                      overhead_scale=overhead_scale)
+        timed = t["time_s"] * weights[..., None]
+        flat = cols["category"].ravel()
+        for cat in dict.fromkeys(flat):
+            add(f"cat:{cat}", timed[flat == cat].sum(axis=0))
+        code = np.broadcast_to(t["bound_code"], timed.shape)
+        for i, b in enumerate(Bound):
+            sel = code == i
+            if sel.any():
+                add(f"bound:{b.value}", np.where(sel, timed, 0.0).sum(axis=0))
+        opt = cols["phase"].ravel() == Phase.OPTIMIZER
+        if opt.any():
+            add("optimizer_s", timed[opt].sum(axis=0))
+    total = sum(v for k, v in acc.items() if k.startswith("cat:"))
+    acc["time_s"] = np.broadcast_to(total, shape)
+    acc.setdefault("optimizer_s", np.zeros(shape))
+    for b in Bound:
+        acc.setdefault(f"bound:{b.value}", np.zeros(shape))
+    return acc
+
+
+CATEGORIES: tuple[Category, ...] = tuple(Category)
+"""Categories a sweep reports a time share for (every category; 0 where a row has none)."""
+
+__all__ = ["CATEGORIES", "CHUNK", "chunks", "evaluate"]

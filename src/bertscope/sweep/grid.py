@@ -1,0 +1,266 @@
+"""A sweep's grid: typed axes, checked once, split into groups that share a row structure.
+
+The grid is the Cartesian product of its axes. Structural axes (the base model, precision,
+optimizer, checkpointing, dropout, masked-LM-only) change which rows an iteration has, so
+each combination is a `Group`; so do micro-batches > 1 (gradient-accumulation rows) and, in
+masked-LM-only runs, sequences > 1 (the MLM gather). Inside a group the numeric axes
+(`NUM_AXES`: model dimensions, batch, seq, micro-batches) span an N-d array: each axis's
+values lie along its own dimension, so a formula that reads batch and seq only is evaluated
+on a (1, .., nb, ns, 1) array and broadcasts to the rest (`ModelView`, `RunView`: the size
+fields of `ModelConfig` and `RunConfig` as such arrays; the analytic producer runs on them
+unchanged). Devices and hardware knobs multiply every group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bertscope.config import (
+    MODEL_LIMITS,
+    Checkpoint,
+    Family,
+    ModelConfig,
+    Optimizer,
+    Precision,
+)
+from bertscope.errors import MAX_SIZE, BertscopeError, parse_enum
+from bertscope.perf.efficiency import DeviceProfile
+from bertscope.perf.roofline import Knobs
+
+DIM_AXES: tuple[str, ...] = ("layers", "hidden", "heads", "ffn", "vocab")
+"""Model dimensions a sweep may vary (None on the grid: each base model's own)."""
+NUM_AXES: tuple[str, ...] = (*DIM_AXES, "batch", "seq", "micro_batches")
+"""The numeric axes, in the order of a group's N-d array."""
+KNOB_AXES: tuple[str, ...] = ("gemm_peak", "bandwidth", "overhead", "memory")
+"""Hardware what-ifs: multipliers of each device's figures (`perf.Knobs`)."""
+_MODEL_FIELD = {"layers": "num_layers", "hidden": "hidden", "heads": "heads",
+                "ffn": "intermediate", "vocab": "vocab_size"}
+_LIMITS = {**{a: MODEL_LIMITS[f] for a, f in _MODEL_FIELD.items()},
+           "batch": 2**31, "seq": 2**24, "micro_batches": 2**20}
+
+
+def _ints(name: str, values: Sequence[int]) -> tuple[int, ...]:
+    out = tuple(dict.fromkeys(values))  # order kept, repeats dropped
+    if not out:
+        raise BertscopeError(f"axis {name} is empty; give at least one value")
+    for v in out:
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise BertscopeError(f"axis {name}: values must be positive integers, got {v!r}")
+        if v > _LIMITS[name]:
+            raise BertscopeError(f"axis {name}: {v} exceeds the supported maximum "
+                                 f"{_LIMITS[name]:,}")
+    return tuple(int(v) for v in out)
+
+
+def _nonempty(name: str, values: Sequence[Any]) -> tuple[Any, ...]:
+    out = tuple(dict.fromkeys(values))
+    if not out:
+        raise BertscopeError(f"axis {name} is empty; give at least one value")
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grid:
+    """The axes of a sweep; every value checked on construction. Model dimensions left None
+    take each base model's own (`ffn`, when only `hidden` is swept, keeps the model's
+    FFN-to-hidden ratio)."""
+
+    models: tuple[ModelConfig, ...]
+    devices: tuple[DeviceProfile, ...]
+    layers: tuple[int, ...] | None = None
+    hidden: tuple[int, ...] | None = None
+    heads: tuple[int, ...] | None = None
+    ffn: tuple[int, ...] | None = None
+    vocab: tuple[int, ...] | None = None
+    batch: tuple[int, ...] = (8,)
+    seq: tuple[int, ...] = (128,)
+    micro_batches: tuple[int, ...] = (1,)
+    precision: tuple[Precision, ...] = (Precision.FP32,)
+    optimizer: tuple[Optimizer, ...] = (Optimizer.ADAM,)
+    checkpoint: tuple[Checkpoint, ...] = (Checkpoint.NONE,)
+    dropout: tuple[bool, ...] = (True,)
+    masked_lm_only: tuple[bool, ...] = (False,)
+    gemm_peak: tuple[float, ...] = (1.0,)
+    bandwidth: tuple[float, ...] = (1.0,)
+    overhead: tuple[float, ...] = (1.0,)
+    memory: tuple[float, ...] = (1.0,)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "models", _nonempty("models", self.models))
+        put(self, "devices", _nonempty("devices", self.devices))
+        for name in NUM_AXES:
+            values = getattr(self, name)
+            if values is not None:
+                put(self, name, _ints(name, values))
+        put(self, "precision", tuple(parse_enum(Precision, p, "precision")
+                                     for p in _nonempty("precision", self.precision)))
+        put(self, "optimizer", tuple(parse_enum(Optimizer, o, "optimizer")
+                                     for o in _nonempty("optimizer", self.optimizer)))
+        ckpt = tuple(parse_enum(Checkpoint, c, "checkpoint")
+                     for c in _nonempty("checkpoint", self.checkpoint))
+        if Checkpoint.SELECTIVE in ckpt:
+            raise BertscopeError("checkpoint selective is modelled by the distributed model "
+                                 "only; sweep none and/or full")
+        put(self, "checkpoint", ckpt)
+        for name in ("dropout", "masked_lm_only"):
+            values = _nonempty(name, getattr(self, name))
+            if not all(isinstance(v, bool) for v in values):
+                raise BertscopeError(f"axis {name}: values must be true or false")
+            put(self, name, values)
+        for name in KNOB_AXES:
+            values = _nonempty(name, getattr(self, name))
+            for v in values:
+                Knobs(**{name: v})  # the one check of a multiplier
+            put(self, name, tuple(float(v) for v in values))
+        if self.size > MAX_SIZE:
+            raise BertscopeError(f"the grid has {self.size:.3g} configurations, beyond "
+                                 f"{MAX_SIZE:,}; narrow an axis")
+
+    @property
+    def size(self) -> int:
+        """Configurations in the grid (before those a model cannot run are skipped)."""
+        n = len(self.models) * len(self.devices)
+        for name in (*NUM_AXES, "precision", "optimizer", "checkpoint", "dropout",
+                     "masked_lm_only", *KNOB_AXES):
+            values = getattr(self, name)
+            n *= len(values) if values is not None else 1
+        return n
+
+    def knob_sets(self) -> list[Knobs]:
+        """Every combination of the knob axes."""
+        return [Knobs(gemm_peak=g, bandwidth=b, overhead=o, memory=m) for g in self.gemm_peak
+                for b in self.bandwidth for o in self.overhead for m in self.memory]
+
+    def groups(self) -> Iterator[Group]:
+        """The grid split into groups that share one row structure."""
+        for model in self.models:
+            values = {name: np.asarray(getattr(self, name) or (_model_value(model, name),),
+                                       dtype=float) for name in NUM_AXES}
+            for prec in self.precision:
+                for opt in self.optimizer:
+                    for ckpt in self.checkpoint:
+                        for drop in self.dropout:
+                            for masked in self.masked_lm_only:
+                                for part in _splits(values, masked):
+                                    yield Group(model=model, precision=prec, optimizer=opt,
+                                                checkpointing=ckpt is Checkpoint.FULL,
+                                                dropout=drop, masked_lm_only=masked,
+                                                values=part, ffn_ratio=self.ffn is None
+                                                and self.hidden is not None)
+
+
+def _model_value(m: ModelConfig, axis: str) -> int:
+    if axis in _MODEL_FIELD:
+        return int(getattr(m, _MODEL_FIELD[axis]))
+    return {"batch": 8, "seq": 128, "micro_batches": 1}[axis]
+
+
+def _splits(values: dict[str, np.ndarray], masked: bool) -> Iterator[dict[str, np.ndarray]]:
+    """The axis values split where the row structure changes: micro-batches 1 vs more, and
+    (masked-LM-only) sequence 1 vs longer."""
+    micro = values["micro_batches"]
+    seq = values["seq"]
+    for mpart in (micro[micro == 1], micro[micro > 1]):
+        if not mpart.size:
+            continue
+        sparts = (seq[seq == 1], seq[seq > 1]) if masked else (seq,)
+        for spart in sparts:
+            if spart.size:
+                yield {**values, "micro_batches": mpart, "seq": spart}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    """Configurations sharing one row structure: a base model, the structural run settings,
+    and the numeric axes' values (floats: products stay exact to 2^53 and never overflow)."""
+
+    model: ModelConfig
+    precision: Precision
+    optimizer: Optimizer
+    checkpointing: bool
+    dropout: bool
+    masked_lm_only: bool
+    values: dict[str, np.ndarray] = field(repr=False)
+    ffn_ratio: bool = False
+    """FFN size follows hidden at the base model's ratio (hidden swept, ffn not)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The group's N-d array shape (one dimension per numeric axis)."""
+        return tuple(len(self.values[a]) for a in NUM_AXES)
+
+    @property
+    def size(self) -> int:
+        """Configurations in the group (per device and knob set)."""
+        return math.prod(self.shape)
+
+    def axis(self, name: str) -> np.ndarray:
+        """An axis's values shaped to broadcast along its own dimension."""
+        shape = [1] * len(NUM_AXES)
+        shape[NUM_AXES.index(name)] = -1
+        return self.values[name].reshape(shape)
+
+    def views(self) -> tuple[ModelView, RunView]:
+        """The model and run configs of the group, size fields as broadcasting arrays."""
+        return ModelView(self), RunView(self)
+
+    def valid(self) -> np.ndarray:
+        """Configurations a model can run (heads divide hidden, the sequence fits the
+        positions), as a boolean array of the group's shape."""
+        m, run = self.views()
+        ok = (m.hidden % m.heads == 0) & (run.seq <= m.max_positions - m.position_offset)
+        ok = ok & (m.intermediate >= 1)
+        return np.broadcast_to(ok, self.shape)
+
+
+class ModelView:
+    """`ModelConfig`'s fields for a group: sizes as arrays over the group's axes, structure
+    (family, activation, sharing) as the base model's."""
+
+    def __init__(self, g: Group) -> None:
+        base = g.model
+        self.name = base.name
+        self.family: Family = base.family
+        self.activation = base.activation
+        self.share_layers = base.share_layers
+        self.position_offset = base.position_offset
+        self.max_positions = float(base.max_positions)
+        self.type_vocab_size = float(base.type_vocab_size)
+        self.num_layers = g.axis("layers")
+        self.hidden = g.axis("hidden")
+        self.heads = g.axis("heads")
+        self.vocab_size = g.axis("vocab")
+        self.intermediate = (np.round(g.axis("hidden") * base.intermediate / base.hidden)
+                             if g.ffn_ratio else g.axis("ffn"))
+        self.embedding_size = base.embedding_size
+        self.emb = float(base.embedding_size) if base.embedding_size is not None else self.hidden
+        self.head_dim = self.hidden // self.heads
+        self.has_pooler_head = base.has_pooler_head
+
+
+class RunView:
+    """`RunConfig`'s fields for a group: batch, seq and micro-batches as arrays."""
+
+    def __init__(self, g: Group) -> None:
+        self.batch = g.axis("batch")
+        self.seq = g.axis("seq")
+        self.micro_batches = g.axis("micro_batches")
+        self.precision = g.precision
+        self.optimizer = g.optimizer
+        self.checkpointing = g.checkpointing
+        self.dropout = g.dropout
+        self.masked_lm_only = g.masked_lm_only
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """Tokens per optimizer step."""
+        return self.batch * self.seq * self.micro_batches
+
+
+__all__ = ["DIM_AXES", "KNOB_AXES", "NUM_AXES", "Grid", "Group", "ModelView", "RunView"]
