@@ -118,6 +118,8 @@ BAD: dict[str, tuple[str, ...]] = {
     "A-calibrate-proc": ("calibrate", "--output", "/proc/x.json"),
     "A-validate-folder": ("validate", "--output", "{d}/folder"),
     "A-validate-results-proc": ("validate", "--results", "/proc/x"),
+    "A-sweep-folder": ("sweep", "bert-tiny", "--output", "{d}/folder.csv"),
+    "A-sweep-suffix": ("sweep", "bert-tiny", "--output", "{d}/out.json"),
     # C. loaders that check types
     "C-ops-model-type-list": ("ops", "{d}/list_type.json"),
     "C-ops-pad-string": ("ops", "{d}/pad_str.json", "--output", "{d}/keep.csv"),
@@ -133,6 +135,10 @@ BAD: dict[str, tuple[str, ...]] = {
     "C-calibrate-time-string": ("calibrate", "--from", "{d}/bad_result.json", "--output",
                                 "{d}/keep.json"),
     "C-validate-batch-text": ("validate", "--validate", "bert-tiny:x:16"),
+    "C-sweep-batch-text": ("sweep", "bert-tiny", "--batch", "8,x"),
+    "C-sweep-knob-text": ("sweep", "bert-tiny", "--bandwidth", "fast"),
+    "C-sweep-device-file": ("sweep", "bert-tiny", "--device", "{d}/mem_str.toml"),
+    "C-sweep-model-file": ("sweep", "{d}/list_type.json", "--output", "{d}/keep.csv"),
     # D. huge numbers
     "D-predict-memory-inf": (*PRED, "--device", "{d}/mem_huge.toml"),
     "D-ops-batch": ("ops", "bert-tiny", "--batch", str(10**20)),
@@ -143,6 +149,8 @@ BAD: dict[str, tuple[str, ...]] = {
     "D-profile-batch": ("profile", "bert-tiny", "--batch", str(10**20)),
     "D-calibrate-iteration-inf": ("calibrate", "--from", "{d}/iter_huge.json"),
     "D-validate-batch": ("validate", "--validate", f"bert-tiny:{10**20}:16"),
+    "D-sweep-batch": ("sweep", "bert-tiny", "--batch", str(10**20)),
+    "D-sweep-knob-inf": ("sweep", "bert-tiny", "--gemm-peak", "1e400"),
     # E. unbounded work and reads
     "E-ops-dev-zero": ("ops", "/dev/zero"),
     "E-trace-patterns-dev-zero": ("trace", str(TRACE), "--patterns", "/dev/zero"),
@@ -150,6 +158,10 @@ BAD: dict[str, tuple[str, ...]] = {
     "E-predict-million-layers": ("predict", "{d}/layers.json", "--device", "a100"),
     "E-profile-dev-zero": ("profile", "/dev/zero"),
     "E-calibrate-dev-zero": ("calibrate", "--from", "/dev/zero"),
+    "E-sweep-grid-too-large": ("sweep", "bert-tiny", "--batch", "1..100000", "--seq",
+                               "1..100", "--output", "{d}/keep.csv"),
+    "E-sweep-range-too-long": ("sweep", "bert-tiny", "--batch", "1..100000000000"),
+    "E-sweep-dev-zero": ("sweep", "/dev/zero"),
     "E-distributed-million-layers": (*DIST[:1], "{d}/layers.json", *DIST[2:], "--device",
                                      "a100"),
     # F. bad values accepted silently before
@@ -166,6 +178,14 @@ BAD: dict[str, tuple[str, ...]] = {
     "F-validate-held-out-first": ("validate", "--validate", "bert-nope:1:16"),
     "F-validate-seq-beyond-positions": ("validate", "--validate", "bert-tiny:2:100000"),
     "F-validate-rounds": ("validate", "--rounds", "0"),
+    "F-sweep-empty-range": ("sweep", "bert-tiny", "--batch", "5..1"),
+    "F-sweep-empty-list": ("sweep", "bert-tiny", "--seq", "16,,32"),
+    "F-sweep-knob-zero": ("sweep", "bert-tiny", "--overhead", "0"),
+    "F-sweep-knob-negative": ("sweep", "bert-tiny", "--memory", "-2"),
+    "F-sweep-unknown-device": ("sweep", "bert-tiny", "--device", "a100,nope"),
+    "F-sweep-sort": ("sweep", "bert-tiny", "--sort", "speed", "--output", "{d}/keep.csv"),
+    "F-sweep-selective": ("sweep", "bert-tiny", "--checkpoint", "selective"),
+    "F-sweep-dropout-word": ("sweep", "bert-tiny", "--dropout", "maybe"),
     "F-calibrate-negative-time": ("calibrate", "--from", "{d}/time_negative.json", "--output",
                                   "{d}/keep.json"),
 }
@@ -205,6 +225,8 @@ MARKUP: dict[str, tuple[tuple[str, ...], str]] = {
     "B-predict-device-name": ((*PRED, "--device", "{d}/markup.toml"), "[/y] sku"),
     "B-distributed-device-name": ((*DIST, "--device", "{d}/markup.toml"), "[/y] sku"),
     "B-trace-kernel-name": (("trace", "{d}/markup_trace.json"), "[/x] kernel"),
+    "B-sweep-model-name": (("sweep", "{d}/markup.json", "--seq", "16"), "[/x]"),
+    "B-sweep-device-name": (("sweep", "bert-tiny", "--device", "{d}/markup.toml"), "[/x]"),
     "B-profile-model-name": (("profile", "{d}/markup.json", "--seq", "8", "--batch", "1",
                               "--iters", "1", "--warmup", "0"), "[/x]"),
 }

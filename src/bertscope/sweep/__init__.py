@@ -44,6 +44,9 @@ LABEL_COLUMNS = ("model", "family", "precision", "optimizer", "checkpoint", "dro
 """Columns naming a configuration's structure (categorical in the frame)."""
 _GEMM = {c.value for c in Category if c.is_gemm}
 
+ASCENDING = frozenset({"iteration_s", "memory_bytes", "flops", "params"})
+"""Columns ranked smallest first (times and sizes); every other column largest first."""
+
 Progress = Callable[[str, int, int], None]
 
 
@@ -66,29 +69,39 @@ class SweepResult:
         return len(self.frame)
 
     def ranked(self, sort: str | None = None, top: int | None = None) -> pd.DataFrame:
-        """The rows sorted by `sort` (descending for rates, shares and fractions; ascending
-        for times and memory), the first `top` of them."""
+        """The rows sorted by `sort` (smallest first for the `ASCENDING` columns: time and
+        sizes; largest first otherwise), the first `top` of them."""
         df = self.frame
         if sort is not None:
-            if sort not in df.columns:
-                raise BertscopeError(f"no column {sort!r} to sort by; columns: "
-                                     f"{', '.join(df.columns)}")
-            ascending = sort in ("iteration_s", "memory_bytes") or sort.endswith("_s")
+            check_sort(sort)
+            if sort not in df.columns:  # a category no configuration has: all zero
+                return df.head(top) if top is not None else df
+            ascending = sort in ASCENDING
             df = df.sort_values(sort, ascending=ascending, kind="stable")
         return df.head(top) if top is not None else df
 
     def export(self, path: str | Path) -> Path:
-        """Write the rows (csv or parquet, from the suffix) atomically."""
-        from bertscope.io import Format, atomic_path, output_format
+        """Write the rows (csv, json or parquet, from the suffix) atomically."""
+        from bertscope.io import atomic_write, frame_bytes, output_format
 
         p = Path(path)
-        fmt = output_format(p, (Format.CSV, Format.PARQUET))
-        with atomic_path(p) as tmp:
-            if fmt is Format.PARQUET:
-                self.frame.to_parquet(tmp, index=False)
-            else:
-                self.frame.to_csv(tmp, index=False)
+        atomic_write(p, frame_bytes(self.frame, output_format(p)))
         return p
+
+
+METRIC_COLUMNS = ("tokens", "params", "flops", "iteration_s", "tokens_per_s", "achieved_flops",
+                  "peak_fraction", *(f"share_{c.value}" for c in Category),
+                  *(f"bound_{b.value}" for b in Bound), "memory_bound_share",
+                  "optimizer_share", "memory_bytes", "fits")
+"""Every figure column a sweep can hold (a share column only where some row has the
+category)."""
+
+
+def check_sort(column: str) -> None:
+    """Refuse, before any work, a column no sweep result has."""
+    known = (*LABEL_COLUMNS, *NUM_AXES, *KNOB_AXES, *METRIC_COLUMNS)
+    if column not in known:
+        raise BertscopeError(f"no column {column!r} to sort by; columns: {', '.join(known)}")
 
 
 def _models(models: Sequence[str | Path | ModelConfig]) -> tuple[ModelConfig, ...]:
@@ -198,5 +211,5 @@ def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]
     return pd.DataFrame(out, copy=False)  # no consolidating copy: one copy of the results
 
 
-__all__ = ["BYTES_PER_CONFIG", "LABEL_COLUMNS", "MAX_CONFIGS", "Grid", "SweepResult",
-           "make_grid", "sweep"]
+__all__ = ["ASCENDING", "BYTES_PER_CONFIG", "LABEL_COLUMNS", "MAX_CONFIGS", "METRIC_COLUMNS",
+           "Grid", "SweepResult", "check_sort", "make_grid", "sweep"]

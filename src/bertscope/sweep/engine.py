@@ -154,7 +154,7 @@ def evaluate(group: Group, devices: list[tuple[DeviceProfile, Knobs]]
             continue
         buckets, fixed = _buckets(piece)
         stacked = [(b, b.columns(), b.weights()) for b in buckets]
-        axes = {a: np.broadcast_to(piece.axis(a), piece.shape)[valid] for a in NUM_AXES}
+        axes = {a: piece.column(a)[valid] for a in NUM_AXES}
         fixed_v = {k: v[valid] for k, v in fixed.items()}
         for idx in sets:
             targets = [devices[i] for i in idx]

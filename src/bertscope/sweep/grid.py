@@ -206,6 +206,12 @@ class Group:
         shape[NUM_AXES.index(name)] = -1
         return self.values[name].reshape(shape)
 
+    def column(self, name: str) -> np.ndarray:
+        """A numeric axis as the configurations see it, over the group's full shape (the FFN
+        size follows hidden when `ffn_ratio`)."""
+        values = ModelView(self).intermediate if name == "ffn" else self.axis(name)
+        return np.broadcast_to(values, self.shape)
+
     def views(self) -> tuple[ModelView, RunView]:
         """The model and run configs of the group, size fields as broadcasting arrays."""
         return ModelView(self), RunView(self)

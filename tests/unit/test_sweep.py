@@ -1,0 +1,237 @@
+"""The sweep engine equals the per-configuration path (op table + prediction) on every axis,
+a two-point grid matches hand arithmetic, and bad axes are refused in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bertscope.analytic import build
+from bertscope.config import Checkpoint, ModelConfig, RunConfig, get_model
+from bertscope.errors import BertscopeError
+from bertscope.perf import (
+    CategoryBandwidthEfficiency,
+    GemmEfficiency,
+    Knobs,
+    Overhead,
+    by_bound,
+    load_profile,
+    predict,
+)
+from bertscope.sweep import sweep
+from bertscope.taxonomy import Category, Phase
+
+MODELS = ("bert-tiny", "roberta-base", "albert-base-v2")
+# a profile as calibration writes one: per-phase GEMM factors, per-category bandwidth
+# (phase-specific entries too), host time that adds to every launch
+FITTED = load_profile("a100").with_models(
+    gemm=GemmEfficiency(max_fraction=0.6, half_saturation_flops=1e7, half_saturation_dim=8,
+                        per_phase={"forward": 1.2, "backward_weight": 0.7}, source="test"),
+    bandwidth=CategoryBandwidthEfficiency(
+        per_category={"softmax": [0.4, 1e5], "layernorm@backward": [0.3, 2e5],
+                      "optimizer": [0.9, 0.0]}, max_fraction=0.6, half_saturation_bytes=5e4,
+        gemm_fraction=0.8, source="test"),
+    overhead=Overhead(seconds_per_launch=3e-6, host_seconds_per_launch=2e-6, source="test"))
+DEVICES = {"a100": load_profile("a100"), "tpu-v4": load_profile("tpu-v4"), "fitted": FITTED}
+
+
+def _reference(m: ModelConfig, run: RunConfig, device: str, knobs: Knobs) -> dict[str, float]:
+    """The per-configuration path: build the op table, predict it, read the figures."""
+    t = predict(build(m, run), DEVICES[device], knobs=knobs)
+    df = t.df
+    total = float(df["time_s"].sum())
+    out = {"iteration_s": total, "flops": float(df["flops"].sum()),
+           "memory_bytes": float(t.meta["memory"]["peak"]),
+           "optimizer_share": float(df.loc[df["phase"] == Phase.OPTIMIZER, "time_s"].sum())
+           / total,
+           "peak_fraction": t.meta["prediction"]["peak_fraction"]}
+    for cat, time_s in df.groupby("category", observed=True)["time_s"].sum().items():
+        out[f"share_{cat}"] = time_s / total
+    for b, v in by_bound(t).items():
+        out[f"bound_{b}"] = v["time_share"]
+    return out
+
+
+def _check(row: dict, ref: dict[str, float]) -> None:
+    for key, want in ref.items():
+        assert row[key] == pytest.approx(want, rel=1e-9, abs=1e-15), key
+    shares = [k for k in row if k.startswith("share_")]
+    for k in shares:  # a category the config has no row of has share 0
+        if k not in ref:
+            assert row[k] == 0.0, k
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(MODELS), device=st.sampled_from(sorted(DEVICES)),
+       batch=st.lists(st.integers(1, 64), min_size=1, max_size=3, unique=True),
+       seq=st.lists(st.sampled_from([1, 7, 16, 128, 512]), min_size=1, max_size=2, unique=True),
+       micro=st.lists(st.integers(1, 4), min_size=1, max_size=2, unique=True),
+       precision=st.sampled_from(["fp32", "bf16", "fp16"]),
+       optimizer=st.sampled_from(["sgd", "adam", "adamw", "lamb"]),
+       checkpoint=st.sampled_from(["none", "full"]), dropout=st.booleans(),
+       masked=st.booleans(), layers=st.none() | st.integers(1, 30),
+       gemm=st.sampled_from([0.5, 1.0, 2.0]), overhead=st.sampled_from([1.0, 0.1]))
+def test_every_figure_equals_the_per_configuration_path(model, device, batch, seq, micro,
+                                                        precision, optimizer, checkpoint,
+                                                        dropout, masked, layers, gemm,
+                                                        overhead) -> None:
+    knobs = Knobs(gemm_peak=gemm, overhead=overhead)
+    res = sweep([model], [DEVICES[device]], batch=batch, seq=seq, micro_batches=micro,
+                precision=[precision], optimizer=[optimizer], checkpoint=[checkpoint],
+                dropout=[dropout], masked_lm_only=[masked],
+                layers=None if layers is None else [layers], gemm_peak=[gemm],
+                overhead=[overhead])
+    base = get_model(model)
+    m = base if layers is None else dataclasses.replace(base, num_layers=layers)
+    fits = [s for s in seq if s <= base.max_seq]
+    assert res.evaluated == len(batch) * len(fits) * len(micro)
+    assert res.skipped == res.grid_size - res.evaluated
+    for row in res.frame.to_dict(orient="records"):
+        run = RunConfig(batch=row["batch"], seq=row["seq"], micro_batches=row["micro_batches"],
+                        precision=precision, optimizer=optimizer, dropout=dropout,
+                        checkpointing=checkpoint == "full", masked_lm_only=masked)
+        _check(row, _reference(m, run, device, knobs))
+        assert row["tokens"] == run.tokens
+
+
+@settings(max_examples=10, deadline=None)
+@given(hidden=st.lists(st.sampled_from([64, 96, 128]), min_size=1, max_size=2, unique=True),
+       heads=st.lists(st.sampled_from([2, 3, 4]), min_size=1, max_size=2, unique=True),
+       vocab=st.sampled_from([100, 30522]), ffn=st.none() | st.sampled_from([100, 256]))
+def test_model_dimensions_as_axes(hidden, heads, vocab, ffn) -> None:
+    """hidden, heads, ffn and vocab swept on bert-tiny (ffn left out keeps the 4x ratio);
+    heads that do not divide hidden are skipped."""
+    res = sweep(["bert-tiny"], ["a100"], hidden=hidden, heads=heads, vocab=[vocab],
+                ffn=None if ffn is None else [ffn], batch=[2], seq=[32])
+    pairs = [(h, a) for h in hidden for a in heads if h % a == 0]
+    assert res.evaluated == len(pairs) and res.skipped == res.grid_size - len(pairs)
+    base = get_model("bert-tiny")
+    for row in res.frame.to_dict(orient="records"):
+        m = dataclasses.replace(base, hidden=row["hidden"], heads=row["heads"],
+                                vocab_size=vocab, intermediate=ffn or 4 * row["hidden"])
+        assert row["ffn"] == m.intermediate
+        assert row["params"] == build(m, RunConfig(batch=2, seq=32)).meta["params"]
+        _check(row, _reference(m, RunConfig(batch=2, seq=32), "a100", Knobs()))
+
+
+def test_two_point_grid_by_hand() -> None:
+    """bert-tiny (2 layers, hidden 128, 2 heads, FFN 512, vocab 30522) at batch 1 and 2,
+    seq 8, fp32 SGD without dropout. Hand arithmetic, t = batch x 8 tokens:
+    per layer, forward GEMM FLOPs = 2t x (4 x 128 x 128 + 2 x 128 x 512) = 2t x 196,608 and
+    attention 2 x (2 x batch) x 8 x 8 x 64 x 2 = 32,768 x batch; backward twice forward.
+    MLM head: transform 2t x 128 x 128 and decoder 2t x 128 x 30522; the pooler and NSP
+    classifier run on the batch rows only: 2 x batch x 128 x (128 + 2).
+    So GEMM FLOPs per iteration = 3 x [2 x (2t x 196,608 + 32,768 b) + 2t x 128 x (128 +
+    30522) + 2b x 128 x 130]; batch 1 (t = 8): 3 x [6,356,992 + 62,771,200 + 33,280]
+    = 207,484,416; batch 2 is exactly twice that."""
+    res = sweep(["bert-tiny"], ["a100"], batch=[1, 2], seq=[8], optimizer=["sgd"],
+                dropout=[False])
+    rows = res.frame.sort_values("batch").to_dict(orient="records")
+    assert res.evaluated == 2 and res.grid_size == 2
+    for r, b in zip(rows, (1, 2), strict=True):
+        table = build(get_model("bert-tiny"), RunConfig(batch=b, seq=8, optimizer="sgd",
+                                                        dropout=False))
+        gemm = table.df[table.df["category"].map(lambda c: Category(c).is_gemm)]["flops"]
+        assert gemm.sum() == 207_484_416 * b
+        assert r["flops"] == table.df["flops"].sum()  # GEMMs plus the memory-bound ops
+        assert r["tokens"] == 8 * b
+        # parameters: embeddings (30522 + 512 + 2) x 128 + 256 = 3,972,864; a layer
+        # 4 x 16,512 + 66,048 + 65,664 + 512 = 198,272 (x 2); pooler 16,512; heads 16,512 +
+        # 256 + 30,522 + 258 = 47,548: 4,433,468 in all
+        assert r["params"] == 4_433_468
+    # tokens/s is tokens over the iteration time; the share columns add up to 1
+    for r in rows:
+        assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["iteration_s"])
+        shares = sum(v for k, v in r.items() if k.startswith("share_"))
+        assert shares == pytest.approx(1.0)
+        assert r["bound_compute"] + r["bound_memory"] + r["bound_overhead"] == \
+            pytest.approx(1.0)
+        # every memory-bound category plus the GEMM ones is the whole
+        assert r["memory_bound_share"] == pytest.approx(
+            1 - r["share_gemm"] - r["share_batched_gemm"])
+
+
+def test_memory_knob_decides_what_fits() -> None:
+    """bert-large at batch 64, seq 512 needs tens of GiB; on a 16 GiB V100 it does not fit,
+    with 8x the memory it does."""
+    res = sweep(["bert-large"], ["v100"], batch=[64], seq=[512], memory=[1.0, 8.0])
+    rows = res.frame.sort_values("memory").to_dict(orient="records")
+    assert rows[0]["memory_bytes"] == rows[1]["memory_bytes"] > 16 * 2**30
+    assert not rows[0]["fits"] and rows[1]["fits"]
+
+
+def test_bandwidth_knob_speeds_memory_bound_work_only() -> None:
+    res = sweep(["bert-base"], ["a100"], batch=[8], bandwidth=[1.0, 2.0])
+    slow, fast = res.frame.sort_values("bandwidth").to_dict(orient="records")
+    assert fast["iteration_s"] < slow["iteration_s"]
+    assert fast["flops"] == slow["flops"]
+
+
+def test_chunks_do_not_change_the_answer(monkeypatch) -> None:
+    import bertscope.sweep.engine as engine
+
+    kw = {"batch": list(range(1, 21)), "seq": [16, 32, 64]}
+    whole = sweep(["bert-tiny"], ["a100", "h100"], **kw).frame
+    monkeypatch.setattr(engine, "CHUNK", 7)
+    cut = sweep(["bert-tiny"], ["a100", "h100"], **kw).frame
+    key = ["device", "batch", "seq"]
+    a = whole.sort_values(key).reset_index(drop=True)
+    b = cut.sort_values(key).reset_index(drop=True)
+    assert np.allclose(a["iteration_s"], b["iteration_s"], rtol=1e-12)
+    assert len(a) == len(b) == 120
+
+
+@pytest.mark.parametrize(("axes", "message"), [
+    ({"batch": []}, "axis batch is empty"),
+    ({"batch": [0]}, "positive integers"),
+    ({"seq": [2**30]}, "exceeds the supported maximum"),
+    ({"gemm_peak": [0.0]}, "knob gemm_peak must be a multiplier"),
+    ({"bandwidth": [-1.0]}, "knob bandwidth must be a multiplier"),
+    ({"precision": ["fp64"]}, "precision"),
+    ({"checkpoint": [Checkpoint.SELECTIVE]}, "selective"),
+    ({"layers": [True]}, "positive integers"),
+    ({"wings": [1]}, "unknown sweep axis wings"),
+])
+def test_bad_axes_are_refused(axes, message) -> None:
+    with pytest.raises(BertscopeError, match=message):
+        sweep(["bert-tiny"], ["a100"], **axes)
+
+
+def test_unknown_device_and_too_large_a_grid() -> None:
+    with pytest.raises(BertscopeError, match="nope"):
+        sweep(["bert-tiny"], ["nope"])
+    with pytest.raises(BertscopeError, match=r"has 4,000 configurations .* GiB .* --yes"):
+        sweep(["bert-tiny"], ["a100"], batch=range(1, 1001), seq=[8, 16, 32, 64],
+              max_configs=1000)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_cli_sweep_prints_the_count_and_writes_every_row(suffix, tmp_path, capsys,
+                                                          monkeypatch) -> None:
+    import pandas as pd
+
+    from bertscope.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / f"grid{suffix}"
+    rc = main(["sweep", "bert-tiny,bert-mini", "--device", "a100,h100", "--batch", "1..3",
+               "--seq", "16,32", "--precision", "fp32,bf16", "--top", "4", "--output",
+               str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0
+    # 2 models x 2 devices x 3 batches x 2 seqs x 2 precisions
+    assert "evaluated 48 configurations" in text and "Top 4 by tokens_per_s" in text
+    df = pd.read_csv(out) if suffix == ".csv" else pd.read_parquet(out)
+    assert len(df) == 48 and set(df["batch"]) == {1, 2, 3}
+    best = df.sort_values("tokens_per_s", ascending=False).iloc[0]
+    assert best["device"] in text
+
+
+def test_ranked_sorts_times_smallest_first() -> None:
+    res = sweep(["bert-tiny"], ["a100"], batch=[1, 8, 64])
+    assert list(res.ranked("iteration_s")["batch"]) == [1, 8, 64]
+    assert list(res.ranked("tokens_per_s", top=1)["batch"]) == [64]
