@@ -19,13 +19,15 @@ from bertscope.optable import Op, OpTable
 from bertscope.taxonomy import Category, Phase, Sublayer
 
 if TYPE_CHECKING:
+    from bertscope.sweep import sweep
     from bertscope.trace import analyze_trace, read_trace
 
 __version__ = "0.1.0"
 
-_LAZY = {"analyze_trace": "bertscope.trace", "read_trace": "bertscope.trace"}
-"""Names imported on first use: the trace reader needs pandas, which commands that do not
-read traces should not pay for at start-up."""
+_LAZY = {"analyze_trace": "bertscope.trace", "read_trace": "bertscope.trace",
+         "sweep": "bertscope.sweep"}
+"""Names imported on first use: the trace reader and the sweep need pandas, which commands
+that use neither should not pay for at start-up."""
 
 
 def __getattr__(name: str) -> Any:
@@ -59,4 +61,5 @@ __all__ = [
     "ops",
     "parameter_count",
     "read_trace",
+    "sweep",
 ]
