@@ -87,7 +87,8 @@ class GemmEfficiency(ModelBase):
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""
         w = per_launch(rows, "flops")
-        smallest = np.minimum.reduce([np.asarray(rows[c], dtype=float) for c in "mnk"])
+        m, n, k = (np.asarray(rows[c], dtype=float) for c in "mnk")
+        smallest = np.minimum(np.minimum(m, n), k)  # columns may broadcast (a sweep's)
         d = np.where(smallest > 0, smallest, 1.0)
         f = (self.max_fraction * saturating(w, self.half_saturation_flops)
              * saturating(d, self.half_saturation_dim))

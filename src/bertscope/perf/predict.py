@@ -28,6 +28,7 @@ from bertscope.config import Precision
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, NumberFormat
 from bertscope.optable import (
+    Columns,
     Grouped,
     OpTable,
     group_first_max,
@@ -75,10 +76,13 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
     sweep engine (rows x configurations) numeric columns with (rows, 1) category and phase
     columns. `overhead_scale` multiplies the launch floor and host time (a what-if knob)."""
     roof = roofline(rows, peaks)
-    gemm = gemm_mask(rows["category"])
-    f_gemm = np.where(gemm, _fraction(profile.gemm.fraction(rows), "GEMM"), 1.0)
+    cats = np.asarray(rows["category"], dtype=object)
+    gemm = gemm_mask(cats.reshape(len(cats), -1)[:, 0])  # one flag per row (the first axis)
+    compute = np.array(roof["compute_s"], dtype=float)
+    if gemm.any():  # the GEMM model sees the GEMM rows (other rows run at the vector peak)
+        subset = Columns({c: np.asarray(v)[gemm] for c, v in rows.items()})
+        compute[gemm] = compute[gemm] / _fraction(profile.gemm.fraction(subset), "GEMM")
     f_bw = _fraction(profile.bandwidth.fraction(rows), "bandwidth")
-    compute = roof["compute_s"] / f_gemm
     memory = roof["memory_s"] / f_bw
     overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)
     host = np.asarray(profile.overhead.host_seconds(rows), dtype=float)
@@ -86,26 +90,30 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
         raise BertscopeError("overhead model returned a negative time")
     if np.any(np.asarray(overhead_scale) != 1):
         overhead, host = overhead * overhead_scale, host * overhead_scale
-    overhead, host = np.broadcast_arrays(overhead, host)
+    top = np.maximum(compute, memory)
     return {
         # NaN where the row cannot be placed (no link figure)
-        "time_s": np.maximum(np.maximum(compute, memory), overhead) + host,
+        "time_s": np.maximum(top, overhead) + host,
         "compute_s": compute,
         "memory_s": memory,
-        "overhead_s": overhead,
-        "host_s": host,
+        "overhead_s": np.broadcast_to(overhead, top.shape),
+        "host_s": np.broadcast_to(host, top.shape),
         "roofline_s": roof["roofline_s"],
-        "bound_code": _bound_code(compute, memory, overhead + host),
+        "bound_code": _bound_code(compute, memory, top, overhead + host),
     }
 
 
-def _bound_code(compute: np.ndarray, memory: np.ndarray, fixed: np.ndarray) -> np.ndarray:
-    """Index in `Bound` of the largest of the three terms, the first on ties, a NaN term
-    counting as -1 (what argmax over the stacked terms gives, without stacking them)."""
-    if np.isnan(compute).any() or np.isnan(memory).any():
+def _bound_code(compute: np.ndarray, memory: np.ndarray, top: np.ndarray,
+                fixed: np.ndarray) -> np.ndarray:
+    """Index in `Bound` of the largest of compute, memory and fixed (overhead + host) time,
+    the first on ties, a NaN term counting as -1: what argmax over the stacked terms gives,
+    without stacking them (`top` = max(compute, memory))."""
+    if np.isnan(top).any():
         compute, memory = np.nan_to_num(compute, nan=-1.0), np.nan_to_num(memory, nan=-1.0)
-    return np.where(compute >= memory, np.where(compute >= fixed, 0, 2),
-                    np.where(memory >= fixed, 1, 2))
+        top = np.maximum(compute, memory)
+    code = (compute < memory).astype(np.int8)  # 0 compute, 1 memory
+    code[np.broadcast_to(fixed > top, code.shape)] = 2
+    return code
 
 
 def predict(table: OpTable, profile: DeviceProfile | Device,

@@ -15,8 +15,10 @@ producer on arrays and the same `perf.predict.row_times`. Configurations a model
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from bertscope.errors import BertscopeError
 from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
-from bertscope.sweep.engine import evaluate
+from bertscope.sweep import engine
 from bertscope.sweep.grid import KNOB_AXES, NUM_AXES, Grid, Group
 from bertscope.taxonomy import Category
 
@@ -126,13 +128,15 @@ def make_grid(models: Sequence[str | Path | ModelConfig],
 def sweep(models: Sequence[str | Path | ModelConfig],
           devices: Sequence[str | Path | DeviceProfile] = ("a100",), *,
           max_configs: int | None = MAX_CONFIGS, progress: Progress | None = None,
-          **axes: Any) -> SweepResult:
+          workers: int | None = None, **axes: Any) -> SweepResult:
     """Evaluate every configuration of the grid (see the module docstring). Axes: the model
     dimensions (`layers`, `hidden`, `heads`, `ffn`, `vocab`), `batch`, `seq`,
     `micro_batches`, `precision`, `optimizer`, `checkpoint` (none/full), `dropout`,
     `masked_lm_only`, and the knobs `gemm_peak`, `bandwidth`, `overhead`, `memory`
     (multipliers of each device's figures); each a sequence of values. A grid above
-    `max_configs` is refused (None: no cap)."""
+    `max_configs` is refused (None: no cap). Pieces of the grid run on `workers` threads
+    (default: one per CPU core; numpy's loops release the GIL); the result does not depend
+    on it."""
     grid = make_grid(models, devices, **axes)
     if max_configs is not None and grid.size > max_configs:
         raise BertscopeError(
@@ -141,14 +145,19 @@ def sweep(models: Sequence[str | Path | ModelConfig],
             f"{max_configs:,}; narrow an axis or pass --yes")
     t0 = time.perf_counter()
     targets = [(p, k) for p in grid.devices for k in grid.knob_sets()]
+    sets = engine.same_models(targets)
     tell = progress or (lambda *_: None)
+    tasks = [(g, piece) for g in grid.groups() for piece in engine.chunks(g)]
     parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]] = []
     done = 0
-    for group in grid.groups():
-        for target, cols in evaluate(group, targets):
-            parts.append((_labels(group), target, cols))
-        done += group.size * len(targets)
-        tell("sweep", done, grid.size)
+    n_workers = max(1, min(workers or os.cpu_count() or 1, len(tasks), 16))
+    with ThreadPoolExecutor(n_workers) as pool:  # numpy's loops release the GIL
+        results = pool.map(lambda t: engine.evaluate_piece(t[1], targets, sets), tasks)
+        for (group, piece), res in zip(tasks, results, strict=True):
+            labels = _labels(group)
+            parts += [(labels, target, cols) for target, cols in res]
+            done += piece.size * len(targets)
+            tell("sweep", done, grid.size)
     frame = _frame(parts, targets)
     return SweepResult(frame=frame, grid_size=grid.size, skipped=grid.size - len(frame),
                        seconds=time.perf_counter() - t0)

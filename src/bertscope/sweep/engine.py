@@ -22,14 +22,14 @@ from bertscope.analytic.blocks import multiplicity
 from bertscope.analytic.encoder import encoder_blocks
 from bertscope.analytic.memory import memory_parts
 from bertscope.analytic.params import parameter_count
-from bertscope.optable import Op
+from bertscope.optable import Columns, Op
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import Bound, row_times
 from bertscope.perf.roofline import Knobs, Peaks, select_peaks
 from bertscope.sweep.grid import NUM_AXES, Group
 from bertscope.taxonomy import Category, Phase
 
-CHUNK = 1 << 18
+CHUNK = 1 << 15
 """Most configurations evaluated at once (per device and knob set); larger groups are cut
 along their longest axis, so memory stays bounded whatever the grid."""
 
@@ -60,23 +60,36 @@ class _Bucket:
         alike.append(len(self.rows))
         self.rows.append((op, weight))
 
-    def columns(self) -> dict[str, np.ndarray]:
-        n = len(self.rows)
-        cols: dict[str, np.ndarray] = {
-            c: np.stack([np.broadcast_to(np.asarray(getattr(op, c), dtype=float), self.shape)
-                         for op, _ in self.rows]) for c in NUMERIC}
-        label_shape = (n, *([1] * len(self.shape)))
-        for c in LABELS:
-            arr = np.empty(n, dtype=object)
-            arr[:] = [getattr(op, c) for op, _ in self.rows]
-            cols[c] = arr.reshape(label_shape)
-        return cols
+    def columns(self) -> tuple[Columns, np.ndarray, list[tuple[str, bool, int, int]]]:
+        """The rows stacked: op-table columns (each numeric column only as large as its
+        rows need: a `count` of 1 everywhere stays (rows, 1, ..)), the weights likewise, and
+        the spans of rows sharing (category, optimizer phase), rows sorted so that each span
+        is contiguous."""
+        rows = sorted(self.rows, key=lambda r: (r[0].phase is Phase.OPTIMIZER,
+                                                str(r[0].category)))
+        nd = len(self.shape)
 
-    def weights(self) -> np.ndarray:
-        """Each row's multiplicity, stacked (rows, ..) to broadcast with the bucket."""
-        parts = [np.asarray(w, dtype=float) for _, w in self.rows]
-        shape = np.broadcast_shapes(*(p.shape for p in parts), self.shape)
-        return np.stack([np.broadcast_to(p, shape) for p in parts])
+        def stack(values: list[Any]) -> np.ndarray:
+            arrs = [np.asarray(v, dtype=float) for v in values]
+            shape = np.broadcast_shapes(*(x.shape for x in arrs))
+            shape = (1,) * (nd - len(shape)) + shape
+            return np.stack([np.broadcast_to(x, shape) for x in arrs])
+
+        cols: dict[str, np.ndarray] = {c: stack([getattr(op, c) for op, _ in rows])
+                                       for c in NUMERIC}
+        label_shape = (len(rows), *([1] * nd))
+        for c in LABELS:
+            arr = np.empty(len(rows), dtype=object)
+            arr[:] = [getattr(op, c) for op, _ in rows]
+            cols[c] = arr.reshape(label_shape)
+        spans: list[tuple[str, bool, int, int]] = []
+        for i, (op, _) in enumerate(rows):
+            key = (str(op.category), op.phase is Phase.OPTIMIZER)
+            if spans and spans[-1][:2] == key:
+                spans[-1] = (*key, spans[-1][2], i + 1)
+            else:
+                spans.append((*key, i, i + 1))
+        return Columns(cols), stack([w for _, w in rows]), spans
 
 
 def chunks(group: Group, limit: int = CHUNK) -> Iterator[Group]:
@@ -120,7 +133,7 @@ def _buckets(group: Group) -> tuple[list[_Bucket], dict[str, np.ndarray]]:
                                     for k, v in fixed.items()}
 
 
-def _same_models(devices: list[tuple[DeviceProfile, Knobs]]) -> list[list[int]]:
+def same_models(devices: list[tuple[DeviceProfile, Knobs]]) -> list[list[int]]:
     """Indices of the targets grouped by their efficiency models: targets in one group
     differ only in peaks and knobs, so they are timed together along one more array axis
     (the fractions, which read the rows alone, computed once)."""
@@ -144,34 +157,47 @@ def _stacked_peaks(targets: list[tuple[DeviceProfile, Knobs]], precision: Any) -
 def evaluate(group: Group, devices: list[tuple[DeviceProfile, Knobs]]
              ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
     """The figures of every valid configuration of the group on every target (device and
-    knob set): pairs of (target index per entry, columns), entries in the group's C order
-    with the target fastest. Columns: iteration time, FLOPs, tokens, memory, capacity, the
-    GEMM peak, the numeric axes, and time per category, per bound and in the optimizer."""
-    sets = _same_models(devices)
+    knob set), piece by piece (`evaluate_piece`)."""
+    sets = same_models(devices)
     for piece in chunks(group):
-        valid = piece.valid()
-        if not valid.any():
-            continue
-        buckets, fixed = _buckets(piece)
-        stacked = [(b, b.columns(), b.weights()) for b in buckets]
-        axes = {a: piece.column(a)[valid] for a in NUM_AXES}
-        fixed_v = {k: v[valid] for k, v in fixed.items()}
-        for idx in sets:
-            targets = [devices[i] for i in idx]
-            peaks = _stacked_peaks(targets, group.precision)
-            scale = np.array([k.overhead for _, k in targets])
-            sums = _time_sums((*piece.shape, len(idx)), stacked, targets[0][0], peaks, scale)
-            n = int(valid.sum())
-            out = {k: v[valid].ravel() for k, v in sums.items()}
-            out.update({k: np.repeat(v, len(idx)) for k, v in {**fixed_v, **axes}.items()})
-            out["gemm_peak_flops"] = np.tile(peaks.gemm_flops, n)
-            out["capacity_bytes"] = np.tile([p.device.memory_bytes * k.memory
-                                             for p, k in targets], n)
-            yield np.tile(np.array(idx), n), out
+        yield from evaluate_piece(piece, devices, sets)
 
 
-def _time_sums(shape: tuple[int, ...], stacked: list[tuple[_Bucket, dict[str, np.ndarray],
-               np.ndarray]], profile: DeviceProfile, peaks: Peaks,
+def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
+                   sets: list[list[int]] | None = None
+                   ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """One piece of a group (`chunks`) on every target: pairs of (target index per entry,
+    columns), entries in the piece's C order with the target fastest. Columns: iteration
+    time, FLOPs, tokens, memory, capacity, the GEMM peak, the numeric axes, and time per
+    category, per bound and in the optimizer. Pure: pieces may run in parallel threads
+    (numpy releases the GIL in its loops)."""
+    sets = sets if sets is not None else same_models(devices)
+    valid = piece.valid()
+    if not valid.any():
+        return []
+    buckets, fixed = _buckets(piece)
+    stacked = [b.columns() for b in buckets]
+    axes = {a: piece.column(a)[valid] for a in NUM_AXES}
+    fixed_v = {k: v[valid] for k, v in fixed.items()}
+    n = int(valid.sum())
+    results = []
+    for idx in sets:
+        targets = [devices[i] for i in idx]
+        peaks = _stacked_peaks(targets, piece.precision)
+        scale = np.array([k.overhead for _, k in targets])
+        sums = _time_sums((*piece.shape, len(idx)), stacked, targets[0][0], peaks, scale)
+        out = {k: v[valid].ravel() for k, v in sums.items()}
+        out.update({k: np.repeat(v, len(idx)) for k, v in {**fixed_v, **axes}.items()})
+        out["gemm_peak_flops"] = np.tile(peaks.gemm_flops, n)
+        out["capacity_bytes"] = np.tile([p.device.memory_bytes * k.memory
+                                         for p, k in targets], n)
+        results.append((np.tile(np.array(idx), n), out))
+    return results
+
+
+def _time_sums(shape: tuple[int, ...],
+               stacked: list[tuple[Columns, np.ndarray, list[tuple[str, bool, int, int]]]],
+               profile: DeviceProfile, peaks: Peaks,
                overhead_scale: np.ndarray) -> dict[str, np.ndarray]:
     """Time summed over the rows per category ("cat:<c>"), per bound ("bound:<b>") and in
     the optimizer phase ("optimizer_s"), plus the total ("time_s"), as arrays of `shape`
@@ -184,21 +210,20 @@ def _time_sums(shape: tuple[int, ...], stacked: list[tuple[_Bucket, dict[str, np
         else:
             acc[key] = np.broadcast_to(values, shape).copy()
 
-    for _, cols, weights in stacked:
-        t = row_times({c: v[..., None] for c, v in cols.items()}, profile, peaks,
+    for cols, weights, spans in stacked:
+        t = row_times(Columns({c: v[..., None] for c, v in cols.items()}), profile, peaks,
                       overhead_scale=overhead_scale)
         timed = t["time_s"] * weights[..., None]
-        flat = cols["category"].ravel()
-        for cat in dict.fromkeys(flat):
-            add(f"cat:{cat}", timed[flat == cat].sum(axis=0))
-        code = np.broadcast_to(t["bound_code"], timed.shape)
+        for cat, is_opt, lo, hi in spans:
+            part = timed[lo:hi].sum(axis=0)
+            add(f"cat:{cat}", part)
+            if is_opt:
+                add("optimizer_s", part)
+        code = t["bound_code"]
         for i, b in enumerate(Bound):
-            sel = code == i
+            sel = np.broadcast_to(code == i, timed.shape)
             if sel.any():
-                add(f"bound:{b.value}", np.where(sel, timed, 0.0).sum(axis=0))
-        opt = cols["phase"].ravel() == Phase.OPTIMIZER
-        if opt.any():
-            add("optimizer_s", timed[opt].sum(axis=0))
+                add(f"bound:{b.value}", timed.sum(axis=0, where=sel))
     total = sum(v for k, v in acc.items() if k.startswith("cat:"))
     acc["time_s"] = np.broadcast_to(total, shape)
     acc.setdefault("optimizer_s", np.zeros(shape))
@@ -210,4 +235,4 @@ def _time_sums(shape: tuple[int, ...], stacked: list[tuple[_Bucket, dict[str, np
 CATEGORIES: tuple[Category, ...] = tuple(Category)
 """Categories a sweep reports a time share for (every category; 0 where a row has none)."""
 
-__all__ = ["CATEGORIES", "CHUNK", "chunks", "evaluate"]
+__all__ = ["CATEGORIES", "CHUNK", "chunks", "evaluate", "evaluate_piece", "same_models"]
