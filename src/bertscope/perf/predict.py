@@ -78,10 +78,15 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
     roof = roofline(rows, peaks)
     cats = np.asarray(rows["category"], dtype=object)
     gemm = gemm_mask(cats.reshape(len(cats), -1)[:, 0])  # one flag per row (the first axis)
-    compute = np.array(roof["compute_s"], dtype=float)
+    compute = np.asarray(roof["compute_s"], dtype=float)
+    if not compute.flags.writeable:
+        compute = compute.copy()
     if gemm.any():  # the GEMM model sees the GEMM rows (other rows run at the vector peak)
-        subset = Columns({c: np.asarray(v)[gemm] for c, v in rows.items()})
-        compute[gemm] = compute[gemm] / _fraction(profile.gemm.fraction(subset), "GEMM")
+        at = np.flatnonzero(gemm)
+        # contiguous GEMM rows (the sweep sorts them so) are a view, not a copy
+        sel = slice(at[0], at[-1] + 1) if at[-1] - at[0] + 1 == len(at) else gemm
+        subset = Columns({c: np.asarray(v)[sel] for c, v in rows.items()})
+        compute[sel] = compute[sel] / _fraction(profile.gemm.fraction(subset), "GEMM")
     f_bw = _fraction(profile.bandwidth.fraction(rows), "bandwidth")
     memory = roof["memory_s"] / f_bw
     overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)

@@ -13,6 +13,7 @@ phase into arrays of the group's full shape: the only full-size passes are those
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,6 +42,15 @@ LABELS = ("category", "phase")
 alike in these and every numeric column are timed once, their multiplicities summed."""
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Whether two row fields (numbers or arrays) hold the same values."""
+    if a is b:
+        return True
+    if np.ndim(a) == 0 and np.ndim(b) == 0:
+        return bool(a == b)
+    return np.shape(a) == np.shape(b) and bool(np.array_equal(a, b))
+
+
 @dataclasses.dataclass(slots=True)
 class _Bucket:
     """Rows whose numeric fields share one broadcast shape, stacked."""
@@ -54,7 +64,7 @@ class _Bucket:
         alike = self.seen.setdefault((op.category, op.phase), [])
         for at in alike:
             first, w = self.rows[at]
-            if all(np.array_equal(getattr(first, c), getattr(op, c)) for c in NUMERIC):
+            if all(_same(getattr(first, c), getattr(op, c)) for c in NUMERIC):
                 self.rows[at] = (first, w + weight)
                 return
         alike.append(len(self.rows))
@@ -64,8 +74,9 @@ class _Bucket:
         """The rows stacked: op-table columns (each numeric column only as large as its
         rows need: a `count` of 1 everywhere stays (rows, 1, ..)), the weights likewise, and
         the spans of rows sharing (category, optimizer phase), rows sorted so that each span
-        is contiguous."""
+        is contiguous (GEMM rows first, so the GEMM model reads a view)."""
         rows = sorted(self.rows, key=lambda r: (r[0].phase is Phase.OPTIMIZER,
+                                                not r[0].category.is_gemm,
                                                 str(r[0].category)))
         nd = len(self.shape)
 
@@ -177,8 +188,10 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
         return []
     buckets, fixed = _buckets(piece)
     stacked = [b.columns() for b in buckets]
-    axes = {a: piece.column(a)[valid] for a in NUM_AXES}
-    fixed_v = {k: v[valid] for k, v in fixed.items()}
+    whole = bool(valid.all())  # no config to skip: views instead of masked copies
+    axes = {a: piece.column(a).reshape(-1) if whole else piece.column(a)[valid]
+            for a in NUM_AXES}
+    fixed_v = {k: v.reshape(-1) if whole else v[valid] for k, v in fixed.items()}
     n = int(valid.sum())
     results = []
     for idx in sets:
@@ -186,7 +199,7 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
         peaks = _stacked_peaks(targets, piece.precision)
         scale = np.array([k.overhead for _, k in targets])
         sums = _time_sums((*piece.shape, len(idx)), stacked, targets[0][0], peaks, scale)
-        out = {k: v[valid].ravel() for k, v in sums.items()}
+        out = {k: (v.reshape(-1) if whole else v[valid].ravel()) for k, v in sums.items()}
         out.update({k: np.repeat(v, len(idx)) for k, v in {**fixed_v, **axes}.items()})
         out["gemm_peak_flops"] = np.tile(peaks.gemm_flops, n)
         out["capacity_bytes"] = np.tile([p.device.memory_bytes * k.memory
@@ -195,44 +208,55 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     return results
 
 
+SUB = 1 << 18
+"""Entries (rows x configurations x targets) timed at once: the row formulas run on whole
+pieces (few calls), the timing on slices of them small enough that numpy's temporaries stay
+in cache instead of being mapped and faulted in on every operation."""
+
+
 def _time_sums(shape: tuple[int, ...],
                stacked: list[tuple[Columns, np.ndarray, list[tuple[str, bool, int, int]]]],
                profile: DeviceProfile, peaks: Peaks,
                overhead_scale: np.ndarray) -> dict[str, np.ndarray]:
     """Time summed over the rows per category ("cat:<c>"), per bound ("bound:<b>") and in
     the optimizer phase ("optimizer_s"), plus the total ("time_s"), as arrays of `shape`
-    (the group's axes, then the targets)."""
-    acc: dict[str, np.ndarray] = {}
+    (the group's axes, then the targets); timed slice by slice along the longest axis."""
+    keys = {f"cat:{cat}" for _, _, spans in stacked for cat, _, _, _ in spans}
+    keys |= {"optimizer_s", f"bound:{Bound.COMPUTE.value}", f"bound:{Bound.MEMORY.value}"}
+    acc = {k: np.zeros(shape) for k in sorted(keys)}
+    grid = shape[:-1]
+    ax = int(np.argmax(grid))
+    n = grid[ax]
+    rows = max(len(cols["flops"]) for cols, _, _ in stacked)
+    step = max(1, SUB // max(1, rows * (math.prod(shape) // n)))
+    for lo in range(0, n, step):
+        cut = slice(lo, min(n, lo + step))
 
-    def add(key: str, values: np.ndarray) -> None:
-        if key in acc:
-            acc[key] = acc[key] + values
-        else:
-            acc[key] = np.broadcast_to(values, shape).copy()
+        def part(v: np.ndarray, cut: slice = cut) -> np.ndarray:
+            """A stacked (rows, *axes) array's slice (whole where it does not vary)."""
+            return v[(slice(None),) * (1 + ax) + (cut,)] if v.shape[1 + ax] > 1 else v
 
-    for cols, weights, spans in stacked:
-        t = row_times(Columns({c: v[..., None] for c, v in cols.items()}), profile, peaks,
-                      overhead_scale=overhead_scale)
-        timed = t["time_s"] * weights[..., None]
-        for cat, is_opt, lo, hi in spans:
-            part = timed[lo:hi].sum(axis=0)
-            add(f"cat:{cat}", part)
-            if is_opt:
-                add("optimizer_s", part)
-        code = t["bound_code"]
-        for i, b in enumerate(Bound):
-            sel = np.broadcast_to(code == i, timed.shape)
-            if sel.any():
-                add(f"bound:{b.value}", timed.sum(axis=0, where=sel))
-    total = sum(v for k, v in acc.items() if k.startswith("cat:"))
-    acc["time_s"] = np.broadcast_to(total, shape)
-    acc.setdefault("optimizer_s", np.zeros(shape))
-    for b in Bound:
-        acc.setdefault(f"bound:{b.value}", np.zeros(shape))
+        at = (slice(None),) * ax + (cut,)
+        for cols, weights, spans in stacked:
+            t = row_times(Columns({c: part(v)[..., None] for c, v in cols.items()}), profile,
+                          peaks, overhead_scale=overhead_scale)
+            timed = t["time_s"] * part(weights)[..., None]
+            for cat, is_opt, a, b in spans:
+                sums = timed[a:b].sum(axis=0)
+                acc[f"cat:{cat}"][at] += sums
+                if is_opt:
+                    acc["optimizer_s"][at] += sums
+            code = t["bound_code"]
+            for i, bound in enumerate((Bound.COMPUTE, Bound.MEMORY)):  # overhead: the rest
+                sel = np.broadcast_to(code == i, timed.shape)
+                acc[f"bound:{bound.value}"][at] += timed.sum(axis=0, where=sel)
+    acc["time_s"] = sum(v for k, v in acc.items() if k.startswith("cat:"))
+    rest = acc["time_s"] - acc["bound:compute"] - acc["bound:memory"]
+    acc["bound:overhead"] = np.maximum(rest, 0.0)  # rounding never makes it negative
     return acc
 
 
 CATEGORIES: tuple[Category, ...] = tuple(Category)
 """Categories a sweep reports a time share for (every category; 0 where a row has none)."""
 
-__all__ = ["CATEGORIES", "CHUNK", "chunks", "evaluate", "evaluate_piece", "same_models"]
+__all__ = ["CATEGORIES", "CHUNK", "SUB", "chunks", "evaluate", "evaluate_piece", "same_models"]
