@@ -19,15 +19,16 @@ from bertscope.optable import Op, OpTable
 from bertscope.taxonomy import Category, Phase, Sublayer
 
 if TYPE_CHECKING:
+    from bertscope.studies.study import study
     from bertscope.sweep import sweep
     from bertscope.trace import analyze_trace, read_trace
 
 __version__ = "0.1.0"
 
 _LAZY = {"analyze_trace": "bertscope.trace", "read_trace": "bertscope.trace",
-         "sweep": "bertscope.sweep"}
-"""Names imported on first use: the trace reader and the sweep need pandas, which commands
-that use neither should not pay for at start-up."""
+         "sweep": "bertscope.sweep", "study": "bertscope.studies.study"}
+"""Names imported on first use: the trace reader, the sweep and the study need pandas, which
+commands that use none of them should not pay for at start-up."""
 
 
 def __getattr__(name: str) -> Any:
@@ -61,5 +62,6 @@ __all__ = [
     "ops",
     "parameter_count",
     "read_trace",
+    "study",
     "sweep",
 ]

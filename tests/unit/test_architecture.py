@@ -32,12 +32,15 @@ ALLOWED: dict[str, set[str]] = {
     # the sweep engine runs the analytic producer on arrays and times rows with perf's formula
     "sweep": GROUND | {"hardware", "perf", "analytic"},
     # workflows that measure and predict together
-    "studies": GROUND | {"hardware", "analytic", "trace", "measure", "perf", "parallel"},
+    # (the study writes its report folder itself, so `bertscope.study()` gives the same
+    # folder as the command: it may call report/ and sweep/)
+    "studies": GROUND | {"hardware", "analytic", "trace", "measure", "perf", "parallel",
+                         "sweep", "report"},
     # screens
     "report": GROUND | {"hardware", "analytic", "trace", "perf", "parallel", "sweep"},
     "cli": GROUND | {"hardware", "analytic", "trace", "measure", "perf", "parallel", "studies",
                      "report", "sweep"},
-    "__init__": GROUND | {"analytic", "trace", "sweep"},
+    "__init__": GROUND | {"analytic", "trace", "sweep", "studies"},
 }
 TORCH_OK = {"measure", "studies"}
 

@@ -1,0 +1,60 @@
+"""`bertscope study`: the paper's characterization as one command (parse, run, say where)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bertscope.errors import BertscopeError
+
+
+def _list(text: str, what: str) -> tuple[str, ...]:
+    parts = tuple(p.strip() for p in text.split(","))
+    if not text.strip() or any(not p for p in parts):
+        raise BertscopeError(f"--{what}: an empty value in {text!r}; write a comma list")
+    return parts
+
+
+def study_cmd(
+    output: Annotated[Path, typer.Option(help="The folder to write (must not exist or be "
+                                              "empty).")] = Path("study"),
+    models: Annotated[str, typer.Option(help="Comma list of presets or config.json paths.")
+                      ] = "bert-base,bert-large",
+    devices: Annotated[str, typer.Option(help="Comma list of catalog devices, device files "
+                                              "or calibrated profiles.")] =
+    "v100,a100,h100,b200,mi250x,mi300x,tpu-v3,tpu-v4,tpu-v5p",
+    precisions: Annotated[str, typer.Option(help="Comma list: fp32, fp16, bf16.")] =
+    "fp32,bf16",
+    quick: Annotated[bool, typer.Option("--quick", help="A small measured model and one "
+                                                        "iteration (under a minute).")] = False,
+    measure: Annotated[bool, typer.Option("--measure/--no-measure", help="Profile this "
+                                          "machine for the measured part.")] = True,
+    from_trace: Annotated[Path | None, typer.Option(help="Use this trace as the measured "
+                                                         "part instead of profiling.")] = None,
+) -> None:
+    """The paper's characterization: measured here, projected on catalog accelerators, as
+    an HTML report with figures, tables and findings computed from the data."""
+    from bertscope.report.progress import progress_bar
+    from bertscope.report.tables import make_console
+    from bertscope.studies.study import StudyConfig, study
+
+    cfg = StudyConfig(output=output, models=_list(models, "models"),
+                      devices=_list(devices, "devices"),
+                      precisions=_list(precisions, "precisions"), quick=quick,
+                      measure=measure, from_trace=from_trace)
+    with progress_bar() as tell:
+        result = study(cfg, progress=tell)
+    console = make_console()
+    from bertscope.report.study_text import print_study
+
+    print_study(result, console)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `study` to a typer app."""
+    app.command("study")(study_cmd)
+
+
+__all__ = ["register", "study_cmd"]

@@ -1,0 +1,222 @@
+"""`bertscope study`: the paper's characterization in one run, written as one folder.
+
+    result = study(StudyConfig(output="study"))     # report.html, figures/, tables/, study.json
+
+The study ("Demystifying BERT: Implications for Accelerator Design", Pati et al., IISWC 2022)
+measures BERT pretraining on the local device and projects it on catalog accelerators:
+where the time goes, compute- vs memory-bound work, GEMM heterogeneity, the optimizer,
+precision, scale, checkpointing, distributed training and what it all implies for hardware.
+Sections live in `sections.py` and `sections_more.py`; every finding is computed from their
+tables. The folder is written beside its destination and renamed into place when complete,
+so a failed or interrupted study leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertscope.config import ModelConfig, Precision, get_model
+from bertscope.errors import BertscopeError, parse_enum
+from bertscope.perf import DeviceProfile, load_profile
+from bertscope.studies import sections as s1
+from bertscope.studies import sections_more as s2
+
+DEVICES = ("v100", "a100", "h100", "b200", "mi250x", "mi300x", "tpu-v3", "tpu-v4", "tpu-v5p")
+"""The catalog devices a study projects on by default."""
+MODELS = ("bert-base", "bert-large")
+PHASES = (s1.PhaseSpec("phase 1", 128, 32), s1.PhaseSpec("phase 2", 512, 8))
+"""BERT pretraining's two phases (Devlin et al. 2019: 90% of steps at seq 128, the rest at
+512), with per-device micro-batches that fit a 16 GB V100 for bert-large in bf16."""
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyConfig:
+    """What a study covers; checked on construction."""
+
+    output: str | Path = "study"
+    models: tuple[str, ...] = MODELS
+    devices: tuple[str, ...] = DEVICES
+    precisions: tuple[str, ...] = ("fp32", "bf16")
+    quick: bool = False
+    measure: bool = True
+    from_trace: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("models", "devices", "precisions"):
+            if not getattr(self, name):
+                raise BertscopeError(f"--{name}: give at least one")
+        for p in self.precisions:
+            parse_enum(Precision, p, "precision")
+
+
+@dataclass
+class StudyResult:
+    """A finished study: its folder and what it found."""
+
+    folder: Path
+    sections: list[s1.Section]
+    settings: dict[str, Any]
+    seconds: float
+    files: list[str] = field(default_factory=list)
+
+
+def _check_output(path: Path) -> None:
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise BertscopeError(f"{path}: exists and is not an empty folder; give a new --output "
+                             f"folder (a study never overwrites)")
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise BertscopeError(f"{path}: its folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise BertscopeError(f"{path}: cannot write in {parent}")
+
+
+def _measure(cfg: StudyConfig, models: list[ModelConfig], tell: Progress) -> list[dict]:
+    """The measured part: a profile on this machine's CPU (or GPU), or an ingested trace."""
+    if cfg.from_trace is not None:
+        from bertscope.trace import read_trace
+
+        table = read_trace(cfg.from_trace)
+        return [{"label": f"trace {Path(cfg.from_trace).name}", "model": "trace",
+                 "phase": "trace", "precision": "trace", "table": table,
+                 "note": f"measured part read from {cfg.from_trace}"}]
+    if not cfg.measure:
+        return []
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise BertscopeError("the measured part needs PyTorch (pip install 'bertscope[torch]')"
+                             "; or pass --no-measure")
+    from bertscope.config import RunConfig
+    from bertscope.measure.profile import profile, resolve_device
+
+    name = "bert-mini" if cfg.quick else "bert-base"
+    m = get_model(name)
+    run = RunConfig(batch=4, seq=128, optimizer="lamb")
+    dev = resolve_device("auto")
+    tell("measure", 0, 1)
+    result = profile(m, run, iters=1 if cfg.quick else 2, warmup=1, device=str(dev))
+    tell("measure", 1, 1)
+    why = ("--quick: a small model and one iteration" if cfg.quick
+           else "bert-base, batch 4 x seq 128, 2 iterations")
+    return [{"label": f"this machine ({dev.type})", "model": name,
+             "phase": "seq 128", "precision": "fp32", "table": result.table,
+             "note": f"measured with torch.profiler on {dev.type}: {why}",
+             "iteration_s": result.meta.get("iteration_s")}]
+
+
+def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
+          **settings: Any) -> StudyResult:
+    """Run the study and write its folder (see the module docstring): `cfg`, or the fields
+    of a `StudyConfig` as keywords (`study(output="study", quick=True)`)."""
+    if cfg is None:
+        cfg = StudyConfig(**settings)
+    elif settings:
+        raise BertscopeError("give a StudyConfig or keyword settings, not both")
+    from bertscope.report.study_html import write_report
+    from bertscope.sweep import sweep
+
+    t0 = time.perf_counter()
+    out = Path(cfg.output)
+    _check_output(out)
+    tell = progress or (lambda *_: None)
+    models = [get_model(m) for m in cfg.models]
+    devices: list[DeviceProfile] = [load_profile(d) for d in cfg.devices]
+    precisions = [parse_enum(Precision, p, "precision") for p in cfg.precisions]
+    parent = out.resolve().parent
+    try:  # the folder is built here and renamed into place when complete
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    except OSError as e:
+        raise BertscopeError(f"{out}: cannot create a folder in {parent} "
+                             f"({e.strerror or e})") from None
+    try:
+        measured = _measure(cfg, models, tell)
+        ctx = s1.Ctx(models=models, devices=devices, precisions=precisions,
+                     phases=list(PHASES), measured=measured)
+        steps: Sequence[Callable[[s1.Ctx], s1.Section]] = (
+            s1.where_time_goes, s1.bound_share, s1.gemm_shapes,
+            lambda c: s1.optimizer_share(c, sweep), s1.mixed_precision,
+            lambda c: s2.scaling(c, sweep), lambda c: s2.checkpointing(c, sweep),
+            s2.distributed, lambda c: s2.implications(c, sweep))
+        sections = []
+        for i, step in enumerate(steps):
+            sections.append(step(ctx))
+            tell("sections", i + 1, len(steps))
+        settings = _settings(cfg, ctx, measured, time.perf_counter() - t0)
+        sections.append(_how(ctx, measured, settings))
+        files = write_report(tmp, sections, settings, tell)
+        doc = {"settings": settings, "sections": [
+            {"key": s.key, "title": s.title, "findings": s.findings, "notes": s.notes,
+             "tables": {k: json.loads(v.to_json(orient="records")) for k, v in
+                        s.tables.items()}} for s in sections]}
+        (tmp / "study.json").write_text(json.dumps(doc, indent=1, default=str))
+        files.append("study.json")
+        if out.exists():
+            out.rmdir()  # empty (checked above)
+        os.replace(tmp, out)
+    except OSError as e:  # a full disk, a folder that appeared meanwhile: nothing is left
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BertscopeError(f"{out}: could not write the study ({e.strerror or e}); "
+                             f"nothing was kept") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return StudyResult(folder=out, sections=sections, settings=settings,
+                       seconds=time.perf_counter() - t0, files=files)
+
+
+def _settings(cfg: StudyConfig, ctx: s1.Ctx, measured: list[dict], seconds: float
+              ) -> dict[str, Any]:
+    import bertscope
+
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+    return {"config": {k: (list(v) if isinstance(v, tuple) else
+                           (str(v) if isinstance(v, Path) else v))
+                       for k, v in asdict(cfg).items()},
+            "phases": [asdict(p) for p in PHASES], "optimizer": ctx.optimizer.value,
+            "devices": [{"name": d.device.name, "sku": d.device.sku, "sources": d.sources}
+                        for d in ctx.devices],
+            "bertscope": bertscope.__version__, "torch": torch_version,
+            "python": platform.python_version(), "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(), "measured": [m["note"] for m in measured],
+            "seconds": seconds}
+
+
+def _how(ctx: s1.Ctx, measured: list[dict], settings: dict[str, Any]) -> s1.Section:
+    """10. How this was obtained."""
+    import pandas as pd
+
+    dev = pd.DataFrame([{"device": d.device.name, "sku": d.device.sku,
+                         "gemm model": d.gemm.source, "bandwidth model": d.bandwidth.source,
+                         "overhead model": d.overhead.source} for d in ctx.devices])
+    assumed = [d.device.name for d in ctx.devices if "assumed" in d.gemm.source]
+    findings = [f"Predicted parts: the analytic op table of each configuration timed by the "
+                f"roofline with efficiency models; {len(assumed)} of {len(ctx.devices)} devices "
+                f"use assumed default models (calibrate one with `bertscope calibrate` and pass "
+                f"the profile in --devices)."]
+    findings += [m["note"] + "." for m in measured] or [
+        "No measured part (--no-measure): every number is predicted."]
+    return s1.Section("how", "How this was obtained", findings, {"devices": dev}, "none",
+                      notes=[f"bertscope {settings['bertscope']}, torch {settings['torch']}, "
+                             f"Python {settings['python']} on {settings['machine']} "
+                             f"({settings['cpus']} CPUs)"])
+
+
+__all__ = ["DEVICES", "MODELS", "PHASES", "StudyConfig", "StudyResult", "study"]
