@@ -160,3 +160,22 @@ def test_study_folder_has_every_part(tmp_path) -> None:
     # in the inline SVG are names, not requests)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "<script" not in page
+
+
+def test_cli_study_quick_with_the_measured_part(tmp_path, capsys, monkeypatch) -> None:
+    """`bertscope study --quick`: a small measured model (bert-mini, one iteration) beside the
+    predictions; the findings print and the measured bar is in section 1's table."""
+    from bertscope.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "s"
+    rc = main(["study", "--output", str(out), "--quick", "--models", "bert-base",
+               "--devices", "a100", "--precisions", "bf16"])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "1. Where an iteration's time goes" in text and "wrote " in text
+    doc = json.loads((out / "study.json").read_text())
+    shares = doc["sections"][0]["tables"]["shares"]
+    measured = [r for r in shares if r["source"] == "measured"]
+    assert measured and {r["model"] for r in measured} == {"bert-mini"}
+    assert any("--quick" in n for n in doc["settings"]["measured"])

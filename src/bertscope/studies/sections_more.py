@@ -129,6 +129,15 @@ def distributed(ctx: Ctx) -> Section:
         findings.append(f"{dev}: exposed data-parallel all-reduce is {pct(a['dp_comm_share'])}"
                         f" of the iteration at {a['devices']} devices and "
                         f"{pct(b['dp_comm_share'])} at {b['devices']} (global batch 4,096).")
+    at64 = df[(df["devices"] == 64)]
+    for dev, g in at64.groupby("device", sort=False):
+        g = g.set_index("layout")
+        best = g["tokens_per_s"].idxmax()
+        others = ", ".join(f"{k} {v / 1e3:,.0f}k" for k, v in g["tokens_per_s"].items()
+                           if k != best)
+        findings.append(f"{dev}, 64 devices: {best} is fastest "
+                        f"({g.loc[best, 'tokens_per_s'] / 1e3:,.0f}k tokens/s; {others}).")
+        break  # one device is enough for the sentence; the table has them all
     if not gpus:
         findings.append("No device with an interconnect figure was studied.")
     return Section("distributed", "Distributed training", findings, {"distributed": df},

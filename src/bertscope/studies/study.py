@@ -213,7 +213,31 @@ def _how(ctx: s1.Ctx, measured: list[dict], settings: dict[str, Any]) -> s1.Sect
                 f"the profile in --devices)."]
     findings += [m["note"] + "." for m in measured] or [
         "No measured part (--no-measure): every number is predicted."]
-    return s1.Section("how", "How this was obtained", findings, {"devices": dev}, "none",
+    rows = []
+    for m in measured:  # measured vs predicted where a profile of this kind of device exists
+        job = getattr(m["table"], "job", None)
+        if job is None or not m.get("iteration_s"):
+            continue
+        for d in ctx.devices:
+            if d.device.kind.value != "cpu":
+                continue
+            from bertscope.analytic import build
+            from bertscope.perf import predict
+
+            t = predict(build(job), d).meta["prediction"]["time_s"]
+            err = (t - m["iteration_s"]) / m["iteration_s"]
+            rows.append({"device": d.device.name, "measured_s": m["iteration_s"],
+                         "predicted_s": t, "error": err})
+            findings.append(f"{m['model']} on {d.device.name}: predicted {t * 1e3:.0f} ms vs "
+                            f"measured {m['iteration_s'] * 1e3:.0f} ms ({err:+.0%}).")
+    if measured and not rows:
+        findings.append("No CPU profile among the devices, so the measured part is not "
+                        "compared with a prediction: pass the profile `bertscope calibrate` "
+                        "writes in --devices.")
+    tables = {"devices": dev}
+    if rows:
+        tables["measured_vs_predicted"] = pd.DataFrame(rows)
+    return s1.Section("how", "How this was obtained", findings, tables, "none",
                       notes=[f"bertscope {settings['bertscope']}, torch {settings['torch']}, "
                              f"Python {settings['python']} on {settings['machine']} "
                              f"({settings['cpus']} CPUs)"])
