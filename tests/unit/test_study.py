@@ -179,3 +179,19 @@ def test_cli_study_quick_with_the_measured_part(tmp_path, capsys, monkeypatch) -
     measured = [r for r in shares if r["source"] == "measured"]
     assert measured and {r["model"] for r in measured} == {"bert-mini"}
     assert any("--quick" in n for n in doc["settings"]["measured"])
+
+
+def test_distributed_section_equals_the_distributed_model() -> None:
+    from bertscope.parallel import Cluster, Layout, Workload, evaluate
+    from bertscope.studies import sections_more as s2
+
+    dev = load_profile("a100")
+    ctx = _ctx([dev], precisions=(Precision.BF16,))
+    df = s2.distributed(ctx).tables["distributed"]
+    row = df[df["layout"] == "DP16"].iloc[0]
+    job = Workload(model=get_model("bert-base"), run=RunConfig(batch=1, seq=128,
+                   precision="bf16", optimizer="lamb"), global_batch=4096)
+    # 4096 / (16 devices x batch 32) = 8 micro-batches per step
+    r = evaluate(Layout(dp=16, micro_batches=8), job, Cluster.build(dev, 16))
+    assert row["tokens_per_s"] == pytest.approx(r.tokens_per_s, rel=1e-12)
+    assert row["dp_comm_share"] == pytest.approx(r.time["dp_comm_s"] / r.iteration_s)
