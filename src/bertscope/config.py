@@ -80,6 +80,21 @@ class Optimizer(StrEnum):
         return 1 if self is Optimizer.SGD else 2
 
 
+class Attention(StrEnum):
+    """How the attention core (scores, scale, mask, softmax, dropout, context) runs."""
+
+    EAGER = "eager"
+    """Separate kernels, as eager PyTorch and Hugging Face's BertSelfAttention run it: the
+    s x s score tensor is written and read by each of scale, mask, softmax and dropout."""
+    FUSED_SOFTMAX = "fused-softmax"
+    """Scale, mask, softmax and dropout in one kernel between the two batched GEMMs (as
+    Megatron-LM's and apex's fused softmax): the scores are read once and written once."""
+    SDPA = "sdpa"
+    """One fused attention kernel (torch's scaled_dot_product_attention on its flash or
+    memory-efficient path; FlashAttention, Dao et al. 2022): the score matrix never reaches
+    memory; backward recomputes it from Q, K and the saved softmax statistics."""
+
+
 class HostAllocator(StrEnum):
     """How host memory is allocated while measuring on a CPU (bertscope.measure.allocator)."""
 
@@ -210,12 +225,16 @@ class RunConfig:
     masked_lm_only: bool = False
     """Run the MLM head on the masked 15% of positions only (NVIDIA's BERT) instead of every
     position (Hugging Face's BertForPreTraining)."""
+    attention: Attention = Attention.EAGER
+    """How the attention core runs (eager kernels, a fused softmax, or one fused kernel)."""
 
     def __post_init__(self) -> None:
         check_positive_ints(self, ("batch", "seq", "micro_batches"),
                             limits={"batch": 2**31, "micro_batches": 2**20})
         object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
         object.__setattr__(self, "optimizer", parse_enum(Optimizer, self.optimizer, "optimizer"))
+        object.__setattr__(self, "attention", parse_enum(Attention, self.attention,
+                                                         "attention"))
 
     @property
     def tokens(self) -> int:
@@ -431,6 +450,7 @@ def with_changes(model: ModelConfig, **changes: Any) -> ModelConfig:
 __all__ = [
     "PRESETS",
     "Activation",
+    "Attention",
     "Checkpoint",
     "Family",
     "HostAllocator",

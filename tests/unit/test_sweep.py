@@ -74,15 +74,16 @@ def _check(row: dict, ref: dict[str, float]) -> None:
        optimizer=st.sampled_from(["sgd", "adam", "adamw", "lamb"]),
        checkpoint=st.sampled_from(["none", "full"]), dropout=st.booleans(),
        masked=st.booleans(), layers=st.none() | st.integers(1, 30),
+       attention=st.sampled_from(["eager", "fused-softmax", "sdpa"]),
        gemm=st.sampled_from([0.5, 1.0, 2.0]), overhead=st.sampled_from([1.0, 0.1]))
 def test_every_figure_equals_the_per_configuration_path(model, device, batch, seq, micro,
                                                         precision, optimizer, checkpoint,
-                                                        dropout, masked, layers, gemm,
-                                                        overhead) -> None:
+                                                        dropout, masked, layers, attention,
+                                                        gemm, overhead) -> None:
     knobs = Knobs(gemm_peak=gemm, overhead=overhead)
     res = sweep([model], [DEVICES[device]], batch=batch, seq=seq, micro_batches=micro,
                 precision=[precision], optimizer=[optimizer], checkpoint=[checkpoint],
-                dropout=[dropout], masked_lm_only=[masked],
+                dropout=[dropout], masked_lm_only=[masked], attention=[attention],
                 layers=None if layers is None else [layers], gemm_peak=[gemm],
                 overhead=[overhead])
     base = get_model(model)
@@ -93,7 +94,8 @@ def test_every_figure_equals_the_per_configuration_path(model, device, batch, se
     for row in res.frame.to_dict(orient="records"):
         run = RunConfig(batch=row["batch"], seq=row["seq"], micro_batches=row["micro_batches"],
                         precision=precision, optimizer=optimizer, dropout=dropout,
-                        checkpointing=checkpoint == "full", masked_lm_only=masked)
+                        checkpointing=checkpoint == "full", masked_lm_only=masked,
+                        attention=attention)
         _check(row, _reference(m, run, device, knobs))
         assert row["tokens"] == run.tokens
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertscope.analytic.attention import attention_core
 from bertscope.analytic.blocks import Block, Repeat, expand
 from bertscope.analytic.optimizer import group_blocks, group_stage, optimizer_blocks
 from bertscope.analytic.params import ParamGroup, layer_params
@@ -276,24 +277,13 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int, layer: int) -> _Section:
     b, s, h, a, f = run.batch, run.seq, m.hidden, m.heads, m.intermediate
     d = m.head_dim
     t, g = b * s, b * a
-    scores = g * s * s  # (B, nh, T, T)
     # the layer input feeds Q, K, V and the residual: autograd sums four gradients
     sec.grad_sum("input.grad_sum", S.QKV, t * h, n=2)
     sec.grad_sum("residual1.grad_sum", S.ATTN_ADD_NORM, t * h)
     sec.linear("q", S.QKV, t, h, h, split=T.COLUMN)  # saves X once for Q, K and V
     sec.linear("k", S.QKV, t, h, h, save_input=False, split=T.COLUMN)
     sec.linear("v", S.QKV, t, h, h, save_input=False, split=T.COLUMN)
-    # Q K^T, keeps Q, K
-    sec.bmm("score", S.ATTN_SCORE, g, s, s, d, saved_elems=2 * t * h, split=T.SPLIT)
-    sec.scale("score_scale", S.ATTN_SCORE, scores, split=T.SPLIT)  # / sqrt(d)
-    # + additive mask (B, 1, 1, T)
-    sec.add("score_mask", S.ATTN_SCORE, scores, b * s, split=T.SPLIT)
-    sec.softmax("softmax", S.ATTN_SOFTMAX, scores, split=T.SPLIT)
-    if run.dropout:
-        sec.dropout("attn_dropout", S.ATTN_SOFTMAX, scores, split=T.SPLIT)
-    # P V: keeps V, and the dropout output (with dropout off, softmax's saved output serves)
-    sec.bmm("context", S.ATTN_CONTEXT, g, s, d, s,
-            saved_elems=t * h + (scores if run.dropout else 0), split=T.SPLIT)
+    attention_core(sec, run, b, s, g, d)  # scores, softmax, context (analytic/attention.py)
     sec.linear("attn_out", S.ATTN_OUTPUT, t, h, h, split=T.ROW)
     if run.dropout:
         sec.dropout("attn_out_dropout", S.ATTN_ADD_NORM, t * h)

@@ -23,7 +23,15 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from bertscope.config import Checkpoint, Job, Optimizer, Precision, RunConfig, get_model
+from bertscope.config import (
+    Attention,
+    Checkpoint,
+    Job,
+    Optimizer,
+    Precision,
+    RunConfig,
+    get_model,
+)
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, check_output, output_format
 
@@ -75,6 +83,9 @@ RUN_OPTIONS: dict[str, _RunOption] = {
     "masked_lm_only": _RunOption(Annotated[bool, typer.Option(
         "--masked-lm-only/--no-masked-lm-only",
         help="MLM head on the 15% masked positions only (NVIDIA BERT).")], False),
+    "attention": _RunOption(Annotated[Attention, typer.Option(
+        "--attention", help="Attention core: eager kernels, one fused softmax, or sdpa "
+                            "(one fused kernel, FlashAttention-style).")], Attention.EAGER),
 }
 """Every run setting a command can take, in the order help lists them."""
 

@@ -91,6 +91,7 @@ def sweep_cmd(
     checkpoint: Annotated[str, _opt("none, full.")] = "none",
     dropout: Annotated[str, _opt("on, off.")] = "on",
     masked_lm_only: Annotated[str, _opt("MLM head on the masked 15% only: on, off.")] = "off",
+    attention: Annotated[str, _opt("eager, fused-softmax, sdpa.")] = "eager",
     layers: Annotated[str | None, _opt("Encoder layers (default: each model's).")] = None,
     hidden: Annotated[str | None, _opt("Hidden size (default: each model's).")] = None,
     heads: Annotated[str | None, _opt("Attention heads (default: each model's).")] = None,
@@ -125,6 +126,7 @@ def sweep_cmd(
         "checkpoint": parse_words(checkpoint, "checkpoint"),
         "dropout": parse_bools(dropout, "dropout"),
         "masked_lm_only": parse_bools(masked_lm_only, "masked-lm-only"),
+        "attention": parse_words(attention, "attention"),
         **{k: parse_floats(v, k.replace("_", "-")) for k, v in
            (("gemm_peak", gemm_peak), ("bandwidth", bandwidth), ("overhead", overhead),
             ("memory", memory))},

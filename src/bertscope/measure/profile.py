@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from bertscope.analytic import build
-from bertscope.config import Family, Job, ModelConfig, Precision, RunConfig
+from bertscope.config import Attention, Family, Job, ModelConfig, Precision, RunConfig
 from bertscope.errors import STOP, BertscopeError, parse_enum
 from bertscope.io import atomic_path, write_or_rescue
 from bertscope.measure.allocator import HostAllocator, keep_freed_memory
@@ -256,6 +256,10 @@ def profile(
     statistic = parse_enum(Statistic, statistic, "statistic")
     host_allocator = parse_enum(HostAllocator, host_allocator, "host allocator")
     Job(model=m, run=run)  # the pair's one check: the sequence fits the positions
+    if run.attention is not Attention.EAGER:
+        raise BertscopeError(f"attention {run.attention.value} is not measured yet: the "
+                             f"reference models run eager attention; ops, predict and sweep "
+                             f"model it")
     if hf and m.family is Family.ALBERT and not m.share_layers:
         raise BertscopeError("Hugging Face ALBERT shares its layers; set share_layers")
     dev = resolve_device(device)

@@ -211,7 +211,8 @@ def fig_implications(sec: Any) -> Any:
     plt = _plt()
     a = sec.tables["fusion_near_memory"].set_index("device")
     s = sec.tables["sensitivity"].set_index("device")
-    cols = {"fusion": a["fusion_speedup"], "near-memory": a["near_memory_speedup"],
+    cols = {"fusion": a["fusion_speedup"], "sdpa attention": a["sdpa_speedup"],
+            "near-memory": a["near_memory_speedup"],
             **{k: s[k] for k in s.columns if k != "best"}}
     fig, ax = plt.subplots(figsize=(8, 3.8))
     width = 0.8 / len(cols)

@@ -12,7 +12,7 @@ from rich.table import Table
 from bertscope.report.tables import binary, si
 
 _VARIED = ("precision", "optimizer", "layers", "hidden", "heads", "ffn", "vocab", "batch", "seq",
-           "micro_batches", "checkpoint", "dropout", "masked_lm_only", "gemm_peak",
+           "micro_batches", "checkpoint", "dropout", "masked_lm_only", "attention", "gemm_peak",
            "bandwidth", "overhead", "memory")
 """Configuration columns shown when they vary in the grid (model and device always)."""
 
@@ -34,6 +34,7 @@ def print_sweep(result: Any, ranked: pd.DataFrame, console: Console, *, sort: st
             else frame[c].nunique()) > 1)]
     t = Table(title=f"Top {len(ranked)} by {escape(sort)}")
     names = {"micro_batches": "micro", "masked_lm_only": "masked", "precision": "prec",
+             "attention": "attn",
              "optimizer": "opt", "checkpoint": "ckpt", "gemm_peak": "xgemm",
              "bandwidth": "xbw", "overhead": "xlaunch", "memory": "xmem"}
     for col in shown:

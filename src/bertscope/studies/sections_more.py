@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from bertscope.config import get_model
+from bertscope.config import Attention, get_model
 from bertscope.perf import DeviceProfile, Knobs, fuse, predict
 from bertscope.studies.sections import Ctx, Section, pct
 from bertscope.taxonomy import Category
@@ -162,14 +162,17 @@ def implications(ctx: Ctx, sweep_fn: Any, nm: NearMemory | None = None) -> Secti
     run = ctx.run(ph, ctx.low)
     table = ctx.table(ctx.big, run)
     fused = fuse(table)
+    flash = ctx.run(ph, ctx.low, attention=Attention.SDPA)
     rows = []
     for dev in ctx.devices:
         base = ctx.pred(ctx.big, run, dev).meta["prediction"]["time_s"]
         f = predict(fused, dev).meta["prediction"]["time_s"]
         near, gains = _near_memory_time(table, dev, nm)
         top = max(gains, key=gains.get) if gains else ""
+        sdpa = ctx.pred(ctx.big, flash, dev).meta["prediction"]["time_s"]
         rows.append({"device": dev.device.name, "base_s": base, "fusion_speedup": base / f,
-                     "near_memory_speedup": base / near, "near_memory_top_category": top})
+                     "sdpa_speedup": base / sdpa, "near_memory_speedup": base / near,
+                     "near_memory_top_category": top})
     df = pd.DataFrame(rows)
     knobs = sweep_fn([ctx.big], ctx.devices, batch=[ph.batch], seq=[ph.seq],
                      precision=[ctx.low.value], optimizer=[ctx.optimizer.value],
@@ -190,7 +193,9 @@ def implications(ctx: Ctx, sweep_fn: Any, nm: NearMemory | None = None) -> Secti
                 f"the optimizer speeds the iteration up {df['fusion_speedup'].min():.2f}x "
                 f"({df.loc[df['fusion_speedup'].idxmin(), 'device']}) to "
                 f"{df['fusion_speedup'].max():.2f}x "
-                f"({df.loc[df['fusion_speedup'].idxmax(), 'device']}).",
+                f"({df.loc[df['fusion_speedup'].idxmax(), 'device']}); a fused attention "
+                f"kernel (sdpa: no s x s score tensor in memory) alone "
+                f"{df['sdpa_speedup'].min():.2f}x to {df['sdpa_speedup'].max():.2f}x.",
                 f"Near-memory units with {nm.bandwidth:g}x bandwidth for "
                 f"{', '.join(c.value for c in nm.categories)} give "
                 f"{df['near_memory_speedup'].min():.2f}x to "

@@ -32,7 +32,7 @@ from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
 from bertscope.sweep import engine
-from bertscope.sweep.grid import KNOB_AXES, NUM_AXES, Grid, Group
+from bertscope.sweep.grid import KNOB_AXES, NUM_AXES, STRUCTURAL, Grid, Group
 from bertscope.taxonomy import Category
 
 MAX_CONFIGS = 2_000_000
@@ -42,7 +42,7 @@ BYTES_PER_CONFIG = 400
 """About what one result row holds (some 45 numeric columns): the memory a grid will need."""
 
 LABEL_COLUMNS = ("model", "family", "precision", "optimizer", "checkpoint", "dropout",
-                 "masked_lm_only", "device")
+                 "masked_lm_only", "attention", "device")
 """Columns naming a configuration's structure (categorical in the frame)."""
 _GEMM = {c.value for c in Category if c.is_gemm}
 
@@ -117,8 +117,7 @@ def _devices(devices: Sequence[str | Path | DeviceProfile]) -> tuple[DeviceProfi
 def make_grid(models: Sequence[str | Path | ModelConfig],
               devices: Sequence[str | Path | DeviceProfile], **axes: Any) -> Grid:
     """The grid of `sweep` (models and devices loaded, every axis checked)."""
-    unknown = sorted(set(axes) - {*NUM_AXES, *KNOB_AXES, "precision", "optimizer",
-                                  "checkpoint", "dropout", "masked_lm_only"})
+    unknown = sorted(set(axes) - {*NUM_AXES, *KNOB_AXES, *STRUCTURAL})
     if unknown:
         raise BertscopeError(f"unknown sweep axis {', '.join(unknown)}")
     return Grid(models=_models(models), devices=_devices(devices),
@@ -132,11 +131,11 @@ def sweep(models: Sequence[str | Path | ModelConfig],
     """Evaluate every configuration of the grid (see the module docstring). Axes: the model
     dimensions (`layers`, `hidden`, `heads`, `ffn`, `vocab`), `batch`, `seq`,
     `micro_batches`, `precision`, `optimizer`, `checkpoint` (none/full), `dropout`,
-    `masked_lm_only`, and the knobs `gemm_peak`, `bandwidth`, `overhead`, `memory`
-    (multipliers of each device's figures); each a sequence of values. A grid above
-    `max_configs` is refused (None: no cap). Pieces of the grid run on `workers` threads
-    (default: one per CPU core; numpy's loops release the GIL); the result does not depend
-    on it."""
+    `masked_lm_only`, `attention` (eager/fused-softmax/sdpa), and the knobs `gemm_peak`,
+    `bandwidth`, `overhead`, `memory` (multipliers of each device's figures); each a
+    sequence of values. A grid above `max_configs` is refused (None: no cap). Pieces of
+    the grid run on `workers` threads (default: one per CPU core; numpy's loops release the
+    GIL); the result does not depend on it."""
     grid = make_grid(models, devices, **axes)
     if max_configs is not None and grid.size > max_configs:
         raise BertscopeError(
@@ -167,7 +166,8 @@ def _labels(group: Group) -> dict[str, Any]:
     return {"model": group.model.name, "family": group.model.family.value,
             "precision": group.precision.value, "optimizer": group.optimizer.value,
             "checkpoint": "full" if group.checkpointing else "none",
-            "dropout": group.dropout, "masked_lm_only": group.masked_lm_only}
+            "dropout": group.dropout, "masked_lm_only": group.masked_lm_only,
+            "attention": group.attention.value}
 
 
 def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]],

@@ -13,6 +13,7 @@ unchanged). Devices and hardware knobs multiply every group.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ import numpy as np
 
 from bertscope.config import (
     MODEL_LIMITS,
+    Attention,
     Checkpoint,
     Family,
     ModelConfig,
@@ -36,6 +38,9 @@ DIM_AXES: tuple[str, ...] = ("layers", "hidden", "heads", "ffn", "vocab")
 """Model dimensions a sweep may vary (None on the grid: each base model's own)."""
 NUM_AXES: tuple[str, ...] = (*DIM_AXES, "batch", "seq", "micro_batches")
 """The numeric axes, in the order of a group's N-d array."""
+STRUCTURAL: tuple[str, ...] = ("precision", "optimizer", "checkpoint", "dropout",
+                               "masked_lm_only", "attention")
+"""Axes that change which rows an iteration has: each combination is a `Group`."""
 KNOB_AXES: tuple[str, ...] = ("gemm_peak", "bandwidth", "overhead", "memory")
 """Hardware what-ifs: multipliers of each device's figures (`perf.Knobs`)."""
 _MODEL_FIELD = {"layers": "num_layers", "hidden": "hidden", "heads": "heads",
@@ -85,6 +90,7 @@ class Grid:
     checkpoint: tuple[Checkpoint, ...] = (Checkpoint.NONE,)
     dropout: tuple[bool, ...] = (True,)
     masked_lm_only: tuple[bool, ...] = (False,)
+    attention: tuple[Attention, ...] = (Attention.EAGER,)
     gemm_peak: tuple[float, ...] = (1.0,)
     bandwidth: tuple[float, ...] = (1.0,)
     overhead: tuple[float, ...] = (1.0,)
@@ -102,6 +108,8 @@ class Grid:
                                      for p in _nonempty("precision", self.precision)))
         put(self, "optimizer", tuple(parse_enum(Optimizer, o, "optimizer")
                                      for o in _nonempty("optimizer", self.optimizer)))
+        put(self, "attention", tuple(parse_enum(Attention, x, "attention")
+                                     for x in _nonempty("attention", self.attention)))
         ckpt = tuple(parse_enum(Checkpoint, c, "checkpoint")
                      for c in _nonempty("checkpoint", self.checkpoint))
         if Checkpoint.SELECTIVE in ckpt:
@@ -126,8 +134,7 @@ class Grid:
     def size(self) -> int:
         """Configurations in the grid (before those a model cannot run are skipped)."""
         n = len(self.models) * len(self.devices)
-        for name in (*NUM_AXES, "precision", "optimizer", "checkpoint", "dropout",
-                     "masked_lm_only", *KNOB_AXES):
+        for name in (*NUM_AXES, *STRUCTURAL, *KNOB_AXES):
             values = getattr(self, name)
             n *= len(values) if values is not None else 1
         return n
@@ -142,17 +149,14 @@ class Grid:
         for model in self.models:
             values = {name: np.asarray(getattr(self, name) or (_model_value(model, name),),
                                        dtype=float) for name in NUM_AXES}
-            for prec in self.precision:
-                for opt in self.optimizer:
-                    for ckpt in self.checkpoint:
-                        for drop in self.dropout:
-                            for masked in self.masked_lm_only:
-                                for part in _splits(values, masked):
-                                    yield Group(model=model, precision=prec, optimizer=opt,
-                                                checkpointing=ckpt is Checkpoint.FULL,
-                                                dropout=drop, masked_lm_only=masked,
-                                                values=part, ffn_ratio=self.ffn is None
-                                                and self.hidden is not None)
+            for prec, opt, ckpt, drop, masked, attn in itertools.product(
+                    self.precision, self.optimizer, self.checkpoint, self.dropout,
+                    self.masked_lm_only, self.attention):
+                for part in _splits(values, masked):
+                    yield Group(model=model, precision=prec, optimizer=opt,
+                                checkpointing=ckpt is Checkpoint.FULL, dropout=drop,
+                                masked_lm_only=masked, attention=attn, values=part,
+                                ffn_ratio=self.ffn is None and self.hidden is not None)
 
 
 def _model_value(m: ModelConfig, axis: str) -> int:
@@ -187,6 +191,7 @@ class Group:
     dropout: bool
     masked_lm_only: bool
     values: dict[str, np.ndarray] = field(repr=False)
+    attention: Attention = Attention.EAGER
     ffn_ratio: bool = False
     """FFN size follows hidden at the base model's ratio (hidden swept, ffn not)."""
 
@@ -262,6 +267,7 @@ class RunView:
         self.checkpointing = g.checkpointing
         self.dropout = g.dropout
         self.masked_lm_only = g.masked_lm_only
+        self.attention = g.attention
 
     @property
     def tokens(self) -> np.ndarray:
@@ -269,4 +275,5 @@ class RunView:
         return self.batch * self.seq * self.micro_batches
 
 
-__all__ = ["DIM_AXES", "KNOB_AXES", "NUM_AXES", "Grid", "Group", "ModelView", "RunView"]
+__all__ = ["DIM_AXES", "KNOB_AXES", "NUM_AXES", "STRUCTURAL", "Grid", "Group", "ModelView",
+           "RunView"]
