@@ -52,18 +52,21 @@ class Precision(StrEnum):
     """
 
     FP32 = "fp32"
+    TF32 = "tf32"
+    """fp32 tensors with matmuls on TF32 tensor cores (NVIDIA Ampere and newer;
+    `torch.backends.cuda.matmul.allow_tf32 = True`): fp32 everywhere but the GEMM rate."""
     FP16 = "fp16"
     BF16 = "bf16"
 
     @property
     def act_bytes(self) -> int:
         """Bytes per activation / working weight / gradient element."""
-        return 4 if self is Precision.FP32 else 2
+        return 4 if self in (Precision.FP32, Precision.TF32) else 2
 
     @property
     def mixed(self) -> bool:
         """True for 16-bit mixed precision (fp32 master weights kept)."""
-        return self is not Precision.FP32
+        return self in (Precision.FP16, Precision.BF16)
 
 
 class Optimizer(StrEnum):

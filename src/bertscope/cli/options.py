@@ -43,8 +43,8 @@ DeviceOpt = Annotated[str, typer.Option(
          "JSON with calibrated efficiency models.")]
 SeqOpt = Annotated[int, typer.Option("--seq", help="Tokens per sequence.")]
 PrecisionOpt = Annotated[Precision, typer.Option(
-    "--precision", help="fp32, or mixed fp16/bf16 (autocast, fp16 with loss scaling, when "
-                        "measured).")]
+    "--precision", help="fp32; tf32 (fp32 with TF32 matmuls, NVIDIA); or mixed fp16/bf16 "
+                        "(autocast, fp16 with loss scaling, when measured).")]
 OptimizerOpt = Annotated[Optimizer, typer.Option(
     "--optimizer", help="Optimizer of the update step.")]
 CheckpointOpt = Annotated[Checkpoint, typer.Option(

@@ -177,13 +177,27 @@ class _Trainer:
                        if run.precision is Precision.FP16 else None)
         self.dtype = {Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}.get(
             run.precision)
+        self.tf32 = run.precision is Precision.TF32
 
     def _inputs(self, b: PretrainingBatch) -> dict[str, Any]:
         return b.hf_inputs(self.family) if self.hf else b.model_inputs()
 
     def step(self) -> None:
         """One optimizer step: forward and backward per micro-batch, then the update.
-        A DDP-wrapped model synchronizes gradients in the last micro-batch only (no_sync)."""
+        A DDP-wrapped model synchronizes gradients in the last micro-batch only (no_sync).
+        A tf32 run turns on TF32 matmuls for the step and restores the flags after it."""
+        if self.tf32:
+            cuda, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+            before = (cuda.allow_tf32, cudnn.allow_tf32)
+            cuda.allow_tf32 = cudnn.allow_tf32 = True
+            try:
+                self._step()
+            finally:
+                cuda.allow_tf32, cudnn.allow_tf32 = before
+        else:
+            self._step()
+
+    def _step(self) -> None:
         last = len(self.batches) - 1
         for i, b in enumerate(self.batches):
             with (self.net.no_sync() if i < last and hasattr(self.net, "no_sync")
@@ -263,6 +277,9 @@ def profile(
     if hf and m.family is Family.ALBERT and not m.share_layers:
         raise BertscopeError("Hugging Face ALBERT shares its layers; set share_layers")
     dev = resolve_device(device)
+    if run.precision is Precision.TF32 and dev.type != "cuda":
+        raise BertscopeError(f"--precision tf32 runs fp32 matmuls on NVIDIA tensor cores; "
+                             f"this device is {dev.type}: use --precision fp32")
     analytic = build(m, run)
     check_memory(analytic, dev)
     if host_allocator is HostAllocator.KEEP and dev.type == "cpu":

@@ -7,7 +7,8 @@ Multicore Architectures, CACM 52(4), 2009.) The peak depends on the row:
 
 - GEMM and batched-GEMM rows run on the tensor / matrix units in the run's precision: fp32
   runs use the fp32 peak (PyTorch does not use TF32 for matmuls by default since 1.12:
-  `torch.backends.cuda.matmul.allow_tf32 = False`), fp16/bf16 runs that format's peak.
+  `torch.backends.cuda.matmul.allow_tf32 = False`), tf32 runs (that flag on) the tf32 peak,
+  fp16/bf16 runs that format's peak.
 - Every other row (softmax, layernorm, GELU, optimizer...) runs on the vector units in fp32
   arithmetic, so it uses the fp32 peak.
 
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 F = NumberFormat
 _GEMM_FORMATS: dict[Precision, tuple[NumberFormat, ...]] = {
     Precision.FP32: (F.FP32, F.BF16, F.FP16),
+    Precision.TF32: (F.TF32,),  # no stand-in: a chip without TF32 units refuses the run
     Precision.BF16: (F.BF16, F.FP32, F.FP16),
     Precision.FP16: (F.FP16, F.BF16, F.FP32),
 }
@@ -123,6 +125,10 @@ def select_peaks(device: Device, precision: Precision | str,
     else:
         chain = _GEMM_FORMATS[prec]
         have = [f for f in chain if device.has(f)]
+        if not have and prec is Precision.TF32:
+            raise BertscopeError(f"{device.sku} ({device.name}) has no tf32 peak: TF32 is "
+                                 f"NVIDIA's tensor-core format (Ampere and newer); use "
+                                 f"--precision fp32 or bf16")
         if not have:
             formats = ", ".join(f.value for f in device.formats)
             raise BertscopeError(f"{device.sku} ({device.name}) has no floating-point peak "

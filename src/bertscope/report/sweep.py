@@ -23,7 +23,8 @@ def print_sweep(result: Any, ranked: pd.DataFrame, console: Console, *, sort: st
     and whether it fits."""
     console.print(f"evaluated {result.evaluated:,} configurations in {result.seconds:.2f} s "
                   f"({result.grid_size:,} in the grid, {result.skipped:,} skipped: heads "
-                  f"not dividing hidden or seq beyond the positions)")
+                  f"not dividing hidden, seq beyond the positions, or a precision the device "
+                  f"lacks)")
     if ranked.empty:
         return
     frame = result.frame

@@ -61,7 +61,8 @@ class SweepResult:
     grid_size: int
     """Configurations in the grid."""
     skipped: int
-    """Configurations a model cannot run (heads not dividing hidden, seq beyond positions)."""
+    """Configurations a model or device cannot run (heads not dividing hidden, seq beyond
+    positions, a precision whose GEMM format the device lacks: tf32 off NVIDIA)."""
     seconds: float
     """Wall time of the evaluation."""
 

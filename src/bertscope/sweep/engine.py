@@ -154,6 +154,17 @@ def same_models(devices: list[tuple[DeviceProfile, Knobs]]) -> list[list[int]]:
     return list(by.values())
 
 
+def _runs(profile: DeviceProfile, precision: Any) -> bool:
+    """Whether the device has the GEMM format the precision needs."""
+    from bertscope.errors import BertscopeError
+
+    try:
+        select_peaks(profile.device, precision)
+    except BertscopeError:
+        return False
+    return True
+
+
 def _stacked_peaks(targets: list[tuple[DeviceProfile, Knobs]], precision: Any) -> Peaks:
     """The targets' peaks (knobs applied) as arrays along the device axis."""
     each = [k.apply(select_peaks(p.device, precision)) for p, k in targets]
@@ -194,7 +205,10 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     fixed_v = {k: v.reshape(-1) if whole else v[valid] for k, v in fixed.items()}
     n = int(valid.sum())
     results = []
-    for idx in sets:
+    for group_idx in sets:
+        idx = [i for i in group_idx if _runs(devices[i][0], piece.precision)]
+        if not idx:  # a precision these devices lack (tf32 on a TPU): skipped, counted
+            continue
         targets = [devices[i] for i in idx]
         peaks = _stacked_peaks(targets, piece.precision)
         scale = np.array([k.overhead for _, k in targets])
