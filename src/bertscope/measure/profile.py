@@ -278,8 +278,8 @@ def profile(
         raise BertscopeError("Hugging Face ALBERT shares its layers; set share_layers")
     dev = resolve_device(device)
     if run.precision is Precision.TF32 and dev.type != "cuda":
-        raise BertscopeError(f"--precision tf32 runs fp32 matmuls on NVIDIA tensor cores; "
-                             f"this device is {dev.type}: use --precision fp32")
+        raise BertscopeError(f"--precision tf32 runs fp32 matmuls on a GPU's TF32 tensor "
+                             f"units; this device is {dev.type}: use --precision fp32")
     analytic = build(m, run)
     check_memory(analytic, dev)
     if host_allocator is HostAllocator.KEEP and dev.type == "cpu":

@@ -126,8 +126,8 @@ def select_peaks(device: Device, precision: Precision | str,
         chain = _GEMM_FORMATS[prec]
         have = [f for f in chain if device.has(f)]
         if not have and prec is Precision.TF32:
-            raise BertscopeError(f"{device.sku} ({device.name}) has no tf32 peak: TF32 is "
-                                 f"NVIDIA's tensor-core format (Ampere and newer); use "
+            raise BertscopeError(f"{device.sku} ({device.name}) has no tf32 peak (TF32 tensor "
+                                 f"math: NVIDIA Ampere and newer, AMD MI300); use "
                                  f"--precision fp32 or bf16")
         if not have:
             formats = ", ".join(f.value for f in device.formats)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from bertscope.analytic import build
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
+from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable
 from bertscope.perf import DeviceProfile, predict
 from bertscope.taxonomy import Category, Phase, Sublayer
@@ -290,10 +291,19 @@ def optimizer_share(ctx: Ctx, sweep_fn: Any) -> Section:
 
 def mixed_precision(ctx: Ctx) -> Section:
     """5. How the breakdown moves between precisions."""
+    from bertscope.perf import select_peaks
+
     rows = []
     ph = ctx.phases[0]
     for dev in ctx.devices:
-        for prec in ctx.precisions:
+        precs = list(ctx.precisions)
+        if Precision.FP32 in precs and Precision.TF32 not in precs:
+            try:  # tf32 beside fp32 where the device has TF32 units
+                select_peaks(dev.device, Precision.TF32)
+                precs.insert(precs.index(Precision.FP32) + 1, Precision.TF32)
+            except BertscopeError:
+                pass
+        for prec in precs:
             t = ctx.pred(ctx.big, ctx.run(ph, prec), dev)
             s = _shares(t, "category")
             for k, v in s.items():
@@ -311,6 +321,7 @@ def mixed_precision(ctx: Ctx) -> Section:
                         f"({speed.index[-1]}) faster than {lo}.")
         g = df[df["category"].isin(GEMM)].groupby(["device", "precision"],
                                                    observed=True)["share"].sum().unstack()
+        g = g[[lo, hi]].dropna()
         falls = [d for d in g.index if g.loc[d, hi] < g.loc[d, lo]]
         same = [d for d in g.index if d not in falls]
         findings.append(f"The GEMM share falls with {hi} on {len(falls)} of {len(g)} devices"
@@ -318,6 +329,14 @@ def mixed_precision(ctx: Ctx) -> Section:
                            else "") + ".")
     else:
         findings.append("One precision studied: pass --precisions fp32,bf16 to compare.")
+    it = df.groupby(["device", "precision"], observed=True)["iteration_s"].first().unstack()
+    if {"fp32", "tf32"} <= set(it.columns):
+        tf = (it["fp32"] / it["tf32"]).dropna().sort_values()
+        if len(tf):
+            findings.append(f"TF32 matmuls (fp32 training with allow_tf32) run the iteration "
+                            f"{tf.iloc[0]:.1f}x ({tf.index[0]}) to {tf.iloc[-1]:.1f}x "
+                            f"({tf.index[-1]}) faster than plain fp32 on the {len(tf)} "
+                            f"device(s) that have TF32.")
     return Section("precision", "Mixed precision", findings, {"precision_shares": df},
                    "precision")
 
