@@ -22,6 +22,12 @@ def test_calibrate_from_profiles_then_compare(tmp_path, capsys) -> None:
     assert report["from_profiles"] == ["tiny-bert:2:16", "tiny-bert:4:32"]
     assert "fitted to measured op tables of tiny-bert:2:16" in prof.gemm.source
     assert prof.device.peak_flops("fp32") > 0 and prof.device.memory_bandwidth > 0
+    # 16-bit peaks measured too: a bf16 run is held to the measured bf16 rate, no stand-in
+    from bertscope.perf import select_peaks
+
+    bf16 = select_peaks(prof.device, "bf16")
+    assert bf16.gemm_format.value == "bf16" and bf16.notes == ()
+    assert bf16.gemm_flops == report["gemm_peak_flops_by_format"]["bf16"] > 0
     held_out = profile(tiny(Family.BERT), RunConfig(batch=3, seq=24), iters=1, warmup=1)
     rep = compare(held_out, prof)
     assert rep["predicted_s"] > 0 and rep["measured_iteration_s"] > 0

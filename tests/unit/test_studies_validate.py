@@ -89,3 +89,19 @@ def test_saved_validation_is_reproduced(tmp_path: Path) -> None:
                    "predicted_op_s", "op_error", "max_share_error_pp"):
         assert got[figure] == pytest.approx(want[figure], rel=1e-9, abs=1e-12), figure
     assert got["per_op_mape"] == pytest.approx(want["per_op_mape"], rel=1e-9)
+
+
+def test_specs_carry_the_knobs_the_paper_varies() -> None:
+    from bertscope.errors import BertscopeError
+    from bertscope.studies.validate import parse_specs
+
+    a, b = parse_specs("bert-base:2:128:bf16:lamb:mb4:ckpt, bert-mini:8:64:nodropout:masked")
+    m, run = a.configs()
+    assert (run.precision.value, run.optimizer.value, run.micro_batches, run.checkpointing) \
+        == ("bf16", "lamb", 4, True)
+    assert str(a) == "bert-base:2:128:bf16:lamb:mb4:ckpt"
+    _, run_b = b.configs()
+    assert not run_b.dropout and run_b.masked_lm_only
+    assert [str(s) for s in parse_specs(str(a))] == [str(a)]  # round trip
+    with pytest.raises(BertscopeError, match="unknown field 'fp64'"):
+        parse_specs("bert-base:2:128:fp64")

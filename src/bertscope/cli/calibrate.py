@@ -44,10 +44,12 @@ def calibrate_cmd(
 
 def validate_cmd(
     calibrate: Annotated[str, typer.Option(
-        help="Configs to calibrate on, MODEL:BATCH:SEQ[,...].")] = (
+        help="Configs to calibrate on, MODEL:BATCH:SEQ[:FIELD...][,...]; fields: a "
+             "precision, an optimizer, ckpt, mbN, nodropout, masked.")] = (
         "bert-mini:16:128,bert-small:8:128,bert-medium:4:128"),
     check: Annotated[str, typer.Option(
-        "--validate", help="Held-out configs to predict and compare, MODEL:BATCH:SEQ[,...].")
+        "--validate", help="Held-out configs to predict and compare, "
+                           "MODEL:BATCH:SEQ[:FIELD...][,...] (e.g. bert-base:2:128:bf16:lamb).")
     ] = "bert-base:2:128,bert-base:4:64,bert-medium:8:64,bert-small:4:256",
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
     iters: Annotated[int, typer.Option(help="Measured iterations per config.")] = 5,

@@ -86,16 +86,20 @@ STREAM_SIZES = [2**p for p in range(16, 29, 2)]
 
 
 def local_device(dev: torch.device, gemm: pd.DataFrame, stream: pd.DataFrame,
-                 bf16_gemm: pd.DataFrame | None = None) -> Device:
-    """The local device as a `Device`: peaks and bandwidth are the best measured figures."""
+                 bf16_gemm: pd.DataFrame | None = None,
+                 fp16_gemm: pd.DataFrame | None = None) -> Device:
+    """The local device as a `Device`: peaks and bandwidth are the best measured figures
+    (a 16-bit peak for each 16-bit format measured: a bf16 run is then held to its own
+    measured rate, not the fp32 one)."""
     when = date.today().isoformat()
     where = (torch.cuda.get_device_name(dev) if dev.type == "cuda"
              else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} "
                   f"threads")
     src = f"measured by bertscope calibrate on {where}, torch {torch.__version__}, {when}"
     peaks = {"fp32": float((gemm["flops"] / gemm["time_s"]).max())}
-    if bf16_gemm is not None and len(bf16_gemm):
-        peaks["bf16"] = float((bf16_gemm["flops"] / bf16_gemm["time_s"]).max())
+    for fmt, points in (("bf16", bf16_gemm), ("fp16", fp16_gemm)):
+        if points is not None and len(points):
+            peaks[fmt] = float((points["flops"] / points["time_s"]).max())
     bw = float((stream["bytes"] / stream["time_s"]).max())
     if dev.type == "cuda":
         mem = float(torch.cuda.get_device_properties(dev).total_memory)

@@ -39,8 +39,13 @@ def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: 
     stream = mb.stream_points(mb.STREAM_SIZES[:5] if quick else mb.STREAM_SIZES, dev)
     log("per-op overhead")
     overhead_s = mb.launch_overhead(dev)
-    bf16 = mb.gemm_points(grid[:4], dev, "bf16") if dev.type == "cuda" else None
-    device_desc = mb.local_device(dev, gemm, stream, bf16)
+    # 16-bit GEMM peaks of their own (this 2-core CPU: bf16 ~4x fp32 with AMX; fp16 is
+    # emulated on many CPUs): measured on the larger shapes, where the peak is reached
+    log("16-bit GEMM microbenchmarks")
+    big = [s for s in grid if min(s) >= 256] or list(grid[-2:])
+    bf16 = mb.gemm_points(big, dev, "bf16")
+    fp16 = mb.gemm_points(big[-2:], dev, "fp16")
+    device_desc = mb.local_device(dev, gemm, stream, bf16, fp16)
     src = device_desc.sources["memory_bandwidth"].split(" (")[0]
     # the gemm and bandwidth models are replaced by the fits below
     base = DeviceProfile(device=device_desc,
@@ -54,6 +59,8 @@ def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: 
     profile = fit_from_microbench(gemm, stream, base, f"{src} (microbenchmarks)")
     report: dict[str, Any] = {"device": device_desc.sku, "gemm_peak_flops":
                               device_desc.peak_flops("fp32"),
+                              "gemm_peak_flops_by_format": {f.value: v for f, v in
+                                                            device_desc.peaks.items()},
                               "bandwidth": device_desc.memory_bandwidth,
                               "overhead_s": overhead_s, "from_profiles": []}
     if results:

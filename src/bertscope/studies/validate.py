@@ -36,35 +36,77 @@ from bertscope.perf.predict import predict
 
 @dataclass(frozen=True, slots=True)
 class RunSpec:
-    """One config to profile: model preset (or config.json path), batch, seq."""
+    """One config to profile: model preset (or config.json path), batch, seq, and the run
+    settings it varies (`settings`: RunConfig fields by name, from the spec's extra fields)."""
 
     model: str
     batch: int
     seq: int
+    settings: tuple[tuple[str, Any], ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.model}:{self.batch}:{self.seq}"
+        extra = "".join(f":{_token(k, v)}" for k, v in self.settings)
+        return f"{self.model}:{self.batch}:{self.seq}{extra}"
 
     def configs(self, **run: Any) -> tuple[ModelConfig, RunConfig]:
         """The model and run configs of this spec."""
-        return get_model(self.model), RunConfig(batch=self.batch, seq=self.seq, **run)
+        return get_model(self.model), RunConfig(batch=self.batch, seq=self.seq,
+                                                **{**dict(self.settings), **run})
+
+
+def _token(key: str, value: Any) -> str:
+    if key == "micro_batches":
+        return f"mb{value}"
+    if key == "checkpointing":
+        return "ckpt"
+    if key == "dropout":
+        return "nodropout"
+    if key == "masked_lm_only":
+        return "masked"
+    return str(value)
+
+
+def _setting(token: str, part: str) -> tuple[str, Any]:
+    """One extra field of a spec: a precision (fp32, tf32, fp16, bf16), an optimizer (sgd,
+    adam, adamw, lamb), `ckpt` (full checkpointing), `mbN` (N micro-batches), `nodropout`,
+    `masked` (MLM head on the masked positions only)."""
+    from bertscope.config import Optimizer, Precision
+
+    t = token.strip().lower()
+    if t in {p.value for p in Precision}:
+        return "precision", t
+    if t in {o.value for o in Optimizer}:
+        return "optimizer", t
+    if t == "ckpt":
+        return "checkpointing", True
+    if t == "nodropout":
+        return "dropout", False
+    if t == "masked":
+        return "masked_lm_only", True
+    if t.startswith("mb") and t[2:].isdigit():
+        return "micro_batches", int(t[2:])
+    raise BertscopeError(f"bad config {part!r}: unknown field {token!r}; extra fields are a "
+                         f"precision (fp32, tf32, fp16, bf16), an optimizer (sgd, adam, adamw, "
+                         f"lamb), ckpt, mbN, nodropout or masked")
 
 
 def parse_specs(text: str) -> list[RunSpec]:
-    """Parse "model:batch:seq,model:batch:seq,..."."""
+    """Parse "model:batch:seq[:field...],...", e.g. "bert-base:2:128:bf16:lamb:mb4"."""
     out = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         bits = part.split(":")
-        if len(bits) != 3:
-            raise BertscopeError(f"bad config {part!r}: write MODEL:BATCH:SEQ, e.g. "
-                                 f"bert-mini:8:128")
+        if len(bits) < 3:
+            raise BertscopeError(f"bad config {part!r}: write MODEL:BATCH:SEQ[:FIELD...], "
+                                 f"e.g. bert-mini:8:128 or bert-base:2:128:bf16:lamb")
         try:
-            out.append(RunSpec(bits[0], int(bits[1]), int(bits[2])))
+            batch, seq = int(bits[1]), int(bits[2])
         except ValueError:
             raise BertscopeError(f"bad config {part!r}: BATCH and SEQ must be integers") \
                 from None
+        settings = dict(_setting(t, part) for t in bits[3:])
+        out.append(RunSpec(bits[0], batch, seq, tuple(settings.items())))
     if not out:
-        raise BertscopeError("no configs given; write MODEL:BATCH:SEQ[,...]")
+        raise BertscopeError("no configs given; write MODEL:BATCH:SEQ[:FIELD...][,...]")
     return out
 
 
@@ -102,8 +144,15 @@ class MeasuredRun:
 
 
 def config_name(result: Measurement) -> str:
-    """"model:batch:seq" of a measured run."""
-    return f"{result.table.model.name}:{result.table.run.batch}:{result.table.run.seq}"
+    """"model:batch:seq[:field...]" of a measured run (its settings that differ from
+    `RunConfig`'s defaults, spelled as `parse_specs` reads them)."""
+    run = result.table.run
+    base = RunConfig(batch=run.batch, seq=run.seq)
+    settings = tuple((k, getattr(run, k)) for k in ("precision", "optimizer", "checkpointing",
+                                                     "micro_batches", "dropout",
+                                                     "masked_lm_only")
+                     if getattr(run, k) != getattr(base, k))
+    return str(RunSpec(result.table.model.name, run.batch, run.seq, settings))
 
 
 def compare(result: Measurement, profile: DeviceProfile) -> dict[str, Any]:
