@@ -96,7 +96,7 @@ def test_specs_carry_the_knobs_the_paper_varies() -> None:
     from bertscope.studies.validate import parse_specs
 
     a, b = parse_specs("bert-base:2:128:bf16:lamb:mb4:ckpt, bert-mini:8:64:nodropout:masked")
-    m, run = a.configs()
+    _, run = a.configs()
     assert (run.precision.value, run.optimizer.value, run.micro_batches, run.checkpointing) \
         == ("bf16", "lamb", 4, True)
     assert str(a) == "bert-base:2:128:bf16:lamb:mb4:ckpt"

@@ -19,6 +19,7 @@ from bertscope.perf import (
     Knobs,
     Overhead,
     by_bound,
+    fuse,
     load_profile,
     predict,
 )
@@ -39,9 +40,12 @@ FITTED = load_profile("a100").with_models(
 DEVICES = {"a100": load_profile("a100"), "tpu-v4": load_profile("tpu-v4"), "fitted": FITTED}
 
 
-def _reference(m: ModelConfig, run: RunConfig, device: str, knobs: Knobs) -> dict[str, float]:
-    """The per-configuration path: build the op table, predict it, read the figures."""
-    t = predict(build(m, run), DEVICES[device], knobs=knobs)
+def _reference(m: ModelConfig, run: RunConfig, device: str, knobs: Knobs,
+               fused: bool = False) -> dict[str, float]:
+    """The per-configuration path: build the op table (fused or not), predict it, read the
+    figures."""
+    table = build(m, run)
+    t = predict(fuse(table) if fused else table, DEVICES[device], knobs=knobs)
     df = t.df
     total = float(df["time_s"].sum())
     out = {"iteration_s": total, "flops": float(df["flops"].sum()),
@@ -74,16 +78,17 @@ def _check(row: dict, ref: dict[str, float]) -> None:
        optimizer=st.sampled_from(["sgd", "adam", "adamw", "lamb"]),
        checkpoint=st.sampled_from(["none", "full"]), dropout=st.booleans(),
        masked=st.booleans(), layers=st.none() | st.integers(1, 30),
-       attention=st.sampled_from(["eager", "fused-softmax", "sdpa"]),
+       attention=st.sampled_from(["eager", "fused-softmax", "sdpa"]), fused=st.booleans(),
        gemm=st.sampled_from([0.5, 1.0, 2.0]), overhead=st.sampled_from([1.0, 0.1]))
 def test_every_figure_equals_the_per_configuration_path(model, device, batch, seq, micro,
                                                         precision, optimizer, checkpoint,
                                                         dropout, masked, layers, attention,
-                                                        gemm, overhead) -> None:
+                                                        fused, gemm, overhead) -> None:
     knobs = Knobs(gemm_peak=gemm, overhead=overhead)
     res = sweep([model], [DEVICES[device]], batch=batch, seq=seq, micro_batches=micro,
                 precision=[precision], optimizer=[optimizer], checkpoint=[checkpoint],
                 dropout=[dropout], masked_lm_only=[masked], attention=[attention],
+                fused=[fused],
                 layers=None if layers is None else [layers], gemm_peak=[gemm],
                 overhead=[overhead])
     base = get_model(model)
@@ -96,7 +101,7 @@ def test_every_figure_equals_the_per_configuration_path(model, device, batch, se
                         precision=precision, optimizer=optimizer, dropout=dropout,
                         checkpointing=checkpoint == "full", masked_lm_only=masked,
                         attention=attention)
-        _check(row, _reference(m, run, device, knobs))
+        _check(row, _reference(m, run, device, knobs, fused))
         assert row["tokens"] == run.tokens
 
 
@@ -237,3 +242,25 @@ def test_ranked_sorts_times_smallest_first() -> None:
     res = sweep(["bert-tiny"], ["a100"], batch=[1, 8, 64])
     assert list(res.ranked("iteration_s")["batch"]) == [1, 8, 64]
     assert list(res.ranked("tokens_per_s", top=1)["batch"]) == [64]
+
+
+def test_fusion_decided_per_configuration() -> None:
+    """bert-tiny (hidden 128) with vocab 128 or 256: the MLM decoder's bias gradient (tokens x
+    vocab elements) and the MLM layernorm's gradient (tokens x hidden) are adjacent in the
+    heads' backward and chain only where vocab == hidden: one piece, two fusion variants, each
+    configuration equal to fuse() + predict."""
+    from bertscope.analytic.encoder import encoder_blocks
+    from bertscope.sweep.fusion import variants
+    from bertscope.sweep.grid import Grid
+
+    grid = Grid(models=(get_model("bert-tiny"),), devices=(load_profile("a100"),),
+                batch=(4,), seq=(32,), vocab=(128, 256), fused=(True,))
+    group = next(grid.groups())
+    m, run = group.views()
+    assert len(variants(encoder_blocks(m, run), group.shape, 4, m.num_layers)) == 2
+    res = sweep(["bert-tiny"], ["a100"], batch=[4], seq=[32], vocab=[128, 256], fused=[True])
+    assert res.evaluated == 2
+    base = get_model("bert-tiny")
+    for row in res.frame.to_dict(orient="records"):
+        mv = dataclasses.replace(base, vocab_size=row["vocab"])
+        _check(row, _reference(mv, RunConfig(batch=4, seq=32), "a100", Knobs(), fused=True))

@@ -92,6 +92,8 @@ def sweep_cmd(
     dropout: Annotated[str, _opt("on, off.")] = "on",
     masked_lm_only: Annotated[str, _opt("MLM head on the masked 15% only: on, off.")] = "off",
     attention: Annotated[str, _opt("eager, fused-softmax, sdpa.")] = "eager",
+    fused: Annotated[str, _opt("Predict with memory-bound chains and the optimizer fused "
+                               "(perf.fuse): on, off.")] = "off",
     layers: Annotated[str | None, _opt("Encoder layers (default: each model's).")] = None,
     hidden: Annotated[str | None, _opt("Hidden size (default: each model's).")] = None,
     heads: Annotated[str | None, _opt("Attention heads (default: each model's).")] = None,
@@ -127,6 +129,7 @@ def sweep_cmd(
         "dropout": parse_bools(dropout, "dropout"),
         "masked_lm_only": parse_bools(masked_lm_only, "masked-lm-only"),
         "attention": parse_words(attention, "attention"),
+        "fused": parse_bools(fused, "fused"),
         **{k: parse_floats(v, k.replace("_", "-")) for k, v in
            (("gemm_peak", gemm_peak), ("bandwidth", bandwidth), ("overhead", overhead),
             ("memory", memory))},

@@ -101,14 +101,14 @@ def _saves_main(cat: str, saved: float, *, as_output: bool) -> bool:
         return not as_output
     if cat in SAVES_SEPARATELY:
         return False
-    return saved > 0  # unknown: conservative
+    return bool(np.any(np.asarray(saved) > 0))  # unknown: conservative
 
 
 def _chain_key(r: dict[str, Any]) -> tuple[Any, ...] | None:
     """What adjacent rows must share to fuse: layer, phase family and whether the row is a
     recompute (a rerun of forward work, fused apart from the forward pass), sublayer group,
     count and elements; None for a row that joins no chain."""
-    if r["category"] not in FUSABLE or r["elements"] <= 0:
+    if r["category"] not in FUSABLE or np.any(np.asarray(r["elements"]) <= 0):
         return None
     phase = Phase(r["phase"])
     if phase.family not in _CHAINED:
@@ -128,7 +128,7 @@ def _elide_chain(rows: list[dict[str, Any]], act_bytes: int,
     for i, r in enumerate(rows):
         count = r["count"]
         if i > 0:
-            reads[i] = min(x, r["bytes_read"] / count)
+            reads[i] = np.minimum(x, r["bytes_read"] / count)
         cat = r["category"]
         if cat in SIDE_CONSUMERS:
             continue
@@ -137,7 +137,7 @@ def _elide_chain(rows: list[dict[str, Any]], act_bytes: int,
             keep = (_saves_main(p["category"], p["saved_bytes"], as_output=True)
                     or _saves_main(cat, r["saved_bytes"], as_output=False))
             if not keep:
-                writes[producer] = min(x, p["bytes_written"] / p["count"])
+                writes[producer] = np.minimum(x, p["bytes_written"] / p["count"])
         producer = i
     return [_Member(r, reads[i], writes[i]) for i, r in enumerate(rows)]
 
@@ -181,8 +181,9 @@ def _optimizer_stages(rows: list[dict[str, Any]]) -> list[list[_Member]]:
             head = stages[-1][0].row
             rides = (head["category"] == C.OPTIMIZER
                      and cat in (C.REDUCTION, C.DATA_MOVEMENT)
-                     and r["count"] == head["count"]
-                     and r["bytes_read"] <= head["bytes_read"] + head["bytes_written"])
+                     and same(r["count"], head["count"])
+                     and bool(np.all(np.asarray(r["bytes_read"])
+                                     <= head["bytes_read"] + head["bytes_written"])))
             if rides:
                 stages[-1].append(_Member(r, r["bytes_read"] / r["count"], 0.0))
                 continue
@@ -199,7 +200,7 @@ def _fuse_optimizer(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for grp in groups.values():
         for stage in _optimizer_stages(grp):
             kind = (tuple(m.row["name"].split(".", 1)[-1] for m in stage),
-                    stage[0].row["count"])
+                    np.asarray(stage[0].row["count"], dtype=float).tobytes())
             by_kind.setdefault(kind, []).append(stage)
     out = []
     for (names, _), stages in by_kind.items():
@@ -208,6 +209,76 @@ def _fuse_optimizer(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["elements"] = sum(stage[0].row["elements"] for stage in stages)  # parameters
         out.append(row)
     return out
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two row values (numbers, or arrays over a sweep's configurations) are equal
+    everywhere."""
+    if np.ndim(a) == 0 and np.ndim(b) == 0:
+        return bool(a == b)
+    return bool(np.array_equal(np.broadcast_to(a, np.broadcast_shapes(np.shape(a),
+                                                                      np.shape(b))),
+                               np.broadcast_to(b, np.broadcast_shapes(np.shape(a),
+                                                                      np.shape(b)))))
+
+
+def chain_key(r: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What adjacent rows must share to fuse (None: the row joins no chain); see
+    `joins_chain`."""
+    return _chain_key(r)
+
+
+def joins_chain(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool:
+    """Whether a row with chain key `b` continues the chain of a row with key `a`: every
+    part equal (count and elements arrays equal for every configuration)."""
+    return a is not None and b is not None and all(same(x, y) for x, y in zip(a, b,
+                                                                                strict=True))
+
+
+def fuse_records(records: list[dict[str, Any]], act_bytes: int,
+                 joins: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows (dicts of op-table fields; numbers, or arrays over configurations) as a
+    fusing compiler would run them, and counts of what was fused. `joins(i)` decides whether
+    row i + 1 continues row i's chain (default: `joins_chain` of their keys); the sweep
+    passes decisions of its own where the keys agree only for some configurations."""
+    out: list[dict[str, Any]] = []
+    chains = merged = 0
+    launches: Any = 0
+    opt_rows = [r for r in records if r["phase"] == Phase.OPTIMIZER]
+    opt_done = False
+    keys = [_chain_key(r) for r in records]
+
+    def join(i: int) -> bool:
+        return joins(i) if joins is not None else joins_chain(keys[i], keys[i + 1])
+
+    i = 0
+    while i < len(records):
+        r = records[i]
+        if r["phase"] == Phase.OPTIMIZER:
+            if not opt_done:
+                fused_opt = _fuse_optimizer(opt_rows)
+                out.extend(fused_opt)
+                chains += sum(1 for f in fused_opt if f[FUSED_COLUMN] > 1)
+                merged += sum(f[FUSED_COLUMN] for f in fused_opt if f[FUSED_COLUMN] > 1)
+                launches = launches + sum(r2["count"] for r2 in opt_rows) - sum(
+                    f["count"] for f in fused_opt)
+                opt_done = True
+            i += 1
+            continue
+        j = i + 1
+        if keys[i] is not None:
+            while j < len(records) and keys[j] is not None and join(j - 1):
+                j += 1
+        if j - i == 1:
+            out.append({**r, FUSED_COLUMN: r.get(FUSED_COLUMN, 1)})
+        else:
+            members = _elide_chain(records[i:j], act_bytes, keys[i][1])  # type: ignore[index]
+            out.append(_merge(members))
+            chains += 1
+            merged += j - i
+            launches = launches + (j - i - 1) * r["count"]
+        i = j
+    return out, {"chains": chains, "ops_merged": merged, "launches_saved": launches}
 
 
 def fuse(table: OpTable) -> OpTable:
@@ -224,47 +295,18 @@ def fuse(table: OpTable) -> OpTable:
     columns = list(src)
     records = [dict(zip(columns, values, strict=True))
                for values in zip(*(src[c].tolist() for c in columns), strict=True)]
-    out: list[dict[str, Any]] = []
-    chains = merged = launches_saved = 0
-    opt_rows = [r for r in records if r["phase"] == Phase.OPTIMIZER]
-    opt_done = False
-    i = 0
-    while i < len(records):
-        r = records[i]
-        if r["phase"] == Phase.OPTIMIZER:
-            if not opt_done:
-                fused_opt = _fuse_optimizer(opt_rows)
-                out.extend(fused_opt)
-                chains += sum(1 for f in fused_opt if f[FUSED_COLUMN] > 1)
-                merged += sum(f[FUSED_COLUMN] for f in fused_opt if f[FUSED_COLUMN] > 1)
-                launches_saved += sum(int(r2["count"]) for r2 in opt_rows) - sum(
-                    int(f["count"]) for f in fused_opt)
-                opt_done = True
-            i += 1
-            continue
-        key = _chain_key(r)
-        j = i + 1
-        if key is not None:
-            while j < len(records) and _chain_key(records[j]) == key:
-                j += 1
-        if j - i == 1:
-            out.append({**r, FUSED_COLUMN: r.get(FUSED_COLUMN, 1)})
-        else:
-            members = _elide_chain(records[i:j], act_bytes, key[1])  # type: ignore[index]
-            out.append(_merge(members))
-            chains += 1
-            merged += j - i
-            launches_saved += (j - i - 1) * int(r["count"])
-        i = j
+    out, stats = fuse_records(records, act_bytes)
     names = [*(c for c in columns if c != FUSED_COLUMN), FUSED_COLUMN]
     cols = {c: as_column([r[c] for r in out]) for c in names}
     if "intensity" in cols:
         cols["intensity"] = intensity(cols)
     cols[FUSED_COLUMN] = cols[FUSED_COLUMN].astype(int)
     meta = dict(table.meta)
-    meta["fusion"] = {"chains": chains, "ops_merged": merged, "launches_saved": launches_saved,
+    meta["fusion"] = {"chains": stats["chains"], "ops_merged": stats["ops_merged"],
+                      "launches_saved": int(stats["launches_saved"]),
                       "bytes_elided": float(np.sum(bytes_moved(src)) - np.sum(bytes_moved(cols)))}
     return OpTable.from_columns(cols, meta, job=table.job)
 
 
-__all__ = ["FUSABLE", "FUSED_COLUMN", "SAVES_INPUT", "SAVES_OUTPUT", "fuse"]
+__all__ = ["FUSABLE", "FUSED_COLUMN", "SAVES_INPUT", "SAVES_OUTPUT", "chain_key", "fuse",
+           "fuse_records", "joins_chain", "same"]

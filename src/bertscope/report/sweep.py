@@ -12,8 +12,8 @@ from rich.table import Table
 from bertscope.report.tables import binary, si
 
 _VARIED = ("precision", "optimizer", "layers", "hidden", "heads", "ffn", "vocab", "batch", "seq",
-           "micro_batches", "checkpoint", "dropout", "masked_lm_only", "attention", "gemm_peak",
-           "bandwidth", "overhead", "memory")
+           "micro_batches", "checkpoint", "dropout", "masked_lm_only", "attention", "fused",
+           "gemm_peak", "bandwidth", "overhead", "memory")
 """Configuration columns shown when they vary in the grid (model and device always)."""
 
 

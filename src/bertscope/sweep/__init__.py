@@ -42,7 +42,7 @@ BYTES_PER_CONFIG = 400
 """About what one result row holds (some 45 numeric columns): the memory a grid will need."""
 
 LABEL_COLUMNS = ("model", "family", "precision", "optimizer", "checkpoint", "dropout",
-                 "masked_lm_only", "attention", "device")
+                 "masked_lm_only", "attention", "fused", "device")
 """Columns naming a configuration's structure (categorical in the frame)."""
 _GEMM = {c.value for c in Category if c.is_gemm}
 
@@ -132,7 +132,8 @@ def sweep(models: Sequence[str | Path | ModelConfig],
     """Evaluate every configuration of the grid (see the module docstring). Axes: the model
     dimensions (`layers`, `hidden`, `heads`, `ffn`, `vocab`), `batch`, `seq`,
     `micro_batches`, `precision`, `optimizer`, `checkpoint` (none/full), `dropout`,
-    `masked_lm_only`, `attention` (eager/fused-softmax/sdpa), and the knobs `gemm_peak`,
+    `masked_lm_only`, `attention` (eager/fused-softmax/sdpa), `fused` (as `perf.fuse`
+    runs the table), and the knobs `gemm_peak`,
     `bandwidth`, `overhead`, `memory` (multipliers of each device's figures); each a
     sequence of values. A grid above `max_configs` is refused (None: no cap). Pieces of
     the grid run on `workers` threads (default: one per CPU core; numpy's loops release the
@@ -168,7 +169,7 @@ def _labels(group: Group) -> dict[str, Any]:
             "precision": group.precision.value, "optimizer": group.optimizer.value,
             "checkpoint": "full" if group.checkpointing else "none",
             "dropout": group.dropout, "masked_lm_only": group.masked_lm_only,
-            "attention": group.attention.value}
+            "attention": group.attention.value, "fused": group.fused}
 
 
 def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]],

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bertscope.analytic.blocks import multiplicity
+from bertscope.analytic.blocks import Block, multiplicity
 from bertscope.analytic.encoder import encoder_blocks
 from bertscope.analytic.memory import memory_parts
 from bertscope.analytic.params import parameter_count
@@ -27,6 +27,7 @@ from bertscope.optable import Columns, Op
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import Bound, row_times
 from bertscope.perf.roofline import Knobs, Peaks, select_peaks
+from bertscope.sweep.fusion import variants
 from bertscope.sweep.grid import NUM_AXES, Group
 from bertscope.taxonomy import Category, Phase
 
@@ -118,15 +119,22 @@ def chunks(group: Group, limit: int = CHUNK) -> Iterator[Group]:
         yield from chunks(dataclasses.replace(group, values=part), limit)
 
 
-def _buckets(group: Group) -> tuple[list[_Bucket], dict[str, np.ndarray]]:
-    """The group's rows bucketed by shape, and the device-independent figures (FLOPs,
-    parameters, memory parts, tokens) as arrays of the group's shape."""
+def _buckets(group: Group, fused: list[Block] | None = None
+             ) -> tuple[list[_Bucket], dict[str, np.ndarray]]:
+    """The group's rows (or the `fused` blocks' rows) bucketed by shape, and the
+    device-independent figures (FLOPs, parameters, memory parts, tokens: the same fused or
+    not) as arrays of the group's shape."""
     m, run = group.views()
     blocks = encoder_blocks(m, run)  # type: ignore[arg-type]
     full = group.shape
     buckets: dict[tuple[int, ...], _Bucket] = {}
     flops: Any = 0.0
-    for blk in blocks:
+    for blk in blocks:  # FLOPs of the unfused rows (fusion sums them, so either gives them)
+        copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
+        for ops, w in ((blk.rows, copies), (blk.later, later)):
+            for op in ops:
+                flops = flops + np.asarray(op.flops, dtype=float) * w
+    for blk in fused if fused is not None else blocks:
         copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
         for ops, w in ((blk.rows, copies), (blk.later, later)):
             for op in ops:
@@ -134,7 +142,6 @@ def _buckets(group: Group) -> tuple[list[_Bucket], dict[str, np.ndarray]]:
                 shape = shape if len(shape) == len(full) else (1,) * (len(full) - len(shape)) \
                     + shape
                 buckets.setdefault(shape, _Bucket(shape)).add(op, w)
-                flops = flops + np.asarray(op.flops, dtype=float) * w
     mem = memory_parts(m, run, blocks)  # type: ignore[arg-type]
     static = mem["weights"] + mem["master_weights"] + mem["gradients"] + mem["optimizer_states"]
     peak = static + mem["activations"] + np.floor(mem["transient"])
@@ -197,8 +204,16 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     valid = piece.valid()
     if not valid.any():
         return []
-    buckets, fixed = _buckets(piece)
-    stacked = [b.columns() for b in buckets]
+    if piece.fused:
+        m, run = piece.views()
+        blocks = encoder_blocks(m, run)  # type: ignore[arg-type]
+        fusions = variants(blocks, piece.shape, piece.precision.act_bytes, m.num_layers)
+    else:
+        fusions = [(None, None)]
+    parts = []
+    for mask, fused in fusions:
+        buckets, fixed = _buckets(piece, fused)
+        parts.append((mask, [b.columns() for b in buckets]))
     whole = bool(valid.all())  # no config to skip: views instead of masked copies
     axes = {a: piece.column(a).reshape(-1) if whole else piece.column(a)[valid]
             for a in NUM_AXES}
@@ -212,7 +227,16 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
         targets = [devices[i] for i in idx]
         peaks = _stacked_peaks(targets, piece.precision)
         scale = np.array([k.overhead for _, k in targets])
-        sums = _time_sums((*piece.shape, len(idx)), stacked, targets[0][0], peaks, scale)
+        shape = (*piece.shape, len(idx))
+        sums: dict[str, np.ndarray] = {}
+        for mask, stacked in parts:  # one part unless fusion decides per configuration
+            got = _time_sums(shape, stacked, targets[0][0], peaks, scale)
+            if mask is None:
+                sums = got
+                continue
+            keep = np.broadcast_to(mask[..., None], shape)
+            for k, v in got.items():
+                sums[k] = np.where(keep, v, sums.get(k, 0.0))
         out = {k: (v.reshape(-1) if whole else v[valid].ravel()) for k, v in sums.items()}
         out.update({k: np.repeat(v, len(idx)) for k, v in {**fixed_v, **axes}.items()})
         out["gemm_peak_flops"] = np.tile(peaks.gemm_flops, n)

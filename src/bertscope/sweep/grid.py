@@ -39,7 +39,7 @@ DIM_AXES: tuple[str, ...] = ("layers", "hidden", "heads", "ffn", "vocab")
 NUM_AXES: tuple[str, ...] = (*DIM_AXES, "batch", "seq", "micro_batches")
 """The numeric axes, in the order of a group's N-d array."""
 STRUCTURAL: tuple[str, ...] = ("precision", "optimizer", "checkpoint", "dropout",
-                               "masked_lm_only", "attention")
+                               "masked_lm_only", "attention", "fused")
 """Axes that change which rows an iteration has: each combination is a `Group`."""
 KNOB_AXES: tuple[str, ...] = ("gemm_peak", "bandwidth", "overhead", "memory")
 """Hardware what-ifs: multipliers of each device's figures (`perf.Knobs`)."""
@@ -91,6 +91,8 @@ class Grid:
     dropout: tuple[bool, ...] = (True,)
     masked_lm_only: tuple[bool, ...] = (False,)
     attention: tuple[Attention, ...] = (Attention.EAGER,)
+    fused: tuple[bool, ...] = (False,)
+    """Predict as `perf.fuse` runs the table (memory-bound chains and the optimizer fused)."""
     gemm_peak: tuple[float, ...] = (1.0,)
     bandwidth: tuple[float, ...] = (1.0,)
     overhead: tuple[float, ...] = (1.0,)
@@ -116,7 +118,7 @@ class Grid:
             raise BertscopeError("checkpoint selective is modelled by the distributed model "
                                  "only; sweep none and/or full")
         put(self, "checkpoint", ckpt)
-        for name in ("dropout", "masked_lm_only"):
+        for name in ("dropout", "masked_lm_only", "fused"):
             values = _nonempty(name, getattr(self, name))
             if not all(isinstance(v, bool) for v in values):
                 raise BertscopeError(f"axis {name}: values must be true or false")
@@ -149,13 +151,14 @@ class Grid:
         for model in self.models:
             values = {name: np.asarray(getattr(self, name) or (_model_value(model, name),),
                                        dtype=float) for name in NUM_AXES}
-            for prec, opt, ckpt, drop, masked, attn in itertools.product(
+            for prec, opt, ckpt, drop, masked, attn, fused in itertools.product(
                     self.precision, self.optimizer, self.checkpoint, self.dropout,
-                    self.masked_lm_only, self.attention):
+                    self.masked_lm_only, self.attention, self.fused):
                 for part in _splits(values, masked):
                     yield Group(model=model, precision=prec, optimizer=opt,
                                 checkpointing=ckpt is Checkpoint.FULL, dropout=drop,
-                                masked_lm_only=masked, attention=attn, values=part,
+                                masked_lm_only=masked, attention=attn, fused=fused,
+                                values=part,
                                 ffn_ratio=self.ffn is None and self.hidden is not None)
 
 
@@ -192,6 +195,7 @@ class Group:
     masked_lm_only: bool
     values: dict[str, np.ndarray] = field(repr=False)
     attention: Attention = Attention.EAGER
+    fused: bool = False
     ffn_ratio: bool = False
     """FFN size follows hidden at the base model's ratio (hidden swept, ffn not)."""
 
