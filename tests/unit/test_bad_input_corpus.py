@@ -110,6 +110,8 @@ BAD: dict[str, tuple[str, ...]] = {
     "A-ops-proc": ("ops", *TINY, "--output", "/proc/x.csv"),
     "A-predict-folder": (*PRED, "--device", "a100", "--output", "{d}/folder.csv"),
     "A-predict-plot-folder": (*PRED, "--device", "a100", "--plot", "{d}/folder.png"),
+    "A-predict-timeline-folder": (*PRED, "--device", "a100", "--timeline", "{d}/folder.json"),
+    "A-predict-timeline-proc": (*PRED, "--device", "a100", "--timeline", "/proc/t.json"),
     "A-distributed-folder": (*DIST, "--device", "a100", "--search", "--output",
                              "{d}/folder.csv"),
     "A-trace-folder": ("trace", str(TRACE), "--output", "{d}/folder"),

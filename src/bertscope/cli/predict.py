@@ -33,6 +33,9 @@ def predict_cmd(
         help="Write a roofline plot of every op (.png or .svg).")] = None,
     output: Annotated[Path | None, typer.Option(
         help="Write the op table with predicted times (.csv, .json or .parquet).")] = None,
+    timeline: Annotated[Path | None, typer.Option(
+        help="Write the predicted iteration as a Chrome/Perfetto trace (.json): open it in "
+             "ui.perfetto.dev or read it with `bertscope trace`.")] = None,
 ) -> None:
     """Predicted iteration time on a device: tokens/s, breakdowns, each op's bound."""
     from bertscope.analytic import build
@@ -43,6 +46,8 @@ def predict_cmd(
     check_suffix(plot, (".png", ".svg"), "the plot")
     check_output(plot)
     check_export(output)
+    check_suffix(timeline, (".json",), "the timeline")
+    check_output(timeline)
     profile = load_profile(device)
     table = build(job)
     unfused = predict(table, profile)
@@ -56,6 +61,10 @@ def predict_cmd(
     if output is not None:
         path = result.export(output)
         out.print(f"wrote {len(result)} rows with predictions to {path}")
+    if timeline is not None:
+        from bertscope.perf.timeline import write_timeline
+
+        out.print(f"wrote the predicted timeline to {write_timeline(result, timeline)}")
 
 
 def devices_cmd() -> None:
