@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -35,7 +36,7 @@ def test_slices_run_back_to_back_with_their_figures_as_args() -> None:
     doc = timeline(pred)
     ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
     assert len(ops) == len(pred)
-    for a, b in zip(ops, ops[1:], strict=False):
+    for a, b in itertools.pairwise(ops):
         assert b["ts"] == pytest.approx(a["ts"] + a["dur"])
     first = pred.df.iloc[0]
     assert ops[0]["args"]["bertscope.name"] == first["name"]
