@@ -56,3 +56,16 @@ def test_cli_predict_timeline(tmp_path, capsys) -> None:
     assert json.loads(out.read_text())["bertscope"]["producer"] == "predicted"
     assert main(["predict", "bert-tiny", "--device", "a100", "--timeline",
                  str(tmp_path / "t.csv")]) == 2
+
+
+def test_distributed_search_exports_parquet(tmp_path) -> None:
+    import pandas as pd
+
+    from bertscope.cli import main
+
+    out = tmp_path / "layouts.parquet"
+    assert main(["distributed", "bert-tiny", "--seq", "16", "--devices", "4",
+                 "--global-batch", "16", "--device", "a100", "--search", "--output",
+                 str(out)]) == 0
+    df = pd.read_parquet(out)
+    assert len(df) > 0 and {"dp", "tp", "pp", "tokens_per_s"} <= set(df.columns)

@@ -53,7 +53,7 @@ def distributed_cmd(
     inter: Annotated[str | None, typer.Option(
         help="Inter-node link, e.g. ib-hdr, roce-400g (default: the device's system).")] = None,
     output: Annotated[Path | None, typer.Option(
-        help="With --search: write every costed layout to this .csv file.")] = None,
+        help="With --search: write every costed layout here (.csv, .json or .parquet).")] = None,
 ) -> None:
     """Time and memory per device of a DP/TP/PP/ZeRO layout, or the best layouts (--search)."""
     from bertscope.parallel import Cluster, Layout, SearchSpace, Workload, evaluate
@@ -64,7 +64,7 @@ def distributed_cmd(
     check_top(top, least=1)
     if output is not None and not search:
         raise BertscopeError("--output needs --search")
-    check_suffix(output, (".csv",), "the output")
+    check_suffix(output, (".csv", ".json", ".parquet"), "the output")
     check_export(output)
     if zero is not None and zero not in (0, 1, 2, 3):
         raise BertscopeError(f"--zero must be 0, 1, 2 or 3, got {zero}")
