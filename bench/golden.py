@@ -244,7 +244,8 @@ def run(name: str, args: list[str], tmp: Path) -> str:
     """What one command prints (stdout, then stderr) and writes, wall-clock figures masked."""
     out = str(tmp / name)
     argv = [a.replace("{out}", out) for a in args]
-    env = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb"}
+    env = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb",
+           "BERTSCOPE_STORE": "off"}  # no "recorded as run <id>" lines to differ
     proc = subprocess.run(
         [sys.executable, "-m", "bertscope.cli", *argv],
         capture_output=True,

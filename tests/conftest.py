@@ -24,3 +24,9 @@ def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
 def tiny_model(request: pytest.FixtureRequest) -> ModelConfig:
     """One tiny model per family."""
     return tiny(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _runs_store(tmp_path_factory, monkeypatch):
+    """Every test records into a store of its own, never the user's data folder."""
+    monkeypatch.setenv("BERTSCOPE_STORE", str(tmp_path_factory.mktemp("store") / "runs.sqlite"))

@@ -29,6 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     # them with the performance model: the two exceptions the design names)
     "perf": GROUND | {"hardware"},
     "parallel": GROUND | {"hardware", "perf", "analytic"},
+    # the runs store joins stored rows by the calibration's keys (perf.calibrate)
+    "store": GROUND | {"perf"},
     # the sweep engine runs the analytic producer on arrays and times rows with perf's formula
     "sweep": GROUND | {"hardware", "perf", "analytic"},
     # workflows that measure and predict together
@@ -39,7 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     # screens
     "report": GROUND | {"hardware", "analytic", "trace", "perf", "parallel", "sweep"},
     "cli": GROUND | {"hardware", "analytic", "trace", "measure", "perf", "parallel", "studies",
-                     "report", "sweep"},
+                     "report", "sweep", "store"},
     "__init__": GROUND | {"analytic", "trace", "sweep", "studies"},
 }
 TORCH_OK = {"measure", "studies"}

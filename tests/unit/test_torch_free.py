@@ -13,7 +13,8 @@ import textwrap
 
 TORCH_FREE = ("bertscope.analytic", "bertscope.optable", "bertscope.perf", "bertscope.parallel",
               "bertscope.hardware", "bertscope.trace", "bertscope.config", "bertscope.taxonomy",
-              "bertscope.io", "bertscope.errors", "bertscope.sweep")
+              "bertscope.io", "bertscope.errors", "bertscope.sweep",
+              "bertscope.store")
 
 _SCRIPT = textwrap.dedent("""
     import sys

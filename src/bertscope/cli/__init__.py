@@ -13,7 +13,17 @@ import sys
 
 import typer
 
-from bertscope.cli import calibrate, distributed, ops, predict, profile, study, sweep, trace
+from bertscope.cli import (
+    calibrate,
+    distributed,
+    ops,
+    predict,
+    profile,
+    runs,
+    study,
+    sweep,
+    trace,
+)
 from bertscope.errors import STOP, BertscopeError
 
 try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itself
@@ -28,7 +38,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for _module in (study, ops, profile, predict, calibrate, distributed, trace, sweep):
+for _module in (study, ops, profile, predict, calibrate, distributed, trace, sweep, runs):
     _module.register(app)
 
 

@@ -16,6 +16,7 @@ from bertscope.cli.options import (
     check_top,
     job_command,
 )
+from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.config import Job
 from bertscope.io import check_output
 from bertscope.report.tables import make_console
@@ -36,6 +37,8 @@ def predict_cmd(
     timeline: Annotated[Path | None, typer.Option(
         help="Write the predicted iteration as a Chrome/Perfetto trace (.json): open it in "
              "ui.perfetto.dev or read it with `bertscope trace`.")] = None,
+    store: StoreOpt = None,
+    no_store: NoStoreOpt = False,
 ) -> None:
     """Predicted iteration time on a device: tokens/s, breakdowns, each op's bound."""
     from bertscope.analytic import build
@@ -48,6 +51,7 @@ def predict_cmd(
     check_export(output)
     check_suffix(timeline, (".json",), "the timeline")
     check_output(timeline)
+    st = open_store(store, no_store)
     profile = load_profile(device)
     table = build(job)
     unfused = predict(table, profile)
@@ -65,6 +69,11 @@ def predict_cmd(
         from bertscope.perf.timeline import write_timeline
 
         out.print(f"wrote the predicted timeline to {write_timeline(result, timeline)}")
+    pred = result.meta["prediction"]
+    record(st, out, "predict", result, device=pred["device"],
+           inputs={**job.as_dict(), "device": device, "fusion": fusion},
+           summary={k: pred[k] for k in ("time_s", "tokens_per_s", "achieved_flops",
+                                         "peak_fraction", "precision", "gemm_format")})
 
 
 def devices_cmd() -> None:

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from bertscope.cli.options import TopOpt, check_suffix, check_top, job_command, need_torch
+from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.config import HostAllocator, Job
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
@@ -60,6 +61,8 @@ def profile_cmd(
         help="CPU runs: keep freed memory in the process (no page faults charged to ops, as "
              "with a caching allocator) or leave the C library's defaults.")] = (
         HostAllocator.KEEP),
+    store: StoreOpt = None,
+    no_store: NoStoreOpt = False,
 ) -> None:
     """Run real pretraining iterations under torch.profiler and break them down."""
     check_top(top)
@@ -68,6 +71,7 @@ def profile_cmd(
     check_suffix(output, (".json",), "the result")
     check_output(output)
     check_output(trace_out, folder=nproc > 1)
+    st = open_store(store, no_store) if nproc == 1 else None  # DDP runs: not recorded yet
     if output is not None and trace_out is not None and output.resolve() == trace_out.resolve():
         raise BertscopeError(f"{output}: --output and --trace-out are the same file; give two")
     if threads is not None and threads < 1:
@@ -110,6 +114,11 @@ def profile_cmd(
                              trace_out=trace_out, progress=tell, statistic=statistic,
                              host_allocator=host_allocator)
     print_profile(result, console, top=top)
+    meta = result.meta
+    record(st, console, "profile", result.table, device=str(meta.get("device")),
+           inputs={**job.as_dict(), "hf": hf, "iters": iters, "warmup": warmup},
+           summary={k: meta.get(k) for k in ("iteration_s", "tokens_per_s", "partial",
+                                             "statistic", "threads")})
     _finish(result, output, console, traces=f"trace {trace_out}" if trace_out else None)
 
 

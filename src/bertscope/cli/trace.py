@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from bertscope.cli.options import TopOpt, check_top
+from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, atomic_write, check_output, export_format
 
@@ -30,6 +31,8 @@ def trace_cmd(
              "ones.")] = None,
     output: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
     top: TopOpt = 10,
+    store: StoreOpt = None,
+    no_store: NoStoreOpt = False,
 ) -> None:
     """Break a profiler trace down by category, sublayer and phase; streams, overlap, idle."""
     from bertscope.trace import analyze_trace
@@ -45,6 +48,7 @@ def trace_cmd(
     if file_format is Format.PARQUET and output is None:
         raise BertscopeError("parquet is binary: give --output FILE.parquet")
     check_output(output)
+    st = open_store(store, no_store)
     result = analyze_trace(path, rank=rank, patterns=patterns)
     if file_format is None:
         from bertscope.report.tables import make_console
@@ -54,12 +58,29 @@ def trace_cmd(
         print_trace(result, console, top=top)
         if output is not None:
             atomic_write(output, console.export_text().encode())
+        _record(st, result, path, to_stdout=False)
         return
     data = result.table.to_bytes(file_format)
     if output is None:
         typer.echo(data.decode(), nl=False)
     else:
         atomic_write(output, data)
+    _record(st, result, path, to_stdout=output is None)
+
+
+def _record(st: object, result: object, path: Path, *, to_stdout: bool) -> None:
+    """Record the trace's op table (said on the terminal, except when the data itself goes
+    to stdout: then quietly, so a pipe gets the data alone)."""
+    import hashlib
+
+    digest = ""
+    if path.is_file():
+        with path.open("rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+    record(st, Console(quiet=to_stdout), "trace",
+           result.table,  # type: ignore[attr-defined]
+           inputs={"trace": str(path), "sha256": digest},
+           summary={"ranks": len(getattr(result, "ranks", []) or [])})
 
 
 def register(app: typer.Typer) -> None:
