@@ -171,3 +171,19 @@ def test_off_records_nothing(tmp_path, monkeypatch, capsys) -> None:
     assert main(["predict", "bert-tiny", "--seq", "16", "--device", "a100"]) == 0
     assert "recorded as run" not in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_and_study_record_their_summaries(tmp_path, monkeypatch, capsys) -> None:
+    store = tmp_path / "runs.sqlite"
+    monkeypatch.setenv("BERTSCOPE_STORE", str(store))
+    assert main(["sweep", "bert-tiny", "--batch", "1..4", "--device", "a100,h100"]) == 0
+    assert main(["study", "--output", str(tmp_path / "s"), "--no-measure", "--models",
+                 "bert-base", "--devices", "a100", "--precisions", "bf16"]) == 0
+    capsys.readouterr()
+    s = Store.open(store)
+    kinds = {r["kind"]: r["id"] for r in s.list()}
+    assert set(kinds) == {"sweep", "study"}
+    sw = s.get(kinds["sweep"])["summary"]
+    assert sw["evaluated"] == 8 and len(sw["best"]) == 5
+    st = s.get(kinds["study"])["summary"]
+    assert "Where an iteration's time goes" in st["findings"]

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from bertscope.cli.options import need_torch
+from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write, check_output
 from bertscope.report.tables import make_console
@@ -63,6 +64,8 @@ def validate_cmd(
     output: Annotated[Path | None, typer.Option(help="Write the full report (JSON).")] = None,
     results_dir: Annotated[Path | None, typer.Option(
         help="Keep each config's profile result here and reuse those already there.")] = None,
+    store: StoreOpt = None,
+    no_store: NoStoreOpt = False,
 ) -> None:
     """Profile calibration configs, fit the model, then predict held-out configs and compare:
     per-config error, MAPE, per-category share error, per-op error."""
@@ -70,6 +73,7 @@ def validate_cmd(
     check_output(output)
     if results_dir is not None and not results_dir.is_dir():
         raise BertscopeError(f"--results-dir {results_dir}: no such folder; create it first")
+    st = open_store(store, no_store)
     from bertscope.report.studies import print_validation
     from bertscope.studies.validate import parse_specs, validate
 
@@ -82,6 +86,13 @@ def validate_cmd(
     if output is not None:
         atomic_write(output, json.dumps(report, indent=1, default=str).encode())
         out.print(f"wrote {output}")
+    record(st, out, "validate", device=device,
+           inputs={"calibrate": calibrate, "validate": check, "iters": iters,
+                   "rounds": rounds},
+           summary={"mape": report["mape"], "max_share_error_pp": report["max_share_error_pp"],
+                    "results": [{k: r[k] for k in ("config", "measured_iteration_s",
+                                                   "predicted_s", "error")}
+                                for r in report["results"]]})
 
 
 def register(app: typer.Typer) -> None:

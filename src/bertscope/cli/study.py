@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 
 
@@ -33,6 +34,8 @@ def study_cmd(
                                           "machine for the measured part.")] = True,
     from_trace: Annotated[Path | None, typer.Option(help="Use this trace as the measured "
                                                          "part instead of profiling.")] = None,
+    store: StoreOpt = None,
+    no_store: NoStoreOpt = False,
 ) -> None:
     """The paper's characterization: measured here, projected on catalog accelerators, as
     an HTML report with figures, tables and findings computed from the data."""
@@ -44,12 +47,19 @@ def study_cmd(
                       devices=_list(devices, "devices"),
                       precisions=_list(precisions, "precisions"), quick=quick,
                       measure=measure, from_trace=from_trace)
+    st = open_store(store, no_store)
     with progress_bar() as tell:
         result = study(cfg, progress=tell)
     console = make_console()
     from bertscope.report.study_text import print_study
 
     print_study(result, console)
+    record(st, console, "study", model=models, device=devices,
+           inputs={"output": str(output), "models": models, "devices": devices,
+                   "precisions": precisions, "quick": quick, "measure": measure,
+                   "from_trace": str(from_trace) if from_trace else None},
+           summary={"folder": str(result.folder), "seconds": result.seconds,
+                    "findings": {s.title: s.findings for s in result.sections}})
 
 
 def register(app: typer.Typer) -> None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from bertscope.cli.options import check_suffix, check_top
+from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
 
@@ -108,6 +109,8 @@ def sweep_cmd(
     output: Annotated[Path | None, _opt("Write every row (.csv or .parquet).")] = None,
     yes: Annotated[bool, typer.Option(
         "--yes", help="Evaluate a grid above 2,000,000 configurations.")] = False,
+    store: StoreOpt = None,
+    no_store: NoStoreOpt = False,
 ) -> None:
     """Predict every configuration of a grid (models x run settings x devices x knobs)."""
     from bertscope.report.progress import progress_bar
@@ -120,6 +123,7 @@ def sweep_cmd(
     check_suffix(output, (".csv", ".parquet"), "--output")
     if output is not None:
         check_output(output)
+    st = open_store(store, no_store)
     axes: dict[str, Any] = {
         "batch": parse_ints(batch, "batch"), "seq": parse_ints(seq, "seq"),
         "micro_batches": parse_ints(micro_batches, "micro-batches"),
@@ -146,6 +150,12 @@ def sweep_cmd(
     if output is not None:
         result.export(output)
         console.print(f"wrote {result.evaluated:,} rows to {output}")
+    # the grid's axes and its best rows (the full frame stays in --output)
+    record(st, console, "sweep", model=models, device=device,
+           inputs={"models": models, "devices": device, **axes},
+           summary={"evaluated": result.evaluated, "skipped": result.skipped,
+                    "seconds": result.seconds, "sort": sort,
+                    "best": ranked.head(5).to_dict(orient="records")})
 
 
 def register(app: typer.Typer) -> None:
