@@ -95,7 +95,9 @@ class Ctx:
 
 def pct(x: float) -> str:
     """A share as a percentage for a sentence."""
-    return f"{100 * x:.0f}%" if abs(x) >= 0.1 else f"{100 * x:.1f}%"
+    if abs(x) >= 0.1:
+        return f"{100 * x:.0f}%"
+    return f"{100 * x:.1f}%" if abs(x) >= 0.001 or x == 0 else f"{100 * x:.2g}%"
 
 
 def _shares(t: OpTable, by: str) -> pd.Series:
@@ -227,9 +229,14 @@ def gemm_shapes(ctx: Ctx) -> Section:
     eff = kinds["flops"] / kinds["time_s"] / peak
     share_f = kinds["flops"] / kinds["flops"].sum()
     share_t = kinds["time_s"] / kinds["time_s"].sum()
+    big = g[g["flop_share"] >= 0.01]
+    worst = g.loc[g["efficiency"].idxmin()]
     findings = [f"{ctx.big.name}, {ctx.phases[0].name}, {ctx.low.value} on {dev.device.name}: "
-                f"{len(g)} distinct GEMM shapes, efficiency {pct(g['efficiency'].min())} to "
-                f"{pct(g['efficiency'].max())} of the GEMM peak."]
+                f"{len(g)} distinct GEMM shapes; the {len(big)} with at least 1% of the GEMM "
+                f"FLOPs reach {pct(big['efficiency'].min())} to {pct(big['efficiency'].max())}"
+                f" of the GEMM peak, the least efficient "
+                f"({int(worst['m'])}x{int(worst['n'])}x{int(worst['k'])}, "
+                f"{worst['pass']}) {pct(worst['efficiency'])}."]
     if "attention (batched)" in kinds.index and "linear" in kinds.index:
         a = "attention (batched)"
         findings.append(f"Attention's batched GEMMs do {pct(share_f[a])} of the GEMM FLOPs but "
