@@ -91,8 +91,10 @@ class Sublayer(StrEnum):
     ATTN_SCORE = "attn_score"
     ATTN_SOFTMAX = "attn_softmax"
     ATTN_CONTEXT = "attn_context"
-    ATTN_CORE = "attn_core"
-    """A fused attention kernel: scores, softmax and context in one (SDPA, FlashAttention)."""
+    ATTN_FUSED = "attn_fused"
+    """A fused attention kernel: scores, softmax and context in one (SDPA, FlashAttention).
+    (Not `attn_core`: that scope tag marks a whole attention module whose ops the trace
+    attribution splits into score, softmax and context.)"""
     ATTN_OUTPUT = "attn_output"
     ATTN_ADD_NORM = "attn_add_norm"
     FFN1 = "ffn1"
@@ -118,7 +120,7 @@ _GROUP = {
     Sublayer.ATTN_SCORE: SublayerGroup.ATTENTION_CORE,
     Sublayer.ATTN_SOFTMAX: SublayerGroup.ATTENTION_CORE,
     Sublayer.ATTN_CONTEXT: SublayerGroup.ATTENTION_CORE,
-    Sublayer.ATTN_CORE: SublayerGroup.ATTENTION_CORE,
+    Sublayer.ATTN_FUSED: SublayerGroup.ATTENTION_CORE,
     Sublayer.FFN1: SublayerGroup.FEED_FORWARD,
     Sublayer.FFN_ACT: SublayerGroup.FEED_FORWARD,
     Sublayer.FFN2: SublayerGroup.FEED_FORWARD,

@@ -21,7 +21,7 @@ def _core(attention: str):
     t = build(M, RunConfig(batch=2, seq=16, attention=attention))
     df = t.df
     core = df[(df["layer"] == 0) & df["sublayer"].astype(str).isin(
-        [Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT, Sublayer.ATTN_CORE])]
+        [Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT, Sublayer.ATTN_FUSED])]
     return t, core.set_index(["name", "phase"])
 
 
@@ -95,5 +95,41 @@ def test_sdpa_saves_no_score_matrix_at_long_sequences() -> None:
 def test_profile_refuses_what_it_does_not_measure() -> None:
     from bertscope.measure.profile import profile
 
-    with pytest.raises(BertscopeError, match="attention sdpa is not measured"):
-        profile(M, RunConfig(batch=1, seq=8, attention="sdpa"), iters=1, warmup=0)
+    with pytest.raises(BertscopeError, match="attention fused-softmax is not measured"):
+        profile(M, RunConfig(batch=1, seq=8, attention="fused-softmax"), iters=1, warmup=0)
+
+
+def test_the_sdpa_reference_model_equals_the_eager_one() -> None:
+    """Same weights, dropout off: torch's scaled_dot_product_attention and the explicit ops
+    give the same loss and gradients (an independent implementation of the core)."""
+    import torch
+
+    from bertscope.measure.data import synthetic_batch
+    from bertscope.measure.models import EncoderForPretraining
+
+    torch.manual_seed(0)
+    eager = EncoderForPretraining(M, dropout=0.0)
+    fused = EncoderForPretraining(M, dropout=0.0, sdpa=True)
+    fused.load_state_dict(eager.state_dict())
+    b = synthetic_batch(M, batch=2, seq=16, seed=0, device=torch.device("cpu"))
+    losses = []
+    for net in (eager, fused):
+        out = net(**b.model_inputs())
+        loss = out.loss if hasattr(out, "loss") else out[0]
+        loss.backward()
+        losses.append((loss.item(), net.layers[0].attn.q.weight.grad.clone()))
+    assert losses[0][0] == pytest.approx(losses[1][0], rel=1e-5)
+    assert torch.allclose(losses[0][1], losses[1][1], rtol=1e-4, atol=1e-6)
+
+
+def test_sdpa_is_measured_and_attributed_to_its_sublayer() -> None:
+    from bertscope.measure.profile import profile
+
+    r = profile(M, RunConfig(batch=2, seq=16, attention="sdpa", dropout=False), iters=1,
+                warmup=1)
+    df = r.table.df
+    fused = df[df["sublayer"].astype(str) == Sublayer.ATTN_FUSED]
+    assert "aten::scaled_dot_product_attention" in set(fused["name"])
+    assert fused["time_s"].sum() > 0
+    assert not (df["sublayer"].astype(str).isin(["attn_score", "attn_softmax",
+                                                  "attn_context"])).any()

@@ -95,13 +95,13 @@ def _flash(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any) -> None:
     lse = LSE_BYTES * g * s
     fwd_flops = 2 * (2 * e * d) + (1 + 1 + sm_f + dr_f) * e
     sec.fwd.append(sec.row(
-        "attention", S.ATTN_CORE, C.BATCHED_GEMM, P.FORWARD, split=T.SPLIT, m=s, n=s, k=d,
+        "attention", S.ATTN_FUSED, C.BATCHED_GEMM, P.FORWARD, split=T.SPLIT, m=s, n=s, k=d,
         batch=g, flops=fwd_flops, bytes_read=a * (3 * t_h + b * s),
         bytes_written=a * t_h + lse, saved_bytes=a * 4 * t_h + lse))  # Q, K, V, O, lse
     # recompute scale, mask, softmax (and the dropout pattern), then their backward
     bwd_flops = 5 * (2 * e * d) + (1 + 1 + sm_f + dr_f + dr_b + sm_b + 1) * e
     sec.on_backward(sec.row(
-        "attention.grad", S.ATTN_CORE, C.BATCHED_GEMM, P.BACKWARD_DATA, split=T.SPLIT, m=s,
+        "attention.grad", S.ATTN_FUSED, C.BATCHED_GEMM, P.BACKWARD_DATA, split=T.SPLIT, m=s,
         n=s, k=d, batch=g, flops=bwd_flops, bytes_read=a * (5 * t_h + b * s) + lse,
         bytes_written=a * 3 * t_h))
 

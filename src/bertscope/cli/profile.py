@@ -32,7 +32,7 @@ StatisticOpt = Annotated[Statistic, typer.Option(
 
 
 @job_command("batch", "seq", "precision", "optimizer", "dropout", "checkpoint",
-             "micro_batches", batch=4)
+             "micro_batches", "attention", batch=4)
 def profile_cmd(
     job: Job,
     iters: Annotated[int, typer.Option(help="Measured iterations.")] = 3,

@@ -33,6 +33,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from bertscope.config import Activation, Family, ModelConfig, RunConfig
+from bertscope.config import Attention as AttentionImpl
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.taxonomy import Sublayer
 
@@ -144,17 +145,38 @@ class Context(nn.Module):
         return y.transpose(1, 2).contiguous().view(B, T, nh * hs)  # (B, T, h)
 
 
-class Attention(nn.Module):
-    """Multi-head self-attention with separate Q, K, V projections, explicit core ops."""
+class FusedCore(nn.Module):
+    """The attention core in one call, torch's scaled_dot_product_attention (flash /
+    memory-efficient kernels; `Attention.SDPA` in the analytic model), heads merged back."""
 
-    def __init__(self, cfg: ModelConfig, dropout: float) -> None:
+    def __init__(self, dropout: float) -> None:
+        super().__init__()
+        self.p = dropout
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                mask: torch.Tensor) -> torch.Tensor:
+        B, nh, T, hs = v.shape
+        y = nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.p if self.training else 0.0)
+        return y.transpose(1, 2).contiguous().view(B, T, nh * hs)  # (B, T, h)
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with separate Q, K, V projections; the core as explicit ops
+    (eager) or one fused call (`sdpa`)."""
+
+    def __init__(self, cfg: ModelConfig, dropout: float, sdpa: bool = False) -> None:
         super().__init__()
         h, self.nh = cfg.hidden, cfg.heads
         self.q, self.k, self.v = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
-        self.score = Score(cfg.head_dim)
-        self.softmax = nn.Softmax(dim=-1)
-        self.drop = _dropout(dropout)
-        self.context = Context()
+        self.sdpa = sdpa
+        if sdpa:
+            self.core = FusedCore(dropout)
+        else:
+            self.score = Score(cfg.head_dim)
+            self.softmax = nn.Softmax(dim=-1)
+            self.drop = _dropout(dropout)
+            self.context = Context()
         self.out = nn.Linear(h, h)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -162,6 +184,8 @@ class Attention(nn.Module):
         q = self.q(x).view(B, T, self.nh, -1).transpose(1, 2)  # (B, nh, T, hs)
         k = self.k(x).view(B, T, self.nh, -1).transpose(1, 2)  # (B, nh, T, hs)
         v = self.v(x).view(B, T, self.nh, -1).transpose(1, 2)  # (B, nh, T, hs)
+        if self.sdpa:
+            return self.out(self.core(q, k, v, mask))  # (B, T, h)
         p = self.drop(self.softmax(self.score(q, k, mask)))  # (B, nh, T, T)
         return self.out(self.context(p, v))  # (B, T, h)
 
@@ -194,9 +218,9 @@ class FeedForward(nn.Module):
 class EncoderLayer(nn.Module):
     """One post-LN Transformer encoder layer (Vaswani et al. 2017; Devlin et al. 2019)."""
 
-    def __init__(self, cfg: ModelConfig, dropout: float) -> None:
+    def __init__(self, cfg: ModelConfig, dropout: float, sdpa: bool = False) -> None:
         super().__init__()
-        self.attn = Attention(cfg, dropout)
+        self.attn = Attention(cfg, dropout, sdpa)
         self.attn_norm = AddNorm(cfg, dropout)
         self.ffn = FeedForward(cfg)
         self.ffn_norm = AddNorm(cfg, dropout)
@@ -273,14 +297,15 @@ class EncoderForPretraining(nn.Module):
     """
 
     def __init__(self, cfg: ModelConfig, *, dropout: float = DROPOUT_PROB,
-                 checkpointing: bool = False, masked_lm_only: bool = False) -> None:
+                 checkpointing: bool = False, masked_lm_only: bool = False,
+                 sdpa: bool = False) -> None:
         super().__init__()
         if not 0.0 <= dropout < 1.0:
             raise BertscopeError(f"dropout must be in [0, 1), got {dropout!r}")
         self.cfg, self.checkpointing, self.masked_lm_only = cfg, checkpointing, masked_lm_only
         self.embeddings = Embeddings(cfg, dropout)
         n = 1 if cfg.share_layers else cfg.num_layers
-        self.layers = nn.ModuleList(EncoderLayer(cfg, dropout) for _ in range(n))
+        self.layers = nn.ModuleList(EncoderLayer(cfg, dropout, sdpa) for _ in range(n))
         self.mlm = MLMHead(cfg)
         self.nsp = NSPHead(cfg) if cfg.has_pooler_head else None
         self.loss = PretrainingLoss()
@@ -347,7 +372,8 @@ def build_model(model: ModelConfig, run: RunConfig) -> EncoderForPretraining:
     """The reference model for a run: dropout, checkpointing and MLM rows from `run`."""
     return EncoderForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
                                  checkpointing=run.checkpointing,
-                                 masked_lm_only=run.masked_lm_only)
+                                 masked_lm_only=run.masked_lm_only,
+                                 sdpa=run.attention is AttentionImpl.SDPA)
 
 
 # --- attribution: module path -> Sublayer --------------------------------------------
@@ -366,6 +392,7 @@ LAYER_SUBLAYER: dict[str, Sublayer] = {
     "attn.softmax": Sublayer.ATTN_SOFTMAX,
     "attn.drop": Sublayer.ATTN_SOFTMAX,  # dropout on probabilities, as the analytic model
     "attn.context": Sublayer.ATTN_CONTEXT,
+    "attn.core": Sublayer.ATTN_FUSED,
     "attn.out": Sublayer.ATTN_OUTPUT,
     "attn_norm": Sublayer.ATTN_ADD_NORM,
     "ffn.fc1": Sublayer.FFN1,

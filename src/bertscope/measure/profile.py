@@ -270,10 +270,11 @@ def profile(
     statistic = parse_enum(Statistic, statistic, "statistic")
     host_allocator = parse_enum(HostAllocator, host_allocator, "host allocator")
     Job(model=m, run=run)  # the pair's one check: the sequence fits the positions
-    if run.attention is not Attention.EAGER:
-        raise BertscopeError(f"attention {run.attention.value} is not measured yet: the "
-                             f"reference models run eager attention; ops, predict and sweep "
-                             f"model it")
+    if run.attention is Attention.FUSED_SOFTMAX or (hf and run.attention is not
+                                                     Attention.EAGER):
+        raise BertscopeError(f"attention {run.attention.value} is not measured"
+                             f"{' with --hf' if hf else ''}: the reference models run eager "
+                             f"or sdpa; ops, predict and sweep model it")
     if hf and m.family is Family.ALBERT and not m.share_layers:
         raise BertscopeError("Hugging Face ALBERT shares its layers; set share_layers")
     dev = resolve_device(device)
