@@ -8,14 +8,7 @@ from typing import Annotated
 import typer
 
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
-from bertscope.errors import BertscopeError
-
-
-def _list(text: str, what: str) -> tuple[str, ...]:
-    parts = tuple(p.strip() for p in text.split(","))
-    if not text.strip() or any(not p for p in parts):
-        raise BertscopeError(f"--{what}: an empty value in {text!r}; write a comma list")
-    return parts
+from bertscope.cli.sweep import parse_words
 
 
 def study_cmd(
@@ -43,9 +36,9 @@ def study_cmd(
     from bertscope.report.tables import make_console
     from bertscope.studies.study import StudyConfig, study
 
-    cfg = StudyConfig(output=output, models=_list(models, "models"),
-                      devices=_list(devices, "devices"),
-                      precisions=_list(precisions, "precisions"), quick=quick,
+    cfg = StudyConfig(output=output, models=tuple(parse_words(models, "models")),
+                      devices=tuple(parse_words(devices, "devices")),
+                      precisions=tuple(parse_words(precisions, "precisions")), quick=quick,
                       measure=measure, from_trace=from_trace)
     st = open_store(store, no_store)
     with progress_bar() as tell:

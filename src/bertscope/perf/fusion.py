@@ -216,10 +216,7 @@ def same(a: Any, b: Any) -> bool:
     everywhere."""
     if np.ndim(a) == 0 and np.ndim(b) == 0:
         return bool(a == b)
-    return bool(np.array_equal(np.broadcast_to(a, np.broadcast_shapes(np.shape(a),
-                                                                      np.shape(b))),
-                               np.broadcast_to(b, np.broadcast_shapes(np.shape(a),
-                                                                      np.shape(b)))))
+    return bool(np.array_equal(*np.broadcast_arrays(a, b)))
 
 
 def chain_key(r: dict[str, Any]) -> tuple[Any, ...] | None:

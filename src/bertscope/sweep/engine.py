@@ -29,7 +29,7 @@ from bertscope.perf.predict import Bound, row_times
 from bertscope.perf.roofline import Knobs, Peaks, select_peaks
 from bertscope.sweep.fusion import variants
 from bertscope.sweep.grid import NUM_AXES, Group
-from bertscope.taxonomy import Category, Phase
+from bertscope.taxonomy import Phase
 
 CHUNK = 1 << 15
 """Most configurations evaluated at once (per device and knob set); larger groups are cut
@@ -119,36 +119,35 @@ def chunks(group: Group, limit: int = CHUNK) -> Iterator[Group]:
         yield from chunks(dataclasses.replace(group, values=part), limit)
 
 
-def _buckets(group: Group, fused: list[Block] | None = None
-             ) -> tuple[list[_Bucket], dict[str, np.ndarray]]:
-    """The group's rows (or the `fused` blocks' rows) bucketed by shape, and the
-    device-independent figures (FLOPs, parameters, memory parts, tokens: the same fused or
-    not) as arrays of the group's shape."""
-    m, run = group.views()
-    blocks = encoder_blocks(m, run)  # type: ignore[arg-type]
-    full = group.shape
+def _buckets(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]) -> list[_Bucket]:
+    """The blocks' rows bucketed by the shape of their numeric fields, with their weights."""
     buckets: dict[tuple[int, ...], _Bucket] = {}
-    flops: Any = 0.0
-    for blk in blocks:  # FLOPs of the unfused rows (fusion sums them, so either gives them)
-        copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
-        for ops, w in ((blk.rows, copies), (blk.later, later)):
-            for op in ops:
-                flops = flops + np.asarray(op.flops, dtype=float) * w
-    for blk in fused if fused is not None else blocks:
+    for blk in blocks:
         copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
         for ops, w in ((blk.rows, copies), (blk.later, later)):
             for op in ops:
                 shape = np.broadcast_shapes(*(np.shape(getattr(op, c)) for c in NUMERIC))
-                shape = shape if len(shape) == len(full) else (1,) * (len(full) - len(shape)) \
-                    + shape
+                shape = (1,) * (len(full) - len(shape)) + shape
                 buckets.setdefault(shape, _Bucket(shape)).add(op, w)
-    mem = memory_parts(m, run, blocks)  # type: ignore[arg-type]
+    return list(buckets.values())
+
+
+def _fixed(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]
+           ) -> dict[str, np.ndarray]:
+    """The device-independent figures of the unfused blocks (FLOPs, parameters, memory,
+    tokens; fusion sums FLOPs and keeps memory, so they hold fused too), over `full`."""
+    flops: Any = 0.0
+    for blk in blocks:
+        copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
+        for ops, w in ((blk.rows, copies), (blk.later, later)):
+            for op in ops:
+                flops = flops + np.asarray(op.flops, dtype=float) * w
+    mem = memory_parts(m, run, blocks)
     static = mem["weights"] + mem["master_weights"] + mem["gradients"] + mem["optimizer_states"]
     peak = static + mem["activations"] + np.floor(mem["transient"])
-    fixed = {"flops": flops, "params": parameter_count(m),  # type: ignore[arg-type]
-             "memory_bytes": peak, "tokens": run.tokens}
-    return list(buckets.values()), {k: np.broadcast_to(np.asarray(v, dtype=float), full)
-                                    for k, v in fixed.items()}
+    fixed = {"flops": flops, "params": parameter_count(m), "memory_bytes": peak,
+             "tokens": run.tokens}
+    return {k: np.broadcast_to(np.asarray(v, dtype=float), full) for k, v in fixed.items()}
 
 
 def same_models(devices: list[tuple[DeviceProfile, Knobs]]) -> list[list[int]]:
@@ -183,15 +182,6 @@ def _stacked_peaks(targets: list[tuple[DeviceProfile, Knobs]], precision: Any) -
                  interconnect=np.array(link))  # type: ignore[arg-type]
 
 
-def evaluate(group: Group, devices: list[tuple[DeviceProfile, Knobs]]
-             ) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """The figures of every valid configuration of the group on every target (device and
-    knob set), piece by piece (`evaluate_piece`)."""
-    sets = same_models(devices)
-    for piece in chunks(group):
-        yield from evaluate_piece(piece, devices, sets)
-
-
 def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
                    sets: list[list[int]] | None = None
                    ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
@@ -204,16 +194,13 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     valid = piece.valid()
     if not valid.any():
         return []
-    if piece.fused:
-        m, run = piece.views()
-        blocks = encoder_blocks(m, run)  # type: ignore[arg-type]
-        fusions = variants(blocks, piece.shape, piece.precision.act_bytes, m.num_layers)
-    else:
-        fusions = [(None, None)]
-    parts = []
-    for mask, fused in fusions:
-        buckets, fixed = _buckets(piece, fused)
-        parts.append((mask, [b.columns() for b in buckets]))
+    m, run = piece.views()
+    blocks = encoder_blocks(m, run)  # type: ignore[arg-type]  # the producer, once a piece
+    fixed = _fixed(blocks, m, run, piece.shape)
+    fusions = (variants(blocks, piece.shape, piece.precision.act_bytes, m.num_layers)
+               if piece.fused else [(None, blocks)])
+    parts = [(mask, [b.columns() for b in _buckets(bl, m, run, piece.shape)])
+             for mask, bl in fusions]
     whole = bool(valid.all())  # no config to skip: views instead of masked copies
     axes = {a: piece.column(a).reshape(-1) if whole else piece.column(a)[valid]
             for a in NUM_AXES}
@@ -294,7 +281,4 @@ def _time_sums(shape: tuple[int, ...],
     return acc
 
 
-CATEGORIES: tuple[Category, ...] = tuple(Category)
-"""Categories a sweep reports a time share for (every category; 0 where a row has none)."""
-
-__all__ = ["CATEGORIES", "CHUNK", "SUB", "chunks", "evaluate", "evaluate_piece", "same_models"]
+__all__ = ["CHUNK", "SUB", "chunks", "evaluate_piece", "same_models"]
