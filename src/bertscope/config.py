@@ -7,29 +7,88 @@ checkpoints' config.json files exactly, so parameter counts match Hugging Face's
 
 from __future__ import annotations
 
-import difflib
-import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, TypeVar
 
 from bertscope.errors import (
     BertscopeError,
     check_positive_ints,
-    expect,
     is_positive_int,
     parse_enum,
 )
-from bertscope.io import read_text
+
+
+class Architecture(StrEnum):
+    """How a family's Transformer stacks are arranged."""
+
+    ENCODER = "encoder"
+    """Bidirectional encoder stack (BERT, RoBERTa, ALBERT, ViT)."""
+    DECODER = "decoder"
+    """Causal decoder stack (GPT, Llama)."""
+    ENCODER_DECODER = "encoder-decoder"
+    """An encoder stack and a decoder stack with cross-attention (T5)."""
+
+
+class Positions(StrEnum):
+    """How a family encodes token positions."""
+
+    LEARNED = "learned"
+    """A learned absolute position-embedding table (BERT, GPT-2, ViT)."""
+    ROTARY = "rotary"
+    """Rotary embeddings applied to queries and keys in every layer (Llama)."""
+    RELATIVE = "relative"
+    """A bucketed relative position bias added to the attention scores (T5)."""
 
 
 class Family(StrEnum):
-    """Encoder family: decides the embedding layout, weight sharing and pretraining heads."""
+    """Model family: decides the layer layout (norm placement and kind, positions, biases,
+    fused or separate Q/K/V), weight sharing and the pretraining heads and objective. Sizes
+    that vary within a family are `ModelConfig` fields."""
 
     BERT = "bert"
     ROBERTA = "roberta"
     ALBERT = "albert"
+    GPT2 = "gpt2"
+    LLAMA = "llama"
+    T5 = "t5"
+    VIT = "vit"
+
+    @property
+    def architecture(self) -> Architecture:
+        """Encoder, decoder or encoder-decoder."""
+        if self in (Family.GPT2, Family.LLAMA):
+            return Architecture.DECODER
+        return Architecture.ENCODER_DECODER if self is Family.T5 else Architecture.ENCODER
+
+    @property
+    def pre_norm(self) -> bool:
+        """Normalization before each sublayer (and once after the stack), not after the
+        residual add (BERT's post-norm)."""
+        return self not in (Family.BERT, Family.ROBERTA, Family.ALBERT)
+
+    @property
+    def rms_norm(self) -> bool:
+        """RMSNorm (no mean, no bias: Llama's LlamaRMSNorm, T5's T5LayerNorm) instead of
+        LayerNorm."""
+        return self in (Family.LLAMA, Family.T5)
+
+    @property
+    def positions(self) -> Positions:
+        """How positions are encoded."""
+        if self is Family.LLAMA:
+            return Positions.ROTARY
+        return Positions.RELATIVE if self is Family.T5 else Positions.LEARNED
+
+    @property
+    def bias(self) -> bool:
+        """Linear layers (and norms) carry biases (none in Llama and T5)."""
+        return self not in (Family.LLAMA, Family.T5)
+
+    @property
+    def fused_qkv(self) -> bool:
+        """Q, K and V come from one projection (GPT-2's c_attn Conv1D) rather than three."""
+        return self is Family.GPT2
 
 
 class Activation(StrEnum):
@@ -127,14 +186,17 @@ class Checkpoint(StrEnum):
 
 
 MODEL_LIMITS = {"num_layers": 10_000, "hidden": 2**20, "heads": 2**16, "intermediate": 2**22,
-                "vocab_size": 2**24, "max_positions": 2**24, "type_vocab_size": 2**16}
+                "vocab_size": 2**24, "max_positions": 2**24, "type_vocab_size": 2**16,
+                "kv_heads": 2**16, "head_size": 2**16, "decoder_layers": 10_000,
+                "relative_buckets": 2**16, "image_size": 2**16, "patch_size": 2**16,
+                "channels": 2**10}
 """Largest model sizes accepted (a few orders of magnitude beyond the largest published
 Transformers: GPT-3 96 layers, hidden 12,288; PaLM vocab 256k); bigger is refused in one line."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class ModelConfig:
-    """An encoder Transformer (BERT, RoBERTa or ALBERT) as its sizes.
+    """A Transformer as its family and sizes (encoder, decoder or encoder-decoder).
 
     Raises `BertscopeError` (a ValueError) on construction when the sizes are invalid.
     """
@@ -144,19 +206,23 @@ class ModelConfig:
     family: Family
     """BERT (MLM + NSP heads), RoBERTa (MLM only), ALBERT (factorized embeddings, MLM + SOP)."""
     num_layers: int
-    """Encoder layers L."""
+    """Layers L of the (encoder or decoder) stack; T5: encoder layers."""
     hidden: int
     """Hidden size h."""
     heads: int
-    """Attention heads a; head size is h / a."""
+    """Attention (query) heads a; head size is h / a unless `head_size` says otherwise."""
     intermediate: int
-    """Feed-forward inner size (4h in BERT)."""
+    """Feed-forward inner size (4h in BERT; each of the two input projections of a gated
+    feed-forward)."""
     vocab_size: int
-    """Vocabulary size V."""
+    """Vocabulary size V: rows of the token embedding and columns of the language-model
+    head. ViT has no tokens: its classifier's classes (Hugging Face `num_labels`)."""
     max_positions: int
-    """Position-embedding rows (RoBERTa's 514 includes its 2-row padding offset)."""
+    """Position-embedding rows (RoBERTa's 514 includes its 2-row padding offset; ViT: patches
+    + 1 for the class token); for rotary and relative positions, the context trained for
+    (Llama's max_position_embeddings; T5's n_positions), not enforced for relative ones."""
     type_vocab_size: int = 2
-    """Token-type (segment) embedding rows."""
+    """Token-type (segment) embedding rows (BERT, ALBERT; RoBERTa has 1; others none)."""
     embedding_size: int | None = None
     """ALBERT's factorized embedding size E (None: embeddings are h wide)."""
     share_layers: bool = False
@@ -165,30 +231,94 @@ class ModelConfig:
     """Feed-forward activation."""
     position_offset: int = 0
     """Position rows unusable for tokens (RoBERTa: padding_idx + 1 = 2)."""
+    kv_heads: int | None = None
+    """Key/value heads under grouped-query attention (Ainslie et al. 2023; Llama-2 70B and
+    Llama-3: 8); None: one per query head."""
+    head_size: int | None = None
+    """Size of one attention head when it is not h / a (T5's d_kv: 128 in T5-3B and 11B)."""
+    decoder_layers: int | None = None
+    """T5: decoder layers (None: as many as the encoder's)."""
+    tie_word_embeddings: bool = True
+    """The language-model head reuses the token embedding matrix (BERT, GPT-2, T5 v1.0; not
+    Llama-2 or T5 v1.1)."""
+    gated_ffn: bool = False
+    """Gated feed-forward: act(x W_gate) * (x W_up), then W_down (SwiGLU in Llama, gated GELU
+    in T5 v1.1; Shazeer 2020)."""
+    relative_buckets: int = 32
+    """T5: relative-position buckets of the position bias."""
+    image_size: int = 224
+    """ViT: image height and width in pixels."""
+    patch_size: int = 16
+    """ViT: patch height and width in pixels."""
+    channels: int = 3
+    """ViT: image channels."""
 
     def __post_init__(self) -> None:
         check_positive_ints(self, ("num_layers", "hidden", "heads", "intermediate",
-                                   "vocab_size", "max_positions", "type_vocab_size"),
+                                   "vocab_size", "max_positions", "type_vocab_size",
+                                   "relative_buckets", "image_size", "patch_size", "channels"),
                             f"model {self.name!r}: ", limits=MODEL_LIMITS)
+        for key in ("kv_heads", "head_size", "decoder_layers"):
+            v = getattr(self, key)
+            if v is not None and (not is_positive_int(v) or v > MODEL_LIMITS[key]):
+                raise BertscopeError(f"model {self.name!r}: {key} must be a positive integer "
+                                     f"up to {MODEL_LIMITS[key]} or None, got {v!r}")
         if self.embedding_size is not None and (
             not is_positive_int(self.embedding_size) or self.embedding_size > 2**20
         ):
             raise BertscopeError(f"model {self.name!r}: embedding_size must be a positive "
                                  f"integer or None, got {self.embedding_size!r}")
-        if self.hidden % self.heads:
+        if self.head_size is None and self.hidden % self.heads:
             raise BertscopeError(f"model {self.name!r}: hidden size {self.hidden} is not "
                                  f"divisible by {self.heads} heads; pick heads that divide it")
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise BertscopeError(f"model {self.name!r}: {self.heads} query heads are not "
+                                 f"divisible by {self.kv_heads} key/value heads")
         object.__setattr__(self, "family", parse_enum(Family, self.family, "family"))
+        self._check_family()
         object.__setattr__(self, "activation",
                            parse_enum(Activation, self.activation, "activation"))
         if self.position_offset < 0 or self.position_offset >= self.max_positions:
             raise BertscopeError(f"model {self.name!r}: position_offset {self.position_offset} "
                                  f"must be in [0, max_positions)")
 
+    def _check_family(self) -> None:
+        f, name = self.family, f"model {self.name!r}"
+        if f is Family.VIT:
+            if self.image_size % self.patch_size:
+                raise BertscopeError(f"{name}: image_size {self.image_size} is not divisible "
+                                     f"by patch_size {self.patch_size}")
+            if self.max_positions != self.patches + 1:
+                raise BertscopeError(f"{name}: a ViT has patches + 1 = {self.patches + 1} "
+                                     f"positions, got max_positions {self.max_positions}")
+        if self.decoder_layers is not None and f is not Family.T5:
+            raise BertscopeError(f"{name}: decoder_layers applies to T5 only")
+        if self.embedding_size is not None and f is not Family.ALBERT:
+            raise BertscopeError(f"{name}: embedding_size applies to ALBERT only")
+        if self.share_layers and f is not Family.ALBERT:
+            raise BertscopeError(f"{name}: share_layers applies to ALBERT only")
+
     @property
     def head_dim(self) -> int:
-        """Size of one attention head, h / a."""
-        return self.hidden // self.heads
+        """Size of one attention head: `head_size`, or h / a."""
+        return self.head_size if self.head_size is not None else self.hidden // self.heads
+
+    @property
+    def kv_head_count(self) -> int:
+        """Key/value heads: `kv_heads`, or one per query head."""
+        return self.kv_heads if self.kv_heads is not None else self.heads
+
+    @property
+    def decoder_layer_count(self) -> int:
+        """Decoder layers of an encoder-decoder model (0 for the other architectures)."""
+        if self.family.architecture is not Architecture.ENCODER_DECODER:
+            return 0
+        return self.decoder_layers if self.decoder_layers is not None else self.num_layers
+
+    @property
+    def patches(self) -> int:
+        """ViT: patches per image, (image_size / patch_size)^2."""
+        return (self.image_size // self.patch_size) ** 2
 
     @property
     def emb(self) -> int:
@@ -203,7 +333,7 @@ class ModelConfig:
     @property
     def has_pooler_head(self) -> bool:
         """BERT (NSP) and ALBERT (SOP) pretrain a sentence-level head on the pooled [CLS]."""
-        return self.family is not Family.ROBERTA
+        return self.family in (Family.BERT, Family.ALBERT)
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -230,10 +360,18 @@ class RunConfig:
     position (Hugging Face's BertForPreTraining)."""
     attention: Attention = Attention.EAGER
     """How the attention core runs (eager kernels, a fused softmax, or one fused kernel)."""
+    decoder_seq: int | None = None
+    """Encoder-decoder models (T5): target tokens per sequence, the decoder's length (None:
+    `seq`). T5's span-corruption pretraining used 512 input and 114 target tokens (Raffel et
+    al. 2020, section 3.1.4 and its released gin configs)."""
 
     def __post_init__(self) -> None:
         check_positive_ints(self, ("batch", "seq", "micro_batches"),
                             limits={"batch": 2**31, "micro_batches": 2**20})
+        if self.decoder_seq is not None and (not is_positive_int(self.decoder_seq)
+                                             or self.decoder_seq > 2**31):
+            raise BertscopeError(f"decoder_seq must be a positive integer or None, got "
+                                 f"{self.decoder_seq!r}")
         object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
         object.__setattr__(self, "optimizer", parse_enum(Optimizer, self.optimizer, "optimizer"))
         object.__setattr__(self, "attention", parse_enum(Attention, self.attention,
@@ -244,11 +382,25 @@ class RunConfig:
         """Tokens per optimizer step: batch * seq * micro_batches."""
         return self.batch * self.seq * self.micro_batches
 
+    @property
+    def target_seq(self) -> int:
+        """The decoder's tokens per sequence of an encoder-decoder run (`decoder_seq`, or
+        `seq`)."""
+        return self.decoder_seq if self.decoder_seq is not None else self.seq
+
     def check(self, model: ModelConfig) -> None:
-        """Raise if this run does not fit the model (sequence longer than its positions)."""
-        if self.seq > model.max_seq:
+        """Raise if this run does not fit the model (sequence longer than its positions, a
+        ViT's sequence other than its patches + 1, a decoder length without a decoder)."""
+        fam = model.family
+        if fam is Family.VIT and self.seq != model.max_seq:
+            raise BertscopeError(f"{model.name} sees {model.patches} patches + a class token "
+                                 f"per {model.image_size}px image; use --seq {model.max_seq}")
+        if fam.positions is not Positions.RELATIVE and self.seq > model.max_seq:
             raise BertscopeError(f"seq {self.seq} exceeds {model.name}'s {model.max_seq} "
                                  f"positions; use --seq {model.max_seq} or less")
+        if self.decoder_seq is not None and fam.architecture is not Architecture.ENCODER_DECODER:
+            raise BertscopeError(f"decoder_seq applies to encoder-decoder models (T5), not "
+                                 f"{model.name}; leave it out")
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
@@ -310,149 +462,16 @@ def from_dict(kind: type[T], doc: Any, origin: str) -> T:
         raise BertscopeError(f"{origin}: {e}") from None
 
 
-def _bert(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
-    return ModelConfig(name=name, family=Family.BERT, num_layers=layers, hidden=hidden,
-                       heads=heads, intermediate=4 * hidden, vocab_size=30522,
-                       max_positions=512)
-
-
-def _roberta(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
-    return ModelConfig(name=name, family=Family.ROBERTA, num_layers=layers, hidden=hidden,
-                       heads=heads, intermediate=4 * hidden, vocab_size=50265,
-                       max_positions=514, type_vocab_size=1, position_offset=2)
-
-
-def _albert(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
-    return ModelConfig(name=name, family=Family.ALBERT, num_layers=layers, hidden=hidden,
-                       heads=heads, intermediate=4 * hidden, vocab_size=30000,
-                       max_positions=512, embedding_size=128, share_layers=True,
-                       activation=Activation.GELU_NEW)
-
-
-# The published checkpoints' config.json values (google-research/bert README for the
-# compact models: bert_uncased_L-{2,4,4,8}_H-{128,256,512,512}; bert-base/large-uncased;
-# FacebookAI/roberta-*; albert/albert-*-v2).
-PRESETS: dict[str, ModelConfig] = {
-    m.name: m
-    for m in (
-        _bert("bert-tiny", 2, 128, 2),
-        _bert("bert-mini", 4, 256, 4),
-        _bert("bert-small", 4, 512, 8),
-        _bert("bert-medium", 8, 512, 8),
-        _bert("bert-base", 12, 768, 12),
-        _bert("bert-large", 24, 1024, 16),
-        _roberta("roberta-base", 12, 768, 12),
-        _roberta("roberta-large", 24, 1024, 16),
-        _albert("albert-base-v2", 12, 768, 12),
-        _albert("albert-large-v2", 24, 1024, 16),
-        _albert("albert-xlarge-v2", 24, 2048, 16),
-        _albert("albert-xxlarge-v2", 12, 4096, 64),
-    )
-}
-
-
-_HF_FAMILY = {"bert": Family.BERT, "roberta": Family.ROBERTA, "albert": Family.ALBERT}
-
-
-def from_hf_config(path: str | Path) -> ModelConfig:
-    """Build a ModelConfig from a Hugging Face `config.json` (a file or a folder holding one)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    text = read_text(p, missing="give a preset name (see `bertscope models`) or a path to a "
-                              "Hugging Face config.json")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BertscopeError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); "
-                             f"give a Hugging Face config.json") from None
-    if not isinstance(raw, dict):
-        raise BertscopeError(f"{p}: expected a JSON object, got {type(raw).__name__}")
-    o = str(p)
-    kind = expect(raw, "model_type", str, o)
-    if kind not in _HF_FAMILY:
-        raise BertscopeError(f"{p}: model_type {kind!r} is not supported; "
-                             f"supported: {', '.join(_HF_FAMILY)}")
-    family = _HF_FAMILY[kind]
-    _refuse_unmodelled(raw, o)
-    missing = [k for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",
-                           "intermediate_size", "vocab_size", "max_position_embeddings")
-               if k not in raw]
-    if missing:
-        raise BertscopeError(f"{p}: missing {', '.join(missing)}")
-    if family is Family.ALBERT and expect(raw, "inner_group_num", int, o, 1) != 1:
-        raise BertscopeError(f"{p}: inner_group_num {raw['inner_group_num']} is not supported "
-                             f"(only 1, as in every published ALBERT)")
-    groups = expect(raw, "num_hidden_groups", int, o, 1)
-    if family is Family.ALBERT and groups != 1:
-        raise BertscopeError(f"{p}: num_hidden_groups {groups} is not supported (only 1, "
-                             f"full cross-layer sharing, as in every published ALBERT)")
-    vocab = expect(raw, "vocab_size", int, o)
-    pad = expect(raw, "pad_token_id", int, o, 1, nullable=True)
-    if family is Family.ROBERTA and (pad is None or not 0 <= pad < vocab):
-        raise BertscopeError(f"{p}: pad_token_id: RoBERTa needs a token id in [0, "
-                             f"vocab_size {vocab}), got {pad!r}")
-    name = expect(raw, "_name_or_path", str, o, "", nullable=True) or p.parent.name or p.stem
-    return ModelConfig(
-        name=name,
-        family=family,
-        num_layers=expect(raw, "num_hidden_layers", int, o),
-        hidden=expect(raw, "hidden_size", int, o),
-        heads=expect(raw, "num_attention_heads", int, o),
-        intermediate=expect(raw, "intermediate_size", int, o),
-        vocab_size=vocab,
-        max_positions=expect(raw, "max_position_embeddings", int, o),
-        type_vocab_size=expect(raw, "type_vocab_size", int, o, 2),
-        embedding_size=(expect(raw, "embedding_size", int, o, None, nullable=True)
-                        if family is Family.ALBERT else None),
-        share_layers=family is Family.ALBERT and groups == 1,
-        activation=parse_enum(Activation, expect(raw, "hidden_act", str, o, "gelu"),
-                              "hidden_act", o),
-        position_offset=(pad + 1) if family is Family.ROBERTA else 0,
-    )
-
-
-_UNMODELLED: dict[str, Any] = {"is_decoder": False, "add_cross_attention": False,
-                               "position_embedding_type": "absolute"}
-"""config.json keys that change the architecture, with the one value bertscope models: any
-other value is refused (never silently ignored)."""
-
-
-def _refuse_unmodelled(raw: dict[str, Any], origin: str) -> None:
-    for key, modelled in _UNMODELLED.items():
-        if key in raw and raw[key] not in (modelled, None):
-            raise BertscopeError(f"{origin}: {key} = {raw[key]!r} is not modelled (only "
-                                 f"{modelled!r}); remove it or use a supported config")
-
-
-def get_model(name_or_path: str | Path) -> ModelConfig:
-    """A preset by name, or a Hugging Face config.json by path.
-
-    Unknown names raise with the closest preset names suggested.
-    """
-    key = str(name_or_path)
-    if key in PRESETS:
-        return PRESETS[key]
-    p = Path(key)
-    if p.suffix == ".json" or p.is_dir() or p.exists() or "/" in key:
-        return from_hf_config(p)
-    close = difflib.get_close_matches(key, list(PRESETS), n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(close)}?" if close else "see `bertscope models`"
-    raise BertscopeError(f"unknown model {key!r}; {hint}")
-
-
-def with_changes(model: ModelConfig, **changes: Any) -> ModelConfig:
-    """A copy of `model` with some sizes changed (validated again)."""
-    known = {f.name for f in fields(model)}
-    bad = sorted(set(changes) - known)
-    if bad:
-        raise BertscopeError(f"unknown model field(s) {', '.join(bad)}")
-    return replace(model, **changes)
-
+# Presets, the Hugging Face config.json reader and `get_model` live in their own modules
+# (`bertscope.presets`, `bertscope.hf_config`); imported here last (they build on the classes
+# above) so `from bertscope.config import get_model` keeps working.
+from bertscope.hf_config import from_hf_config  # noqa: E402
+from bertscope.presets import PRESETS, get_model, with_changes  # noqa: E402
 
 __all__ = [
     "PRESETS",
     "Activation",
+    "Architecture",
     "Attention",
     "Checkpoint",
     "Family",
@@ -460,6 +479,7 @@ __all__ = [
     "Job",
     "ModelConfig",
     "Optimizer",
+    "Positions",
     "Precision",
     "RunConfig",
     "config_dict",

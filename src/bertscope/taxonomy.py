@@ -91,18 +91,42 @@ class Sublayer(StrEnum):
     ATTN_SCORE = "attn_score"
     ATTN_SOFTMAX = "attn_softmax"
     ATTN_CONTEXT = "attn_context"
+    ROTARY = "rotary"
+    """Rotary position embedding applied to queries and keys (Su et al. 2021; Llama)."""
+    REL_POS_BIAS = "rel_pos_bias"
+    """T5's relative position bias: a bucketed (heads x s x s) bias added to the scores."""
     ATTN_FUSED = "attn_fused"
     """A fused attention kernel: scores, softmax and context in one (SDPA, FlashAttention).
     (Not `attn_core`: that scope tag marks a whole attention module whose ops the trace
     attribution splits into score, softmax and context.)"""
     ATTN_OUTPUT = "attn_output"
     ATTN_ADD_NORM = "attn_add_norm"
+    CROSS_QKV = "cross_qkv"
+    """Encoder-decoder (T5) cross-attention: the query projection of the decoder state and
+    the key/value projections of the encoder output."""
+    CROSS_CORE = "cross_core"
+    """Cross-attention scores, softmax and context."""
+    CROSS_OUTPUT = "cross_output"
+    CROSS_ADD_NORM = "cross_add_norm"
+    FFN_GATE = "ffn_gate"
+    """The gate projection of a gated feed-forward (SwiGLU in Llama, gated GELU in T5 v1.1);
+    the gating product is in `ffn_act`."""
     FFN1 = "ffn1"
     FFN_ACT = "ffn_act"
     FFN2 = "ffn2"
     FFN_ADD_NORM = "ffn_add_norm"
+    PATCH_EMBED = "patch_embed"
+    """ViT's patch embedding (a p x p, stride-p convolution: a GEMM over flattened patches)
+    and its class token."""
+    FINAL_NORM = "final_norm"
+    """The normalization after the last layer of a pre-norm stack (GPT-2, Llama, T5, ViT)."""
     MLM_HEAD = "mlm_head"
     NSP_HEAD = "nsp_head"
+    LM_HEAD = "lm_head"
+    """A causal or sequence-to-sequence language-model head (GPT, Llama, T5): hidden to
+    vocabulary logits."""
+    CLS_HEAD = "cls_head"
+    """An image classifier on the class token (ViT)."""
     LOSS = "loss"
     OPTIMIZER = "optimizer"
     OTHER = "other"
@@ -121,6 +145,17 @@ _GROUP = {
     Sublayer.ATTN_SOFTMAX: SublayerGroup.ATTENTION_CORE,
     Sublayer.ATTN_CONTEXT: SublayerGroup.ATTENTION_CORE,
     Sublayer.ATTN_FUSED: SublayerGroup.ATTENTION_CORE,
+    Sublayer.ROTARY: SublayerGroup.ATTENTION_CORE,
+    Sublayer.REL_POS_BIAS: SublayerGroup.ATTENTION_CORE,
+    Sublayer.CROSS_QKV: SublayerGroup.ATTENTION_LINEAR,
+    Sublayer.CROSS_OUTPUT: SublayerGroup.ATTENTION_LINEAR,
+    Sublayer.CROSS_CORE: SublayerGroup.ATTENTION_CORE,
+    Sublayer.CROSS_ADD_NORM: SublayerGroup.ADD_NORM,
+    Sublayer.FFN_GATE: SublayerGroup.FEED_FORWARD,
+    Sublayer.PATCH_EMBED: SublayerGroup.EMBEDDING,
+    Sublayer.FINAL_NORM: SublayerGroup.ADD_NORM,
+    Sublayer.LM_HEAD: SublayerGroup.HEADS,
+    Sublayer.CLS_HEAD: SublayerGroup.HEADS,
     Sublayer.FFN1: SublayerGroup.FEED_FORWARD,
     Sublayer.FFN_ACT: SublayerGroup.FEED_FORWARD,
     Sublayer.FFN2: SublayerGroup.FEED_FORWARD,
@@ -141,6 +176,14 @@ class Category(StrEnum):
     BATCHED_GEMM = "batched_gemm"
     SOFTMAX = "softmax"
     LAYERNORM = "layernorm"
+    RMSNORM = "rmsnorm"
+    """Root-mean-square normalization (Zhang & Sennrich 2019; Llama, T5's T5LayerNorm)."""
+    BATCHNORM = "batchnorm"
+    """Batch, group and instance normalization (CNNs in traces)."""
+    CONVOLUTION = "convolution"
+    """A convolution kernel (cuDNN, CUTLASS) as a trace records it. Compute-bound by nature,
+    but its rows carry no GEMM shape: an analytic producer writes a convolution that is a
+    GEMM (ViT's stride-p patch embedding) as a GEMM row."""
     DROPOUT = "dropout"
     ACTIVATION = "activation"
     ELEMENTWISE = "elementwise"
@@ -158,8 +201,15 @@ class Category(StrEnum):
         categories use `gemm_mask`."""
         return self in _GEMMS
 
+    @property
+    def is_normalization(self) -> bool:
+        """Layer-, RMS- or batch-norm: what fusion and the study group as normalization."""
+        return self in NORMALIZATIONS
+
 
 _GEMMS = frozenset({Category.GEMM, Category.BATCHED_GEMM})
+NORMALIZATIONS = frozenset({Category.LAYERNORM, Category.RMSNORM, Category.BATCHNORM})
+"""The normalization categories (`Category.is_normalization`)."""
 
 
 def gemm_mask(categories: Any) -> np.ndarray:
@@ -279,6 +329,6 @@ class Classifier:
         return hit
 
 
-__all__ = ["Category", "Classifier", "Pattern", "Phase", "PhaseFamily", "PipelineStage",
-           "Sublayer", "SublayerGroup", "TensorSplit", "builtin_patterns", "gemm_mask",
-           "load_patterns", "phase_families"]
+__all__ = ["NORMALIZATIONS", "Category", "Classifier", "Pattern", "Phase", "PhaseFamily",
+           "PipelineStage", "Sublayer", "SublayerGroup", "TensorSplit", "builtin_patterns",
+           "gemm_mask", "load_patterns", "phase_families"]

@@ -8,7 +8,7 @@ from bertscope.analytic import build, ops, parameter_count
 from bertscope.analytic.encoder import encoder_ops
 from bertscope.config import PRESETS, Family, Optimizer, Precision, RunConfig
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
-from tests.conftest import tiny
+from tests.conftest import MODELLED, tiny
 
 
 def _gemm(df, phase: str | None = None) -> float:
@@ -197,7 +197,7 @@ def _expected_roles(op) -> tuple[TensorSplit, PipelineStage]:
     return split, stage
 
 
-@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize("family", MODELLED, ids=lambda f: f.value)
 @pytest.mark.parametrize(("dropout", "checkpointing", "micro_batches", "masked_lm_only"), [
     (True, False, 1, False), (False, True, 3, False), (True, True, 2, True),
     (False, False, 1, True)])

@@ -126,7 +126,8 @@ def test_param_count_matches_hf_tiny(pair: Pair) -> None:
     assert n == sum(p.numel() for p in pair.hf.parameters())
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
+@pytest.mark.parametrize("name", [n for n, m in PRESETS.items()
+                                  if m.family in (Family.BERT, Family.ROBERTA, Family.ALBERT)])
 def test_param_count_matches_hf_presets(name: str) -> None:
     cfg = PRESETS[name]
     with torch.device("meta"):  # shapes only: no memory, no init work

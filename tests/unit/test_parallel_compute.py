@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bertscope.analytic.encoder import encoder_ops
-from bertscope.config import Family, RunConfig, get_model
+from bertscope.config import RunConfig, get_model
 from bertscope.optable import Op
 from bertscope.parallel import (
     Checkpoint,
@@ -23,7 +23,7 @@ from bertscope.parallel import (
 )
 from bertscope.parallel.layouts import clear_compute_tables
 from bertscope.taxonomy import Phase, Sublayer
-from tests.conftest import tiny
+from tests.conftest import MODELLED, tiny
 
 _D, _V, _S = compute._Dim, compute._Divide, compute._Section
 
@@ -59,7 +59,7 @@ def _by_name(op: Op) -> tuple[int, int, int]:
     return int(section), int(dim), int(divide)
 
 
-@pytest.mark.parametrize("family", list(Family), ids=lambda f: f.value)
+@pytest.mark.parametrize("family", MODELLED, ids=lambda f: f.value)
 @pytest.mark.parametrize(("dropout", "checkpointing", "micro_batches", "masked_lm_only"), [
     (True, False, 1, False), (False, True, 2, False), (True, True, 3, True)])
 def test_tags_from_roles_match_the_split_by_name(family, dropout, checkpointing, micro_batches,
@@ -112,7 +112,7 @@ def test_renaming_every_op_changes_no_result(monkeypatch, fresh_tables, model) -
         return [evaluate(lay, job, cluster) for lay in layouts], search(job, cluster).frame
 
     before, frame_before = results()
-    monkeypatch.setattr(compute, "encoder_ops", _renamed(compute.encoder_ops))
+    monkeypatch.setattr(compute, "model_ops", _renamed(compute.model_ops))
     monkeypatch.setattr(compute, "optimizer_ops", _renamed(compute.optimizer_ops))
     names = compute._base_rows(job, 2)["name"]
     assert all(str(n).startswith("x_") for n in names)  # the rename took effect

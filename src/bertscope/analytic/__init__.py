@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertscope.analytic.blocks import expand
-from bertscope.analytic.encoder import encoder_blocks
+from bertscope.analytic.families import model_blocks
 from bertscope.analytic.memory import MemoryEstimate, memory_estimate
 from bertscope.analytic.params import param_groups, parameter_count
 from bertscope.config import Job, ModelConfig, Optimizer, Precision, RunConfig, get_model
@@ -38,7 +38,7 @@ def build(m: ModelConfig | Job, run: RunConfig | None = None) -> OpTable:
     """The op table for a job (or a model and run configuration); the table carries the job
     typed (`table.model`, `table.run`)."""
     job = m if isinstance(m, Job) else Job(model=m, run=run)  # type: ignore[arg-type]
-    blocks = encoder_blocks(job.model, job.run)
+    blocks = model_blocks(job.model, job.run)
     rows = expand(blocks, job.model.num_layers, job.run.micro_batches)
     mem = memory_estimate(job.model, job.run, blocks)
     meta = {

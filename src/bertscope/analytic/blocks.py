@@ -35,14 +35,23 @@ class Repeat(Enum):
 @dataclass(slots=True)
 class Block:
     """Rows of one part of an iteration and how they repeat. Rows of a per-layer block are
-    written for layer 0; `later` rows run only in layers 1..L-1 (after the block's rows of
-    each such layer: ALBERT's shared-weight gradient sums)."""
+    written for its first layer (`first`); `later` rows run only in the stack's layers after
+    its first (after the block's rows of each such layer: ALBERT's shared-weight gradient
+    sums)."""
 
     rows: list[Op]
     repeat: Repeat = Repeat.ONCE
     later: list[Op] = field(default_factory=list)
     micro: bool = False
     """The rows run once per micro-batch (forward and backward), written for one."""
+    layers: Any = None
+    """Layers of the stack a per-layer block repeats over (an int, or an array with one entry
+    per configuration); None: the model's `num_layers`. T5's decoder stack sets its own."""
+    first: int = 0
+    """Layer index of the stack's first layer (T5's decoder layers follow the encoder's)."""
+    seq: Any = None
+    """Tokens per sequence of the stack (None: the run's `seq`; T5's decoder: its target
+    length): full checkpointing keeps batch x seq x hidden of each layer's input."""
 
 
 def expand(blocks: Iterable[Block], layers: int, micro_batches: int = 1) -> list[Op]:
@@ -58,11 +67,13 @@ def expand(blocks: Iterable[Block], layers: int, micro_batches: int = 1) -> list
         if blk.repeat is Repeat.ONCE:
             out += rows
             continue
-        order = range(layers) if blk.repeat is Repeat.EACH_LAYER else range(layers - 1, -1, -1)
+        n = layers if blk.layers is None else int(blk.layers)
+        order = range(n) if blk.repeat is Repeat.EACH_LAYER else range(n - 1, -1, -1)
         for i in order:
-            out += [op._replace(layer=i) for op in rows] if i else rows
+            idx = blk.first + i
+            out += [op._replace(layer=idx) for op in rows] if i else rows
             if i:
-                out += [op._replace(layer=i) for op in later]
+                out += [op._replace(layer=idx) for op in later]
     return out
 
 
@@ -75,7 +86,8 @@ def multiplicity(blk: Block, layers: Any, micro_batches: Any = 1) -> tuple[Any, 
     k = micro_batches if blk.micro else 1
     if blk.repeat is Repeat.ONCE:
         return k, 0
-    return layers * k, (layers - 1) * k
+    n = layers if blk.layers is None else blk.layers
+    return n * k, (n - 1) * k
 
 
 def times(op: Op, k: Any) -> Op:

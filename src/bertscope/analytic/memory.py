@@ -68,7 +68,9 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
     entry per configuration when the configs hold arrays: the sweep engine's input)."""
     n = parameter_count(m)
     ab = run.precision.act_bytes
-    per_layer: Any = 0
+    per_layer: Any = 0  # the largest layer's saved activations (of any stack)
+    stacked: Any = 0  # every layer's, summed over the stacks
+    inputs: Any = 0  # every layer's input: what full checkpointing keeps
     outside: Any = 0
     transient: Any = 0
     for blk in blocks:
@@ -76,16 +78,17 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
             if op.phase is not Phase.OPTIMIZER:
                 transient = np.maximum(transient, op.bytes_written / op.count)
         if blk.repeat is Repeat.EACH_LAYER:
-            per_layer = per_layer + sum(op.saved_bytes for op in blk.rows
-                                        if op.phase is Phase.FORWARD)
+            saved = sum(op.saved_bytes for op in blk.rows if op.phase is Phase.FORWARD)
+            if not isinstance(saved, (int, float)) or saved:
+                layers = m.num_layers if blk.layers is None else blk.layers
+                per_layer = np.maximum(per_layer, saved)
+                stacked = stacked + layers * saved
+                seq = run.seq if blk.seq is None else blk.seq
+                inputs = inputs + layers * ab * run.batch * seq * m.hidden
         elif blk.repeat is Repeat.ONCE:
             outside = outside + sum(op.saved_bytes for op in blk.rows
                                     if op.phase is Phase.FORWARD and op.layer < 0)
-    if run.checkpointing:
-        layer_input = ab * run.batch * run.seq * m.hidden
-        acts = outside + m.num_layers * layer_input + per_layer
-    else:
-        acts = outside + m.num_layers * per_layer
+    acts = outside + (inputs + per_layer if run.checkpointing else stacked)
     return {
         "params": n,
         "weights": ab * n,
@@ -102,9 +105,9 @@ def memory_estimate(m: ModelConfig, run: RunConfig,
                     blocks: list[Block] | None = None) -> MemoryEstimate:
     """Memory of training `m` with `run` (from the iteration's blocks, built when not given)."""
     if blocks is None:
-        from bertscope.analytic.encoder import encoder_blocks
+        from bertscope.analytic.families import model_blocks
 
-        blocks = encoder_blocks(m, run)
+        blocks = model_blocks(m, run)
     return MemoryEstimate(**{k: int(v) for k, v in memory_parts(m, run, blocks).items()})
 
 

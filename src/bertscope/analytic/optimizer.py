@@ -49,8 +49,9 @@ def group_blocks(m: ModelConfig, rows: Callable[[ParamGroup], list[Op]]) -> list
     """Blocks of per-parameter-group rows, in group order: the groups before the encoder
     stack, the layer group (once per layer, or once for a shared layer), those after."""
     g = group_layout(m)
-    return [Block([op for grp in g.before for op in rows(grp)]),
-            Block(rows(g.layer), Repeat.EACH_LAYER if g.per_layer else Repeat.ONCE),
+    stacks = [Block(rows(st.group), Repeat.EACH_LAYER if st.per_layer else Repeat.ONCE,
+                    layers=st.layers, first=st.group.layer) for st in g.stacks]
+    return [Block([op for grp in g.before for op in rows(grp)]), *stacks,
             Block([op for grp in g.after for op in rows(grp)])]
 
 

@@ -53,15 +53,32 @@ def head_params(m: ModelConfig) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class StackGroup:
+    """The parameter group of one layer of a stack, written once for the stack's first layer,
+    with how it repeats."""
+
+    group: ParamGroup
+    """The first layer's group (its `layer` is the stack's first layer index)."""
+    per_layer: bool = True
+    """One group per layer (not for ALBERT's shared layer)."""
+    layers: int | None = None
+    """Layers of the stack (None: the model's `num_layers`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class GroupLayout:
-    """The parameter groups as written once: those before the encoder stack, the encoder
-    layer's group (as layer 0), whether it repeats per layer (not for ALBERT's shared layer),
-    and those after the stack."""
+    """The parameter groups as written once: those before the layer stacks, each stack's
+    layer group (one stack for encoders and decoders; T5's encoder and decoder), those after."""
 
     before: list[ParamGroup]
-    layer: ParamGroup
-    per_layer: bool
+    stacks: list[StackGroup]
     after: list[ParamGroup]
+
+    def stack_layers(self, stack: StackGroup, num_layers: int) -> int:
+        """Groups the stack lays out: its layers, or 1 for a shared layer."""
+        if not stack.per_layer:
+            return 1
+        return num_layers if stack.layers is None else stack.layers
 
 
 def group_layout(m: ModelConfig, *, pretraining: bool = True) -> GroupLayout:
@@ -76,25 +93,28 @@ def group_layout(m: ModelConfig, *, pretraining: bool = True) -> GroupLayout:
     if pretraining:
         after.append(ParamGroup("heads", -1, head_params(m),
                                 5 + (2 if m.has_pooler_head else 0)))
-    return GroupLayout(before, ParamGroup("layer", 0, layer_params(m), 16),
-                       not m.share_layers, after)
+    return GroupLayout(before, [StackGroup(ParamGroup("layer", 0, layer_params(m), 16),
+                                           per_layer=not m.share_layers)], after)
 
 
 def param_groups(m: ModelConfig, *, pretraining: bool = True) -> list[ParamGroup]:
     """The model's parameter groups: `embedding`, one per encoder layer (one for ALBERT's
     shared layer), `pooler` (BERT and ALBERT, or the bare encoder), `heads`."""
     g = group_layout(m, pretraining=pretraining)
-    n = m.num_layers if g.per_layer else 1
-    layers = [g.layer] + [ParamGroup(g.layer.name, i, g.layer.params, g.layer.tensors)
-                          for i in range(1, n)]
+    layers = []
+    for st in g.stacks:
+        grp = st.group
+        layers += [grp] + [ParamGroup(grp.name, grp.layer + i, grp.params, grp.tensors)
+                           for i in range(1, g.stack_layers(st, m.num_layers))]
     return [*g.before, *layers, *g.after]
 
 
 def parameter_count(m: ModelConfig, *, pretraining: bool = True) -> int:
     """Unique trainable parameters (shared ALBERT weights and tied decoder counted once)."""
     g = group_layout(m, pretraining=pretraining)
-    n = m.num_layers if g.per_layer else 1
-    return sum(x.params for x in g.before) + n * g.layer.params + sum(x.params for x in g.after)
+    stacks = sum(g.stack_layers(st, m.num_layers) * st.group.params for st in g.stacks)
+    return sum(x.params for x in g.before) + stacks + sum(x.params for x in g.after)
 
 
-__all__ = ["GroupLayout", "ParamGroup", "group_layout", "param_groups", "parameter_count"]
+__all__ = ["GroupLayout", "ParamGroup", "StackGroup", "group_layout", "param_groups",
+           "parameter_count"]

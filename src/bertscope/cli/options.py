@@ -86,6 +86,9 @@ RUN_OPTIONS: dict[str, _RunOption] = {
     "attention": _RunOption(Annotated[Attention, typer.Option(
         "--attention", help="Attention core: eager kernels, one fused softmax, or sdpa "
                             "(one fused kernel, FlashAttention-style).")], Attention.EAGER),
+    "decoder_seq": _RunOption(Annotated[int | None, typer.Option(
+        "--decoder-seq", help="T5: target tokens per sequence, the decoder's length "
+                              "(default: --seq).")], None),
 }
 """Every run setting a command can take, in the order help lists them."""
 

@@ -72,6 +72,9 @@ def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
     except ImportError:
         raise BertscopeError("--hf needs Hugging Face transformers: pip install "
                              "'bertscope[hf]'") from None
+    if m.family not in (Family.BERT, Family.ROBERTA, Family.ALBERT):
+        raise BertscopeError(f"--hf profiling of family {m.family.value!r} is not supported "
+                             f"yet; profile it without --hf")
     if run.masked_lm_only:
         raise BertscopeError("Hugging Face models compute MLM logits on every position; "
                              "drop --masked-lm-only with --hf")

@@ -368,8 +368,16 @@ class EncoderForPretraining(nn.Module):
         return (1.0 - keep) * torch.finfo(dtype).min
 
 
+ENCODER_FAMILIES = (Family.BERT, Family.ROBERTA, Family.ALBERT)
+"""The families `EncoderForPretraining` builds."""
+
+
 def build_model(model: ModelConfig, run: RunConfig) -> EncoderForPretraining:
     """The reference model for a run: dropout, checkpointing and MLM rows from `run`."""
+    if model.family not in ENCODER_FAMILIES:
+        raise BertscopeError(f"model {model.name!r}: family {model.family.value!r} has no "
+                             f"reference PyTorch model yet; measured: "
+                             f"{', '.join(f.value for f in ENCODER_FAMILIES)}")
     return EncoderForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
                                  checkpointing=run.checkpointing,
                                  masked_lm_only=run.masked_lm_only,

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from bertscope.analytic.encoder import encoder_ops
+from bertscope.analytic.families import model_ops
 from bertscope.analytic.optimizer import optimizer_ops
 from bertscope.analytic.params import parameter_count
 from bertscope.config import with_changes
@@ -165,7 +165,7 @@ def _tags(cols: Columns) -> Columns:
 def _base_rows(workload: Workload, micro_batch: int) -> Columns:
     """One layer's and the outside sections' rows of a micro-batch (no optimizer rows)."""
     m1 = with_changes(workload.model, num_layers=1, share_layers=False)
-    ops = [op for op in encoder_ops(m1, workload.run_for(micro_batch))
+    ops = [op for op in model_ops(m1, workload.run_for(micro_batch))
            if op.phase is not Phase.OPTIMIZER]
     return _columns(ops)
 

@@ -52,12 +52,12 @@ import numpy as np
 
 from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable, as_column, bytes_moved, intensity
-from bertscope.taxonomy import Category, Phase, PhaseFamily, Sublayer
+from bertscope.taxonomy import NORMALIZATIONS, Category, Phase, PhaseFamily, Sublayer
 
 C = Category
 
 FUSABLE: frozenset[Category] = frozenset(
-    {C.ELEMENTWISE, C.DROPOUT, C.SOFTMAX, C.LAYERNORM, C.ACTIVATION, C.REDUCTION})
+    {C.ELEMENTWISE, C.DROPOUT, C.SOFTMAX, C.ACTIVATION, C.REDUCTION, *NORMALIZATIONS})
 """Categories that can join an activation chain."""
 
 SIDE_CONSUMERS: frozenset[Category] = frozenset({C.REDUCTION})
@@ -66,14 +66,14 @@ SIDE_CONSUMERS: frozenset[Category] = frozenset({C.REDUCTION})
 SAVES_OUTPUT: frozenset[Category] = frozenset({C.SOFTMAX})
 """Keep their output for backward (Korthikanti et al. 2022, section 4.1)."""
 
-SAVES_INPUT: frozenset[Category] = frozenset({C.LAYERNORM, C.ACTIVATION})
+SAVES_INPUT: frozenset[Category] = frozenset({C.ACTIVATION, *NORMALIZATIONS})
 """Keep their input for backward."""
 
 SAVES_SEPARATELY: frozenset[Category] = frozenset({C.DROPOUT})
 """Save a separate output (the mask), written in any case."""
 
-_PRIORITY = (C.OPTIMIZER, C.LAYERNORM, C.SOFTMAX, C.ACTIVATION, C.DROPOUT, C.ELEMENTWISE,
-             C.REDUCTION, C.DATA_MOVEMENT)
+_PRIORITY = (C.OPTIMIZER, C.LAYERNORM, C.RMSNORM, C.BATCHNORM, C.SOFTMAX, C.ACTIVATION,
+             C.DROPOUT, C.ELEMENTWISE, C.REDUCTION, C.DATA_MOVEMENT)
 """The fused row takes the category (and sublayer) of its first member earliest here."""
 
 _CHAINED: frozenset[PhaseFamily] = frozenset({PhaseFamily.FORWARD, PhaseFamily.BACKWARD})

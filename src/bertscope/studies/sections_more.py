@@ -24,7 +24,7 @@ class NearMemory:
     Kwon et al., ISSCC 2021); pass your own."""
 
     bandwidth: float = 4.0
-    categories: tuple[Category, ...] = (Category.OPTIMIZER, Category.LAYERNORM,
+    categories: tuple[Category, ...] = (Category.OPTIMIZER, Category.LAYERNORM, Category.RMSNORM,
                                         Category.SOFTMAX, Category.DROPOUT,
                                         Category.ACTIVATION, Category.ELEMENTWISE,
                                         Category.REDUCTION)

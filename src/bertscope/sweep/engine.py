@@ -1,6 +1,6 @@
 """The vectorized engine: one group of a grid, every device and knob set, in a few array passes.
 
-For a `Group` the analytic producer runs once on the group's views (`encoder_blocks` on
+For a `Group` the analytic producer runs once on the group's views (`model_blocks` on
 `ModelView`/`RunView`): every row's FLOPs, bytes and GEMM shape come back as arrays that
 broadcast over the group's numeric axes, each only as large as the axes it reads. Rows are
 bucketed by that shape and stacked, and `perf.predict.row_times` (the formula `predict` uses)
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bertscope.analytic.blocks import Block, multiplicity
-from bertscope.analytic.encoder import encoder_blocks
+from bertscope.analytic.families import model_blocks
 from bertscope.analytic.memory import memory_parts
 from bertscope.analytic.params import parameter_count
 from bertscope.optable import Columns, Op
@@ -195,7 +195,7 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     if not valid.any():
         return []
     m, run = piece.views()
-    blocks = encoder_blocks(m, run)  # type: ignore[arg-type]  # the producer, once a piece
+    blocks = model_blocks(m, run)  # type: ignore[arg-type]  # the producer, once a piece
     fixed = _fixed(blocks, m, run, piece.shape)
     fusions = (variants(blocks, piece.shape, piece.precision.act_bytes, m.num_layers)
                if piece.fused else [(None, blocks)])

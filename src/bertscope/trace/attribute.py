@@ -66,7 +66,7 @@ class _Where:
 
 
 _SPECIFIC = (Category.DROPOUT, Category.ACTIVATION, Category.SOFTMAX, Category.LAYERNORM,
-             Category.LOSS)
+             Category.RMSNORM, Category.LOSS)
 """Forward categories whose backward's generic elementwise ops keep the forward's category
 (CPU dropout is bernoulli_ + mul forward and a plain mul backward). Not the embedding: the
 plain add in its backward node is autograd summing a tied weight's two gradients (word

@@ -40,7 +40,8 @@ GENERIC = frozenset({Category.ELEMENTWISE, Category.DATA_MOVEMENT, Category.REDU
 that many ops launch: such a kernel takes its launching op's category when that is one of
 `SPECIFIC` (the copy inside an embedding, the reduction inside a loss)."""
 SPECIFIC = frozenset({Category.EMBEDDING, Category.DROPOUT, Category.LOSS, Category.SOFTMAX,
-                      Category.LAYERNORM, Category.ACTIVATION, Category.OPTIMIZER})
+                      Category.LAYERNORM, Category.RMSNORM, Category.BATCHNORM,
+                      Category.ACTIVATION, Category.OPTIMIZER})
 
 
 class _Node:

@@ -1,0 +1,53 @@
+"""One producer of blocks per model family: the one place that says which code writes a
+family's rows and its parameter groups.
+
+A family is added by writing its producer (blocks of rows in execution order, as
+`encoder.encoder_blocks` does) and its parameter layout (`params.GroupLayout`), and
+registering both here; every consumer (op tables, memory, sweeps, the distributed model)
+reaches the rows through `model_blocks` and never asks which family it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bertscope.analytic.blocks import Block, expand
+from bertscope.analytic.encoder import encoder_blocks
+from bertscope.config import Family, ModelConfig, RunConfig
+from bertscope.errors import BertscopeError
+from bertscope.optable import Op
+
+Producer = Callable[[ModelConfig, RunConfig], list[Block]]
+
+PRODUCERS: dict[Family, Producer] = {
+    Family.BERT: encoder_blocks,
+    Family.ROBERTA: encoder_blocks,
+    Family.ALBERT: encoder_blocks,
+}
+"""Family -> the function writing its iteration's blocks."""
+
+
+def producer(m: ModelConfig) -> Producer:
+    """The block producer of `m`'s family (refused in one line when it has none)."""
+    fn = PRODUCERS.get(m.family)
+    if fn is None:
+        have = ", ".join(f.value for f in PRODUCERS)
+        raise BertscopeError(f"model {m.name!r}: family {m.family.value!r} has no analytic "
+                             f"op model yet; modelled: {have}")
+    return fn
+
+
+def model_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
+    """All rows of one training iteration (one optimizer step) of `m`, as blocks in
+    execution order (the pair is checked where it is made: `Job`, `parallel.Workload`,
+    `sweep.grid`)."""
+    return producer(m)(m, run)
+
+
+def model_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
+    """All rows of one training iteration of `m`, one per op site (`expand` of
+    `model_blocks`)."""
+    return expand(model_blocks(m, run), m.num_layers, run.micro_batches)
+
+
+__all__ = ["PRODUCERS", "model_blocks", "model_ops", "producer"]

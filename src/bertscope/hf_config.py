@@ -1,0 +1,88 @@
+"""Model configs from Hugging Face `config.json` files: the keys each supported model_type
+uses, and every key that changes the architecture honoured or refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bertscope.config import Activation, Family, ModelConfig
+from bertscope.errors import BertscopeError, expect, parse_enum
+from bertscope.io import read_text
+
+_HF_FAMILY = {"bert": Family.BERT, "roberta": Family.ROBERTA, "albert": Family.ALBERT}
+
+
+def from_hf_config(path: str | Path) -> ModelConfig:
+    """Build a ModelConfig from a Hugging Face `config.json` (a file or a folder holding one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    text = read_text(p, missing="give a preset name (see `bertscope models`) or a path to a "
+                              "Hugging Face config.json")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BertscopeError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); "
+                             f"give a Hugging Face config.json") from None
+    if not isinstance(raw, dict):
+        raise BertscopeError(f"{p}: expected a JSON object, got {type(raw).__name__}")
+    o = str(p)
+    kind = expect(raw, "model_type", str, o)
+    if kind not in _HF_FAMILY:
+        raise BertscopeError(f"{p}: model_type {kind!r} is not supported; "
+                             f"supported: {', '.join(_HF_FAMILY)}")
+    family = _HF_FAMILY[kind]
+    _refuse_unmodelled(raw, o)
+    missing = [k for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                           "intermediate_size", "vocab_size", "max_position_embeddings")
+               if k not in raw]
+    if missing:
+        raise BertscopeError(f"{p}: missing {', '.join(missing)}")
+    if family is Family.ALBERT and expect(raw, "inner_group_num", int, o, 1) != 1:
+        raise BertscopeError(f"{p}: inner_group_num {raw['inner_group_num']} is not supported "
+                             f"(only 1, as in every published ALBERT)")
+    groups = expect(raw, "num_hidden_groups", int, o, 1)
+    if family is Family.ALBERT and groups != 1:
+        raise BertscopeError(f"{p}: num_hidden_groups {groups} is not supported (only 1, "
+                             f"full cross-layer sharing, as in every published ALBERT)")
+    vocab = expect(raw, "vocab_size", int, o)
+    pad = expect(raw, "pad_token_id", int, o, 1, nullable=True)
+    if family is Family.ROBERTA and (pad is None or not 0 <= pad < vocab):
+        raise BertscopeError(f"{p}: pad_token_id: RoBERTa needs a token id in [0, "
+                             f"vocab_size {vocab}), got {pad!r}")
+    name = expect(raw, "_name_or_path", str, o, "", nullable=True) or p.parent.name or p.stem
+    return ModelConfig(
+        name=name,
+        family=family,
+        num_layers=expect(raw, "num_hidden_layers", int, o),
+        hidden=expect(raw, "hidden_size", int, o),
+        heads=expect(raw, "num_attention_heads", int, o),
+        intermediate=expect(raw, "intermediate_size", int, o),
+        vocab_size=vocab,
+        max_positions=expect(raw, "max_position_embeddings", int, o),
+        type_vocab_size=expect(raw, "type_vocab_size", int, o, 2),
+        embedding_size=(expect(raw, "embedding_size", int, o, None, nullable=True)
+                        if family is Family.ALBERT else None),
+        share_layers=family is Family.ALBERT and groups == 1,
+        activation=parse_enum(Activation, expect(raw, "hidden_act", str, o, "gelu"),
+                              "hidden_act", o),
+        position_offset=(pad + 1) if family is Family.ROBERTA else 0,
+    )
+
+
+_UNMODELLED: dict[str, Any] = {"is_decoder": False, "add_cross_attention": False,
+                               "position_embedding_type": "absolute"}
+"""config.json keys that change the architecture, with the one value bertscope models: any
+other value is refused (never silently ignored)."""
+
+
+def _refuse_unmodelled(raw: dict[str, Any], origin: str) -> None:
+    for key, modelled in _UNMODELLED.items():
+        if key in raw and raw[key] not in (modelled, None):
+            raise BertscopeError(f"{origin}: {key} = {raw[key]!r} is not modelled (only "
+                                 f"{modelled!r}); remove it or use a supported config")
+
+
+__all__ = ["from_hf_config"]
