@@ -62,7 +62,10 @@ def _reference(m: ModelConfig, run: RunConfig, device: str, knobs: Knobs,
 
 def _check(row: dict, ref: dict[str, float]) -> None:
     for key, want in ref.items():
-        assert row[key] == pytest.approx(want, rel=1e-9, abs=1e-15), key
+        # a share the reference computes as exactly 0 may come out of the engine's summed
+        # arrays as a rounding residue (1e-15 of the iteration): 1e-12 absolute on shares
+        tol = 1e-12 if key.startswith(("share_", "bound_")) else 1e-15
+        assert row[key] == pytest.approx(want, rel=1e-9, abs=tol), key
     shares = [k for k in row if k.startswith("share_")]
     for k in shares:  # a category the config has no row of has share 0
         if k not in ref:
