@@ -4,6 +4,7 @@ uses, and every key that changes the architecture honoured or refused."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ from bertscope.config import Activation, Family, ModelConfig
 from bertscope.errors import BertscopeError, expect, parse_enum
 from bertscope.io import read_text
 
-_HF_FAMILY = {"bert": Family.BERT, "roberta": Family.ROBERTA, "albert": Family.ALBERT}
+Reader = Callable[[dict[str, Any], str, str], ModelConfig]
+"""(the parsed config.json, its path for messages, the model's name) -> ModelConfig."""
 
 
 def from_hf_config(path: str | Path) -> ModelConfig:
@@ -30,29 +32,58 @@ def from_hf_config(path: str | Path) -> ModelConfig:
         raise BertscopeError(f"{p}: expected a JSON object, got {type(raw).__name__}")
     o = str(p)
     kind = expect(raw, "model_type", str, o)
-    if kind not in _HF_FAMILY:
+    reader = READERS.get(kind)
+    if reader is None:
         raise BertscopeError(f"{p}: model_type {kind!r} is not supported; "
-                             f"supported: {', '.join(_HF_FAMILY)}")
-    family = _HF_FAMILY[kind]
-    _refuse_unmodelled(raw, o)
-    missing = [k for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",
-                           "intermediate_size", "vocab_size", "max_position_embeddings")
-               if k not in raw]
+                             f"supported: {', '.join(READERS)}")
+    name = expect(raw, "_name_or_path", str, o, "", nullable=True) or p.parent.name or p.stem
+    return reader(raw, o, name)
+
+
+def require(raw: dict[str, Any], keys: tuple[str, ...], origin: str) -> None:
+    """Refuse a config.json that lacks any of `keys`."""
+    missing = [k for k in keys if k not in raw]
     if missing:
-        raise BertscopeError(f"{p}: missing {', '.join(missing)}")
+        raise BertscopeError(f"{origin}: missing {', '.join(missing)}")
+
+
+def refuse_unmodelled(raw: dict[str, Any], modelled: dict[str, Any], origin: str) -> None:
+    """Refuse keys that change the architecture to something bertscope does not model:
+    `modelled` maps each such key to the one value (or tuple of values) modelled."""
+    for key, ok in modelled.items():
+        allowed = ok if isinstance(ok, tuple) else (ok,)
+        if key in raw and raw[key] is not None and raw[key] not in allowed:
+            raise BertscopeError(f"{origin}: {key} = {raw[key]!r} is not modelled (only "
+                                 f"{' or '.join(map(repr, allowed))}); remove it or use a "
+                                 f"supported config")
+
+
+_ENCODER_FAMILY = {"bert": Family.BERT, "roberta": Family.ROBERTA, "albert": Family.ALBERT}
+
+_ENCODER_UNMODELLED: dict[str, Any] = {"is_decoder": False, "add_cross_attention": False,
+                                       "position_embedding_type": "absolute"}
+"""config.json keys that change an encoder's architecture, with the one value bertscope
+models: any other value is refused (never silently ignored)."""
+
+
+def _encoder(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+    """BERT, RoBERTa and ALBERT config.json files."""
+    family = _ENCODER_FAMILY[raw["model_type"]]
+    refuse_unmodelled(raw, _ENCODER_UNMODELLED, o)
+    require(raw, ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                  "intermediate_size", "vocab_size", "max_position_embeddings"), o)
     if family is Family.ALBERT and expect(raw, "inner_group_num", int, o, 1) != 1:
-        raise BertscopeError(f"{p}: inner_group_num {raw['inner_group_num']} is not supported "
+        raise BertscopeError(f"{o}: inner_group_num {raw['inner_group_num']} is not supported "
                              f"(only 1, as in every published ALBERT)")
     groups = expect(raw, "num_hidden_groups", int, o, 1)
     if family is Family.ALBERT and groups != 1:
-        raise BertscopeError(f"{p}: num_hidden_groups {groups} is not supported (only 1, "
+        raise BertscopeError(f"{o}: num_hidden_groups {groups} is not supported (only 1, "
                              f"full cross-layer sharing, as in every published ALBERT)")
     vocab = expect(raw, "vocab_size", int, o)
     pad = expect(raw, "pad_token_id", int, o, 1, nullable=True)
     if family is Family.ROBERTA and (pad is None or not 0 <= pad < vocab):
-        raise BertscopeError(f"{p}: pad_token_id: RoBERTa needs a token id in [0, "
+        raise BertscopeError(f"{o}: pad_token_id: RoBERTa needs a token id in [0, "
                              f"vocab_size {vocab}), got {pad!r}")
-    name = expect(raw, "_name_or_path", str, o, "", nullable=True) or p.parent.name or p.stem
     return ModelConfig(
         name=name,
         family=family,
@@ -72,17 +103,12 @@ def from_hf_config(path: str | Path) -> ModelConfig:
     )
 
 
-_UNMODELLED: dict[str, Any] = {"is_decoder": False, "add_cross_attention": False,
-                               "position_embedding_type": "absolute"}
-"""config.json keys that change the architecture, with the one value bertscope models: any
-other value is refused (never silently ignored)."""
+READERS: dict[str, Reader] = {
+    "bert": _encoder,
+    "roberta": _encoder,
+    "albert": _encoder,
+}
+"""Hugging Face model_type -> the reader of its config.json."""
 
 
-def _refuse_unmodelled(raw: dict[str, Any], origin: str) -> None:
-    for key, modelled in _UNMODELLED.items():
-        if key in raw and raw[key] not in (modelled, None):
-            raise BertscopeError(f"{origin}: {key} = {raw[key]!r} is not modelled (only "
-                                 f"{modelled!r}); remove it or use a supported config")
-
-
-__all__ = ["from_hf_config"]
+__all__ = ["READERS", "from_hf_config", "refuse_unmodelled", "require"]

@@ -82,9 +82,18 @@ class GroupLayout:
 
 
 def group_layout(m: ModelConfig, *, pretraining: bool = True) -> GroupLayout:
-    """The model's parameter groups, each written once (`param_groups` lays them out).
-    `pretraining=False` gives the bare encoder as Hugging Face's BertModel/RobertaModel/
-    AlbertModel builds it (with its pooler)."""
+    """The model's parameter groups, each written once (`param_groups` lays them out), from
+    its family's layout (`analytic.families.LAYOUTS`). `pretraining=False` gives the bare
+    model as Hugging Face's base class builds it (BertModel with its pooler, GPT2Model, ...)."""
+    from bertscope.analytic.families import layout  # the registry imports every family
+
+    return layout(m)(m, pretraining)
+
+
+def encoder_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:
+    """BERT, RoBERTa and ALBERT: embeddings, the encoder layer (shared in ALBERT), the pooler
+    and the pretraining heads, as Hugging Face's BertModel/RobertaModel/AlbertModel and their
+    pretraining classes build them."""
     before = [ParamGroup("embedding", -1, embedding_params(m),
                          3 + 2 + (2 if m.family is Family.ALBERT else 0))]
     after = []
@@ -116,5 +125,5 @@ def parameter_count(m: ModelConfig, *, pretraining: bool = True) -> int:
     return sum(x.params for x in g.before) + stacks + sum(x.params for x in g.after)
 
 
-__all__ = ["GroupLayout", "ParamGroup", "StackGroup", "group_layout", "param_groups",
-           "parameter_count"]
+__all__ = ["GroupLayout", "ParamGroup", "StackGroup", "encoder_layout", "group_layout",
+           "param_groups", "parameter_count"]
