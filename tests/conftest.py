@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bertscope.analytic.families import PRODUCERS
@@ -27,9 +29,19 @@ def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
                     activation=Activation.RELU)
     if family is Family.VIT:  # 32px images of 8px patches: 16 patches + the class token
         base.update(type_vocab_size=1, vocab_size=10, image_size=32, patch_size=8,
-                    max_positions=17)
+                    max_positions=17, tie_word_embeddings=False)
     base.update(kw)
     return ModelConfig(**base)  # type: ignore[arg-type]
+
+
+def sized(m: ModelConfig, seq: int) -> tuple[ModelConfig, int]:
+    """A model and a sequence length that fit each other, for tests drawing lengths: a ViT's
+    sequence is its patches + 1, so `seq` picks a seq x seq grid of patches (seq^2 + 1 tokens,
+    growing with seq); other families keep the model and the length."""
+    if m.family is not Family.VIT:
+        return m, seq
+    fitted = replace(m, image_size=m.patch_size * seq, max_positions=seq * seq + 1)
+    return fitted, fitted.max_positions
 
 
 MODELLED = [f for f in Family if f in PRODUCERS]

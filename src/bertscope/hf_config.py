@@ -103,10 +103,79 @@ def _encoder(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
     )
 
 
+_T5_UNMODELLED: dict[str, Any] = {"is_encoder_decoder": True, "is_decoder": False}
+"""T5 config.json keys that would make another model than the encoder-decoder modelled."""
+
+
+def _t5_ffn(raw: dict[str, Any], o: str) -> tuple[bool, Activation]:
+    """`feed_forward_proj` as Hugging Face reads it: "ACT" or "gated-ACT" (v1.1's
+    "gated-gelu" is the tanh approximation, gelu_new, for backward compatibility)."""
+    proj = expect(raw, "feed_forward_proj", str, o, "relu")
+    parts = proj.split("-")
+    if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated"):
+        raise BertscopeError(f"{o}: feed_forward_proj {proj!r} is not 'ACT' or 'gated-ACT'")
+    act = "gelu_new" if proj == "gated-gelu" else parts[-1]
+    return len(parts) == 2, parse_enum(Activation, act, "feed_forward_proj", o)
+
+
+def _t5(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+    """T5 (v1.0 and v1.1) config.json files: T5ForConditionalGeneration's sizes. A head
+    untied from the embedding (`tie_word_embeddings: false`, v1.1) is modelled as the
+    published checkpoints have it: a separate LM head, no h^-0.5 scaling."""
+    refuse_unmodelled(raw, _T5_UNMODELLED, o)
+    require(raw, ("d_model", "num_layers", "num_heads", "d_ff", "vocab_size"), o)
+    layers = expect(raw, "num_layers", int, o)
+    decoder = expect(raw, "num_decoder_layers", int, o, None, nullable=True)
+    gated, act = _t5_ffn(raw, o)
+    return ModelConfig(
+        name=name, family=Family.T5, num_layers=layers,
+        decoder_layers=None if decoder in (None, layers) else decoder,
+        hidden=expect(raw, "d_model", int, o), heads=expect(raw, "num_heads", int, o),
+        head_size=expect(raw, "d_kv", int, o, 64), intermediate=expect(raw, "d_ff", int, o),
+        vocab_size=expect(raw, "vocab_size", int, o),
+        max_positions=expect(raw, "n_positions", int, o, 512), type_vocab_size=1,
+        relative_buckets=expect(raw, "relative_attention_num_buckets", int, o, 32),
+        gated_ffn=gated, activation=act,
+        tie_word_embeddings=expect(raw, "tie_word_embeddings", bool, o, True))
+
+
+_VIT_UNMODELLED: dict[str, Any] = {"qkv_bias": True,
+                                   "problem_type": "single_label_classification"}
+"""ViT config.json keys with the one value modelled: biased Q/K/V projections, a softmax
+cross-entropy over the classes (not BCE or regression). `encoder_stride` sizes only
+ViTForMaskedImageModeling's decoder and the pooler keys only ViTModel's pooler, neither of
+which the image classifier runs."""
+
+
+def _vit(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+    """ViT config.json files: ViTForImageClassification's sizes; the classes are the
+    config's labels (`id2label`, else `num_labels`, else Hugging Face's default 2)."""
+    refuse_unmodelled(raw, _VIT_UNMODELLED, o)
+    require(raw, ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "intermediate_size"), o)
+    labels = expect(raw, "id2label", dict, o, None, nullable=True)
+    classes = len(labels) if labels else expect(raw, "num_labels", int, o, 2)
+    image, patch = expect(raw, "image_size", int, o, 224), expect(raw, "patch_size", int, o, 16)
+    if patch <= 0 or image % patch:
+        raise BertscopeError(f"{o}: image_size {image} is not a multiple of patch_size {patch}")
+    return ModelConfig(
+        name=name, family=Family.VIT, num_layers=expect(raw, "num_hidden_layers", int, o),
+        hidden=expect(raw, "hidden_size", int, o),
+        heads=expect(raw, "num_attention_heads", int, o),
+        intermediate=expect(raw, "intermediate_size", int, o), vocab_size=classes,
+        max_positions=(image // patch) ** 2 + 1, type_vocab_size=1, image_size=image,
+        patch_size=patch, channels=expect(raw, "num_channels", int, o, 3),
+        tie_word_embeddings=False,
+        activation=parse_enum(Activation, expect(raw, "hidden_act", str, o, "gelu"),
+                              "hidden_act", o))
+
+
 READERS: dict[str, Reader] = {
     "bert": _encoder,
     "roberta": _encoder,
     "albert": _encoder,
+    "t5": _t5,
+    "vit": _vit,
 }
 """Hugging Face model_type -> the reader of its config.json."""
 

@@ -4,10 +4,12 @@ each op the GEMM registry sizes from the shapes torch.profiler records)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from bertscope.analytic import build, parameter_count
-from bertscope.config import PRESETS, Family, ModelConfig, RunConfig
+from bertscope.config import PRESETS, Activation, Family, ModelConfig, RunConfig
 from bertscope.taxonomy import gemm_mask
 from bertscope.trace.gemm_ops import GEMM_OPS, gemm_shape
 from tests.conftest import MODELLED, tiny
@@ -18,6 +20,21 @@ transformers = pytest.importorskip("transformers")
 
 def hf_config(m: ModelConfig) -> object:
     """The Hugging Face config of the same sizes."""
+    if m.family is Family.T5:
+        ffn = ("gated-gelu" if m.activation is Activation.GELU_NEW else
+               f"gated-{m.activation.value}") if m.gated_ffn else m.activation.value
+        return transformers.T5Config(
+            vocab_size=m.vocab_size, d_model=m.hidden, d_kv=m.head_dim, d_ff=m.intermediate,
+            num_layers=m.num_layers, num_decoder_layers=m.decoder_layer_count,
+            num_heads=m.heads, relative_attention_num_buckets=m.relative_buckets,
+            feed_forward_proj=ffn, tie_word_embeddings=m.tie_word_embeddings,
+            decoder_start_token_id=0, pad_token_id=0, attn_implementation="eager")
+    if m.family is Family.VIT:
+        return transformers.ViTConfig(
+            hidden_size=m.hidden, num_hidden_layers=m.num_layers, num_attention_heads=m.heads,
+            intermediate_size=m.intermediate, hidden_act=m.activation.value,
+            image_size=m.image_size, patch_size=m.patch_size, num_channels=m.channels,
+            num_labels=m.vocab_size, qkv_bias=True, attn_implementation="eager")
     common = dict(vocab_size=m.vocab_size, hidden_size=m.hidden,
                   num_hidden_layers=m.num_layers, num_attention_heads=m.heads,
                   intermediate_size=m.intermediate, max_position_embeddings=m.max_positions,
@@ -37,6 +54,9 @@ def hf_model(m: ModelConfig, *, pretraining: bool) -> torch.nn.Module:
         Family.BERT: (transformers.BertModel, transformers.BertForPreTraining),
         Family.ROBERTA: (transformers.RobertaModel, transformers.RobertaForMaskedLM),
         Family.ALBERT: (transformers.AlbertModel, transformers.AlbertForPreTraining),
+        Family.T5: (transformers.T5Model, transformers.T5ForConditionalGeneration),
+        Family.VIT: (functools.partial(transformers.ViTModel, add_pooling_layer=False),
+                     transformers.ViTForImageClassification),
     }
     return kinds[m.family][pretraining](cfg)
 
@@ -73,9 +93,79 @@ def test_pretraining_parameter_counts_equal_hugging_face(preset: str) -> None:
     assert parameter_count(m) == n_params(model)
 
 
-def _labels(m: ModelConfig, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+def hf_trainable(m: ModelConfig, model: torch.nn.Module) -> int:
+    """Unique parameters of the published architecture from HF's model: transformers 5.x ties
+    T5's LM head to the shared table even when the config says `tie_word_embeddings: false`
+    (T5Config forces it True and reads False as "do not scale the decoder output", PR #42815;
+    a regression for checkpoints with a head of their own, huggingface/transformers#48154).
+    T5 v1.1 has "no parameter sharing between embedding and classifier layer" (the T5 v1.1
+    release notes, google-research/text-to-text-transfer-transformer), so its head, HF's
+    lm_head shape, counts separately."""
+    n = n_params(model)
+    if m.family is Family.T5 and not m.tie_word_embeddings and hasattr(model, "lm_head"):
+        n += model.lm_head.weight.numel()
+    return n
+
+
+OTHER_FAMILIES = [n for n, p in PRESETS.items() if p.family in (Family.T5, Family.VIT)]
+
+
+@pytest.mark.parametrize(
+    ("preset", "published"),
+    [
+        # the counts Hugging Face reports for the published checkpoints (google-t5/t5-small,
+        # t5-base; google/vit-base-patch16-224)
+        ("t5-small", 60_506_624),
+        ("t5-base", 222_903_552),
+        ("vit-base", 86_567_656),
+    ],
+)
+def test_t5_and_vit_published_parameter_counts(preset: str, published: int) -> None:
+    assert parameter_count(PRESETS[preset]) == published
+
+
+@pytest.mark.parametrize("preset", OTHER_FAMILIES)
+@pytest.mark.parametrize("pretraining", [True, False])
+def test_t5_and_vit_parameter_counts_equal_hugging_face(preset: str, pretraining: bool) -> None:
+    m = PRESETS[preset]
+    with torch.device("meta"):
+        model = hf_model(m, pretraining=pretraining)
+    assert parameter_count(m, pretraining=pretraining) == hf_trainable(m, model)
+
+
+@pytest.mark.parametrize("model", [tiny(Family.T5), tiny(Family.T5, gated_ffn=True,
+                                   tie_word_embeddings=False, activation="gelu_new"),
+                                   tiny(Family.VIT)], ids=["t5", "t5-v1_1", "vit"])
+def test_tiny_parameter_counts_equal_hugging_face(model: ModelConfig) -> None:
+    with torch.device("meta"):
+        hf = hf_model(model, pretraining=True)
+    assert parameter_count(model) == hf_trainable(model, hf)
+
+
+def _shape(family: Family, batch: int, seq: int) -> tuple[ModelConfig, RunConfig]:
+    """The tiny model and run of one FLOP-check shape: T5 decodes seq // 2 + 1 targets (a
+    length of its own); a ViT's sequence is its patches + 1, so its second shape takes
+    40px images (25 patches + the class token) instead of 32px (16 + 1)."""
+    if family is Family.VIT:
+        image = 32 if seq == 16 else 40
+        m = tiny(family, image_size=image, max_positions=(image // 8) ** 2 + 1)
+        return m, RunConfig(batch=batch, seq=m.max_positions)
+    m = tiny(family)
+    if family is Family.T5:
+        return m, RunConfig(batch=batch, seq=seq, decoder_seq=seq // 2 + 1)
+    return m, RunConfig(batch=batch, seq=seq)
+
+
+def _inputs(m: ModelConfig, run: RunConfig) -> dict[str, torch.Tensor]:
+    b = run.batch
+    if m.family is Family.VIT:
+        return {"pixel_values": torch.randn(b, m.channels, m.image_size, m.image_size),
+                "labels": torch.randint(0, m.vocab_size, (b,))}
+    ids = torch.randint(5, m.vocab_size, (b, run.seq))
+    if m.family is Family.T5:
+        return {"input_ids": ids,
+                "labels": torch.randint(5, m.vocab_size, (b, run.target_seq))}
     kw = {"input_ids": ids, "labels": ids.clone()}
-    b = ids.shape[0]
     if m.family is Family.BERT:
         kw["next_sentence_label"] = torch.zeros(b, dtype=torch.long)
     elif m.family is Family.ALBERT:
@@ -86,20 +176,31 @@ def _labels(m: ModelConfig, ids: torch.Tensor) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("family", MODELLED, ids=lambda f: f.value)
 @pytest.mark.parametrize(("batch", "seq"), [(2, 16), (3, 24)])
 def test_gemm_flops_match_flop_counter_mode(family: Family, batch: int, seq: int) -> None:
+    _check_gemm_flops(*_shape(family, batch, seq))
+
+
+def test_t5_v1_1_gemm_flops_match_flop_counter_mode() -> None:
+    # gated GELU (wi_0, wi_1), untied head; 3 encoder layers, 1 decoder layer
+    m = tiny(Family.T5, gated_ffn=True, tie_word_embeddings=False, activation="gelu_new",
+             num_layers=3, decoder_layers=1)
+    _check_gemm_flops(m, RunConfig(batch=2, seq=12, decoder_seq=20))
+
+
+def _check_gemm_flops(m: ModelConfig, run: RunConfig) -> None:
+    """Forward and backward GEMM FLOPs of the analytic table equal FlopCounterMode's counts
+    on Hugging Face's model (one training step's forward with the loss, and its backward)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     torch.manual_seed(0)
-    m = tiny(family)
     model = hf_model(m, pretraining=True)
-    ids = torch.randint(5, m.vocab_size, (batch, seq))
     fwd_counter = FlopCounterMode(display=False)
     with fwd_counter:
-        loss = model(**_labels(m, ids)).loss
+        loss = model(**_inputs(m, run)).loss
     bwd_counter = FlopCounterMode(display=False)
     with bwd_counter:
         loss.backward()
 
-    d = build(m, RunConfig(batch=batch, seq=seq)).df
+    d = build(m, run).df
     gemm = d[gemm_mask(d["category"])]
     fwd = gemm.loc[gemm["phase"] == "forward", "flops"].sum()
     bwd = gemm.loc[gemm["phase"].isin(["backward_data", "backward_weight"]), "flops"].sum()

@@ -36,7 +36,8 @@ schedules = st.sampled_from(list(Schedule))
 
 def _job(family: Family, batch: int = 16) -> Workload:
     m = tiny(family, num_layers=4, heads=4, hidden=64, intermediate=256)
-    return Workload(model=m, run=RunConfig(batch=1, seq=32, precision=Precision.BF16),
+    seq = m.max_seq if family is Family.VIT else 32  # a ViT's sequence is its patches + 1
+    return Workload(model=m, run=RunConfig(batch=1, seq=seq, precision=Precision.BF16),
                     global_batch=batch)
 
 

@@ -40,7 +40,8 @@ LSE_BYTES = 4
 
 def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
                    skv: Any = None, kv_groups: int = 1, causal: bool = False,
-                   scale: bool = True, bias_elems: Any = 0, cross: bool = False) -> None:
+                   scale: bool = True, bias_elems: Any = 0, cross: bool = False,
+                   mask: bool = True) -> None:
     """Emit the attention core's rows (and register their backward rows) into the layer's
     section `sec` (`analytic.section.Section`): g = batch x query heads, s query positions,
     `skv` key positions (None: s; T5's cross-attention attends the encoder's), head size d.
@@ -53,10 +54,11 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
     masked half, a FlashAttention kernel may skip its tiles). `scale`: scores divided by
     sqrt(d) (T5 does not). `bias_elems`: a position bias of that many elements added to the
     scores (T5's relative bias, broadcast over the batch). `cross`: the rows are
-    cross-attention's (`Sublayer.CROSS_CORE`)."""
+    cross-attention's (`Sublayer.CROSS_CORE`). `mask=False`: no additive mask at all (ViT's
+    attention has none: every image has all its patches)."""
     skv = s if skv is None else skv
     subs = _CROSS if cross else _SELF
-    mask_elems = b * s * skv if causal else b * skv
+    mask_elems = (b * s * skv if causal else b * skv) if mask else 0
     if run.attention is Attention.SDPA:
         _flash(sec, run, s, skv, g, d, kv_groups, mask_elems + bias_elems, subs[3])
         return
@@ -73,7 +75,8 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
             sec.scale("score_scale", subs[0], scores, split=T.SPLIT)  # / sqrt(d)
         if bias_elems:
             sec.add("position_bias", S.REL_POS_BIAS, scores, bias_elems, split=T.SPLIT)
-        sec.add("score_mask", subs[0], scores, mask_elems, split=T.SPLIT)
+        if mask:
+            sec.add("score_mask", subs[0], scores, mask_elems, split=T.SPLIT)
         sec.softmax("softmax", subs[1], scores, split=T.SPLIT)
         if run.dropout:
             sec.dropout("attn_dropout", subs[1], scores, split=T.SPLIT)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from bertscope.analytic.blocks import Block, expand
 from bertscope.analytic.encoder import encoder_blocks
 from bertscope.analytic.params import GroupLayout, encoder_layout
+from bertscope.analytic.t5 import t5_blocks, t5_layout
+from bertscope.analytic.vit import vit_blocks, vit_layout
 from bertscope.config import Family, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.optable import Op
@@ -26,6 +28,8 @@ PRODUCERS: dict[Family, Producer] = {
     Family.BERT: encoder_blocks,
     Family.ROBERTA: encoder_blocks,
     Family.ALBERT: encoder_blocks,
+    Family.T5: t5_blocks,
+    Family.VIT: vit_blocks,
 }
 """Family -> the function writing its iteration's blocks."""
 
@@ -33,6 +37,8 @@ LAYOUTS: dict[Family, Layout] = {
     Family.BERT: encoder_layout,
     Family.ROBERTA: encoder_layout,
     Family.ALBERT: encoder_layout,
+    Family.T5: t5_layout,
+    Family.VIT: vit_layout,
 }
 """Family -> its parameter layout (`params.group_layout`)."""
 

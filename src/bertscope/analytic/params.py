@@ -17,9 +17,13 @@ class ParamGroup:
 
     name: str
     layer: int
-    """Encoder layer index; -1 for groups outside the encoder stack."""
+    """Layer index; -1 for groups outside the layer stacks."""
     params: int
     tensors: int
+    split: int = 0
+    """Of `params`, those Megatron-LM's tensor parallelism divides among the ranks (column-
+    and row-parallel weights, column-parallel biases, vocabulary-parallel tables); the rest
+    (norms, row-parallel biases, position tables) every rank keeps whole."""
 
 
 def linear(d_in: int, d_out: int) -> int:

@@ -92,11 +92,12 @@ class Section:
 
     # -- compute-bound ---------------------------------------------------------------------
     def linear(self, name: str, sub: Sublayer, t: int, d_in: int, d_out: int, *,
-               save_input: bool = True, bias: bool = True,
+               save_input: bool = True, bias: bool = True, input_grad: bool = True,
                split: TensorSplit = T.REPLICATED) -> None:
         """Y = X W^T + b with X: (t, d_in), W: (d_out, d_in). `split`: column- or
         row-parallel (or replicated); a row-parallel layer's bias is added after the
-        all-reduce, whole on every rank, so its gradient is replicated."""
+        all-reduce, whole on every rank, so its gradient is replicated. `input_grad=False`:
+        X needs no gradient (ViT's patch embedding of the pixels), so no data-gradient GEMM."""
         a = self.ab
         flops = 2 * t * d_out * d_in
         self.fwd.append(self.row(
@@ -107,6 +108,8 @@ class Section:
             self.row(f"{name}.dgrad", sub, C.GEMM, P.BACKWARD_DATA, split=split, m=t,
                      n=d_in, k=d_out, batch=1, flops=flops,
                      bytes_read=a * (t * d_out + d_out * d_in), bytes_written=a * t * d_in),
+        ] if input_grad else []
+        grads += [
             self.row(f"{name}.wgrad", sub, C.GEMM, P.BACKWARD_WEIGHT, split=split, m=d_out,
                      n=d_in, k=t, batch=1, flops=flops,
                      bytes_read=a * (t * d_out + t * d_in), bytes_written=a * d_out * d_in),
@@ -216,15 +219,19 @@ class Section:
                      flops=fw * e, bytes_read=2 * a * e + stats, bytes_written=a * 2 * d),
         )
 
-    def lookup(self, name: str, rows: int, table_rows: int, d: int) -> None:
+    def lookup(self, name: str, rows: int, table_rows: int, d: int, *,
+               sub: Sublayer = S.EMBEDDING, split: TensorSplit = T.REPLICATED) -> None:
         """Embedding gather of `rows` ids from a (table_rows x d) table; its backward zeroes
-        the (table_rows x d) gradient and scatter-adds `rows` rows into it."""
+        the (table_rows x d) gradient and scatter-adds `rows` rows into it. `sub`: T5's
+        relative position bias is a lookup too (`Sublayer.REL_POS_BIAS`, split by heads)."""
         a = self.ab
-        self.fwd.append(self.row(name, S.EMBEDDING, C.EMBEDDING, P.FORWARD, elements=rows * d,
+        self.fwd.append(self.row(name, sub, C.EMBEDDING, P.FORWARD, split=split,
+                                 elements=rows * d,
                                  bytes_read=INDEX_BYTES * rows + a * rows * d,
                                  bytes_written=a * rows * d, saved_bytes=INDEX_BYTES * rows))
         self.on_backward(self.row(
-            f"{name}.grad", S.EMBEDDING, C.EMBEDDING, P.BACKWARD_WEIGHT, elements=rows * d,
+            f"{name}.grad", sub, C.EMBEDDING, P.BACKWARD_WEIGHT, split=split,
+            elements=rows * d,
             flops=rows * d, bytes_read=INDEX_BYTES * rows + a * rows * d,
             bytes_written=a * (table_rows * d + rows * d)))
 
@@ -304,4 +311,11 @@ class Section:
                                   bytes_read=a * e_kv * groups, bytes_written=a * e_kv))
 
 
-__all__ = ["INDEX_BYTES", "LOSS_BYTES", "MASK_BYTES", "STAT_BYTES", "Section"]
+
+def recompute(ops: list[Op]) -> list[Op]:
+    """A layer's forward rows rerun in backward by full activation checkpointing: phase
+    `recompute`, nothing saved."""
+    return [op._replace(phase=P.RECOMPUTE, saved_bytes=0) for op in ops]
+
+
+__all__ = ["INDEX_BYTES", "LOSS_BYTES", "MASK_BYTES", "STAT_BYTES", "Section", "recompute"]
