@@ -254,3 +254,42 @@ def test_t5_config_json_sizes_honoured(tmp_path) -> None:
     assert m.gated_ffn and m.activation == "silu" and m.tie_word_embeddings
     vit = _load(tmp_path, {k: v for k, v in VIT_BASE.items() if k != "id2label"})
     assert vit.vocab_size == 2  # Hugging Face's default labels without id2label
+
+
+# -- the distributed model on both families
+def _one_device(m, run):
+    from bertscope.parallel import Cluster, Layout, Workload, evaluate
+    from bertscope.perf import load_profile, predict
+
+    w = Workload(model=m, run=RunConfig(batch=1, seq=run.seq, decoder_seq=run.decoder_seq,
+                                        precision="bf16"), global_batch=run.batch)
+    r = evaluate(Layout(), w, Cluster.build("a100", 1))
+    table = build(m, run)
+    return r, table, predict(table, load_profile("a100")).meta["prediction"]["time_s"]
+
+
+def test_vit_one_device_matches_the_performance_and_memory_models() -> None:
+    r, table, predicted = _one_device(tiny(Family.VIT), RunConfig(batch=4, seq=17,
+                                                                  precision="bf16"))
+    assert r.iteration_s == pytest.approx(predicted, rel=1e-9)
+    assert r.memory_bytes == pytest.approx(table.meta["memory"]["peak"], rel=1e-12)
+
+
+def test_t5_one_device_time_matches_the_performance_model() -> None:
+    # per-layer figures are the mean of one encoder and one decoder layer weighted 2 : 3, so
+    # 5 layers give both stacks; only the 3 - 1 extra gradient sums of the encoder output
+    # (rows of decoder layers after the first) are not in the mean: within 1%
+    r, _, predicted = _one_device(tiny(Family.T5), RunConfig(batch=4, seq=16, decoder_seq=8,
+                                                             precision="bf16"))
+    assert r.iteration_s == pytest.approx(predicted, rel=0.01)
+    assert r.iteration_s <= predicted
+
+
+def test_t5_pipeline_stages_divide_both_stacks() -> None:
+    from bertscope.parallel import Cluster, Layout, Workload, check_layout
+
+    w = Workload(model=tiny(Family.T5), run=RunConfig(batch=1, seq=16, decoder_seq=8),
+                 global_batch=8)
+    check_layout(Layout(pp=5), w, Cluster.build("a100", 5))  # 2 + 3 layers, one per stage
+    with pytest.raises(BertscopeError, match="5 layers do not split"):
+        check_layout(Layout(pp=2), w, Cluster.build("a100", 2))

@@ -27,8 +27,8 @@ Per layer, with t = b s encoder tokens, u = b s_t decoder tokens, i = heads x d_
 Roles (Megatron-LM's T5 split): Q, K, V, wi, wi_0, wi_1 and the LM head column-parallel;
 O and wo row-parallel; the attention cores, the position-bias lookups and adds and the FFN
 activation split by heads or FFN width; norms, dropouts, residual adds replicated. Pipeline
-stages: the embeddings first, both stacks' layers (and each stack's bias) in the stack, the
-final norms, head and loss last.
+stages: the embeddings (and the encoder's bias) first, both stacks' layers in the stack, the
+decoder's bias, the final norms, head and loss last.
 """
 
 from __future__ import annotations
@@ -62,11 +62,15 @@ def _embed(m: ModelConfig, run: RunConfig, ab: int, name: str, tokens: int) -> S
     return sec
 
 
-def _position_bias(m: ModelConfig, ab: int, layer: int, s: int, skv: int) -> Section:
+def _position_bias(m: ModelConfig, ab: int, layer: int, s: int, skv: int,
+                   stage: PipelineStage) -> Section:
     """The first layer of a stack computes its relative position bias once: bucket the
     s x skv relative positions (int64), look them up in the (buckets x heads) table, lay the
-    result out as (1, heads, s, skv). Its backward scatter-adds into the table."""
-    sec = Section(layer, ab, PipelineStage.STACK)
+    result out as (1, heads, s, skv). Its backward scatter-adds into the table. Run once per
+    stack, not per layer, so not a stack row: the encoder's is on the first pipeline stage
+    (with layer 0), the decoder's counted with the last (the stages have no role for the
+    middle stage holding the decoder's first layer)."""
+    sec = Section(layer, ab, stage)
     e = s * skv
     sec.fwd.append(sec.row("relative_position_bucket", S.REL_POS_BIAS, C.ELEMENTWISE, P.FORWARD,
                            elements=e, flops=BUCKET_FLOPS * e, bytes_read=2 * INDEX_BYTES * e,
@@ -206,8 +210,8 @@ def t5_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     ab = run.precision.act_bytes
     b, s, st, h, ld = run.batch, run.seq, run.target_seq, m.hidden, m.decoder_layer_count
     enc_emb, dec_emb = _embed(m, run, ab, "encoder", b * s), _embed(m, run, ab, "decoder", b * st)
-    enc_bias = _position_bias(m, ab, 0, s, s)
-    dec_bias = _position_bias(m, ab, m.num_layers, st, st)
+    enc_bias = _position_bias(m, ab, 0, s, s, PipelineStage.FIRST)
+    dec_bias = _position_bias(m, ab, m.num_layers, st, st, PipelineStage.LAST)
     enc, dec = _encoder_layer(m, run, ab), _decoder_layer(m, run, ab)
     enc_final = _final(m, run, ab, "encoder", b * s, keeps_output=True)
     dec_final = _final(m, run, ab, "decoder", b * st, keeps_output=False)

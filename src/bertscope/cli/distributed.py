@@ -24,7 +24,7 @@ from bertscope.parallel.pipeline import Schedule
 from bertscope.report.tables import make_console
 
 
-@job_command("seq", "precision", "optimizer", batch=1)
+@job_command("seq", "decoder_seq", "precision", "optimizer", batch=1)
 def distributed_cmd(
     job: Job,
     devices: Annotated[int, typer.Option(help="Devices in all.")],

@@ -38,11 +38,13 @@ from bertscope.errors import BertscopeError
 from bertscope.optable import Op, OpTable
 from bertscope.parallel.collectives import ArrayLike
 from bertscope.parallel.job import Workload
+from bertscope.parallel.memory import stack_layers
 from bertscope.perf import DeviceProfile, predict
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
-_ATTN_CORE = (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT)
-"""What selective recomputation reruns."""
+_ATTN_CORE = (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT,
+              Sublayer.ATTN_FUSED, Sublayer.CROSS_CORE)
+"""What selective recomputation reruns (Megatron-LM's core attention, self and cross)."""
 
 
 class _Dim(IntEnum):
@@ -163,11 +165,29 @@ def _tags(cols: Columns) -> Columns:
 
 
 def _base_rows(workload: Workload, micro_batch: int) -> Columns:
-    """One layer's and the outside sections' rows of a micro-batch (no optimizer rows)."""
-    m1 = with_changes(workload.model, num_layers=1, share_layers=False)
+    """One layer's and the outside sections' rows of a micro-batch (no optimizer rows); with
+    two stacks (T5), one layer of each."""
+    m = workload.model
+    one = {"decoder_layers": 1} if m.decoder_layer_count else {}
+    m1 = with_changes(m, num_layers=1, share_layers=False, **one)
     ops = [op for op in model_ops(m1, workload.run_for(micro_batch))
            if op.phase is not Phase.OPTIMIZER]
     return _columns(ops)
+
+
+def _layer_weights(workload: Workload, cols: Columns) -> np.ndarray:
+    """Each base row's weight in the per-layer figures: 1, except with two stacks (T5),
+    whose base rows hold one layer of each: a layer's figures are then the mean over all
+    layers (each stack's layer weighs its share, L_enc / L and L_dec / L), so that
+    `stack_layers / pp` layers per stage give each stage its share of both stacks."""
+    m = workload.model
+    weight = np.ones(len(cols["layer"]))
+    if m.decoder_layer_count:
+        total, layer = stack_layers(m), cols["layer"]
+        stack = cols["pp_stage"] == PipelineStage.STACK
+        weight[stack & (layer == 0)] = m.num_layers / total  # the encoder's layer
+        weight[stack & (layer >= 1)] = m.decoder_layer_count / total
+    return weight
 
 
 def _variant(cols: Columns, tags: Columns, t: int, sp: bool) -> Columns:
@@ -220,9 +240,10 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     parts: list[Columns] = []
     sections: list[np.ndarray] = []
     keys: list[tuple[int, int, int, int]] = []  # (bi, ti, spi, rows)
+    weights: list[np.ndarray] = []
     for bi, b in enumerate(bs):
         base = _base_rows(workload, int(b))
-        tags = _tags(base)
+        tags, weight = _tags(base), _layer_weights(workload, base)
         for ti, t in enumerate(ts):
             for spi in (0, 1):
                 if t == 1 and spi:
@@ -230,6 +251,7 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
                 parts.append(_variant(base, tags, int(t), bool(spi)))
                 sections.append(tags["section"])
                 keys.append((bi, ti, spi, len(base["phase"])))
+                weights.append(weight)
     update_ops, accumulate = _update_ops(workload)
     update = _columns([*update_ops, accumulate])  # the accumulate row last
     stacked = {c: np.concatenate([p[c] for p in parts] + [update[c]]) for c in update}
@@ -242,7 +264,8 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     section, phase = np.concatenate(sections), stacked["phase"][:n_rows]
     fwd = phase == Phase.FORWARD
     attn = np.isin(stacked["sublayer"][:n_rows], list(_ATTN_CORE))
-    t_rows = time[:n_rows]
+    w_rows = np.concatenate(weights)
+    t_rows = time[:n_rows] * w_rows
 
     def total(mask: np.ndarray, values: np.ndarray = t_rows) -> np.ndarray:
         return np.bincount(flat[mask], weights=values[mask], minlength=size).reshape(shape)
@@ -250,7 +273,7 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     written = stacked["bytes_written"][:n_rows] / stacked["count"][:n_rows]
     transient = np.zeros(size)
     np.maximum.at(transient, flat, written)
-    saved = stacked["saved_bytes"][:n_rows]
+    saved = stacked["saved_bytes"][:n_rows] * w_rows
     layer, emb, head = (section == s for s in (_Section.LAYER, _Section.EMBEDDING,
                                                _Section.HEAD))
     upd_time = time[n_rows:]

@@ -26,6 +26,7 @@ from bertscope.parallel.memory import (
     layer_activation_bytes,
     layer_params_per_device,
     recompute_working_bytes,
+    stack_layers,
     stage_params,
     zero_static_bytes,
 )
@@ -73,7 +74,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
                       look(table.head_bwd))
     topo = cluster.topology
     ab = w.precision.act_bytes
-    lps = m.num_layers / pp
+    lps = stack_layers(m) / pp
     single = (pp == 1).astype(float)
     full = ck == FULL_CODE
     rec = np.where(full, lf, np.where(ck == SELECTIVE_CODE, la, 0.0))
