@@ -37,16 +37,34 @@ def _gemm_flops(df, phases) -> float:
     return float(g["flops"].sum())
 
 
-@pytest.mark.parametrize("family", MODELLED, ids=lambda f: f.value)
-def test_measured_gemm_flops_and_phases_match_the_analytic_table(family: Family) -> None:
+def _run(m) -> RunConfig:
+    """A tiny run that fits `m`: a ViT's sequence is its patches + 1; T5 decodes 8 targets
+    for 16 inputs."""
+    if m.family is Family.VIT:
+        return RunConfig(batch=2, seq=m.max_seq)
+    return RunConfig(batch=2, seq=16, decoder_seq=8 if m.family is Family.T5 else None)
+
+
+def _measured() -> list[tuple[Family, bool]]:
+    """(family, hf) per modelled family: its reference model, or Hugging Face's where it
+    has none (T5)."""
+    from bertscope.measure.models_more import REFERENCE_FAMILIES
+
+    return [(f, f not in REFERENCE_FAMILIES) for f in MODELLED]
+
+
+@pytest.mark.parametrize(("family", "hf"), _measured(), ids=lambda x: getattr(x, "value", ""))
+def test_measured_gemm_flops_and_phases_match_the_analytic_table(family: Family,
+                                                                 hf: bool) -> None:
     m = tiny(family)
-    run = RunConfig(batch=2, seq=16)
-    r = profile(m, run, iters=1, warmup=1)
+    run = _run(m)
+    r = profile(m, run, iters=1, warmup=1, hf=hf)
     got, want = r.table.df, build(m, run).df
     for phases in ([Phase.FORWARD], [Phase.BACKWARD_DATA], [Phase.BACKWARD_WEIGHT]):
         assert _gemm_flops(got, phases) == pytest.approx(_gemm_flops(want, phases)), phases
-    # every encoder layer and every analytic sublayer shows up in the measurement
-    assert set(got.loc[got["layer"] >= 0, "layer"]) == set(range(m.num_layers))
+    # every layer of every stack and every analytic sublayer shows up in the measurement
+    layers = m.num_layers + m.decoder_layer_count
+    assert set(got.loc[got["layer"] >= 0, "layer"]) == set(range(layers))
     assert set(want["sublayer"]) - {Sublayer.OTHER} <= set(got["sublayer"])
     _only_glue_unattributed(got)
     assert 0 <= r.unattributed_share < 1

@@ -31,8 +31,8 @@ StatisticOpt = Annotated[Statistic, typer.Option(
          "iteration on a shared machine).")]
 
 
-@job_command("batch", "seq", "precision", "optimizer", "dropout", "checkpoint",
-             "micro_batches", "attention", batch=4)
+@job_command("batch", "seq", "decoder_seq", "precision", "optimizer", "dropout",
+             "checkpoint", "micro_batches", "attention", batch=4)
 def profile_cmd(
     job: Job,
     iters: Annotated[int, typer.Option(help="Measured iterations.")] = 3,

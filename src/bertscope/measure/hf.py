@@ -17,6 +17,7 @@ from torch import nn
 from bertscope.config import Family, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.measure.attribution import ATTN_CORE
+from bertscope.measure.hf_more import LAYERS, PATTERNS, hf_model_more
 from bertscope.measure.hf_weights import hf_config
 from bertscope.measure.models import DROPOUT_PROB
 from bertscope.taxonomy import Sublayer
@@ -42,15 +43,18 @@ _PATTERNS: list[tuple[re.Pattern[str], Sublayer | str]] = [
     ]
 ]
 _LAYER = re.compile(r"(encoder\.layer\.\d+|albert_layers\.\d+)$")
+_OTHER_FAMILIES = (Family.T5, Family.VIT)
+"""Families whose Hugging Face model `hf_more.py` builds and maps."""
 
 
 def hf_sublayer(m: ModelConfig) -> Any:
     """A module-path -> sublayer function for the Hugging Face model of `m`'s family."""
+    patterns = PATTERNS.get(m.family, _PATTERNS)
 
     def sublayer_of(name: str) -> Sublayer | str:
         if not name:
             return Sublayer.OTHER
-        for pattern, sub in _PATTERNS:
+        for pattern, sub in patterns:
             if pattern.search(name):
                 return sub
         parent = name.rpartition(".")[0]
@@ -61,7 +65,8 @@ def hf_sublayer(m: ModelConfig) -> Any:
 
 def hf_layers(model: nn.Module) -> list[nn.Module]:
     """The modules that run as encoder layers (ALBERT: its one shared layer)."""
-    return [mod for name, mod in model.named_modules() if _LAYER.search(name)]
+    return [mod for name, mod in model.named_modules()
+            if _LAYER.search(name) or LAYERS.search(name)]
 
 
 def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
@@ -72,6 +77,9 @@ def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
     except ImportError:
         raise BertscopeError("--hf needs Hugging Face transformers: pip install "
                              "'bertscope[hf]'") from None
+    if m.family in _OTHER_FAMILIES:
+        model = hf_model_more(m, DROPOUT_PROB if run.dropout else 0.0)
+        return _checkpointed(model) if run.checkpointing else model
     if m.family not in (Family.BERT, Family.ROBERTA, Family.ALBERT):
         raise BertscopeError(f"--hf profiling of family {m.family.value!r} is not supported "
                              f"yet; profile it without --hf")
@@ -83,17 +91,21 @@ def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
             Family.ROBERTA: transformers.RobertaForMaskedLM,
             Family.ALBERT: transformers.AlbertForPreTraining}[m.family]
     model = kind(cfg)
-    if run.checkpointing:
-        enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5
-        kwargs = {"use_reentrant": False}
-        try:
-            if enable is not None:
-                enable(activation_checkpointing_kwargs=kwargs)
-            else:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-        except ValueError as e:
-            raise BertscopeError(f"--checkpointing with --hf: {e}; profile the reference "
-                                 f"model (drop --hf) instead") from None
+    return _checkpointed(model) if run.checkpointing else model
+
+
+def _checkpointed(model: nn.Module) -> nn.Module:
+    """`model` with Hugging Face's activation checkpointing of every layer turned on."""
+    enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5
+    kwargs = {"use_reentrant": False}
+    try:
+        if enable is not None:
+            enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    except ValueError as e:
+        raise BertscopeError(f"--checkpointing with --hf: {e}; profile the reference "
+                             f"model (drop --hf) instead") from None
     return model
 
 

@@ -372,12 +372,13 @@ ENCODER_FAMILIES = (Family.BERT, Family.ROBERTA, Family.ALBERT)
 """The families `EncoderForPretraining` builds."""
 
 
-def build_model(model: ModelConfig, run: RunConfig) -> EncoderForPretraining:
-    """The reference model for a run: dropout, checkpointing and MLM rows from `run`."""
+def build_model(model: ModelConfig, run: RunConfig) -> nn.Module:
+    """The reference model for a run: dropout, checkpointing and MLM rows from `run`; other
+    families' models are built by `models_more.build_other` (one file per family)."""
     if model.family not in ENCODER_FAMILIES:
-        raise BertscopeError(f"model {model.name!r}: family {model.family.value!r} has no "
-                             f"reference PyTorch model yet; measured: "
-                             f"{', '.join(f.value for f in ENCODER_FAMILIES)}")
+        from bertscope.measure.models_more import build_other  # it imports this module
+
+        return build_other(model, run)
     return EncoderForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
                                  checkpointing=run.checkpointing,
                                  masked_lm_only=run.masked_lm_only,
@@ -391,6 +392,9 @@ _TOP_SUBLAYER: dict[str, Sublayer] = {
     "mlm": Sublayer.MLM_HEAD,
     "nsp": Sublayer.NSP_HEAD,
     "loss": Sublayer.LOSS,
+    "patch": Sublayer.PATCH_EMBED,
+    "final_norm": Sublayer.FINAL_NORM,
+    "classifier": Sublayer.CLS_HEAD,
 }
 LAYER_SUBLAYER: dict[str, Sublayer] = {
     "attn.q": Sublayer.QKV,
@@ -407,6 +411,8 @@ LAYER_SUBLAYER: dict[str, Sublayer] = {
     "ffn.act": Sublayer.FFN_ACT,
     "ffn.fc2": Sublayer.FFN2,
     "ffn_norm": Sublayer.FFN_ADD_NORM,
+    "attn_res": Sublayer.ATTN_ADD_NORM,  # pre-LN layers (ViT): dropout + residual add
+    "ffn_res": Sublayer.FFN_ADD_NORM,
 }
 """Module path inside `layers.{i}` -> sublayer; a path's longest listed prefix decides."""
 

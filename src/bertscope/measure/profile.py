@@ -37,11 +37,13 @@ from bertscope.io import atomic_path, write_or_rescue
 from bertscope.measure.allocator import HostAllocator, keep_freed_memory
 from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
-from bertscope.measure.data import PretrainingBatch, synthetic_batch
+from bertscope.measure.data_more import Batch, family_batch
 from bertscope.measure.lamb import make_optimizer
-from bertscope.measure.models import EncoderLayer, build_model, module_sublayer
+from bertscope.measure.models import build_model, module_sublayer
+from bertscope.measure.models_more import LAYER_TYPES
 from bertscope.measure.quiet import QuietProfiler
 from bertscope.optable import OpTable, meta_with_job
+from bertscope.parallel.memory import stack_layers
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic
 
@@ -164,14 +166,14 @@ class _Trainer:
         else:
             self.model = build_model(m, run).to(device)
             sublayer_of = reference_sublayer
-            layers = [mod for mod in self.model.modules() if isinstance(mod, EncoderLayer)]
+            layers = [mod for mod in self.model.modules() if isinstance(mod, LAYER_TYPES)]
         self.model.train()
         self.net = wrap(self.model) if wrap is not None else self.model  # what runs forward
-        self.hooks = ScopeHooks(self.model, sublayer_of, layers, m.num_layers)
+        self.hooks = ScopeHooks(self.model, sublayer_of, layers, stack_layers(m))
         self.opt = make_optimizer(run.optimizer, self.model.parameters())
-        self.batches: list[PretrainingBatch] = [
-            synthetic_batch(m, batch=run.batch, seq=run.seq,
-                            seed=(seed if data_seed is None else data_seed) + i, device=device)
+        self.batches: list[Batch] = [
+            family_batch(m, run, seed=(seed if data_seed is None else data_seed) + i,
+                         device=device)
             for i in range(run.micro_batches)]
         self.scaler = (torch.amp.GradScaler(device.type)
                        if run.precision is Precision.FP16 else None)
@@ -179,7 +181,7 @@ class _Trainer:
             run.precision)
         self.tf32 = run.precision is Precision.TF32
 
-    def _inputs(self, b: PretrainingBatch) -> dict[str, Any]:
+    def _inputs(self, b: Batch) -> dict[str, Any]:
         return b.hf_inputs(self.family) if self.hf else b.model_inputs()
 
     def step(self) -> None:

@@ -1,0 +1,81 @@
+"""T5 and ViT measured: the reference ViT against Hugging Face's (same loss and gradients),
+both families' Hugging Face models profiled and attributed."""
+
+from __future__ import annotations
+
+import pytest
+
+from bertscope.analytic import build
+from bertscope.config import Family, RunConfig
+from bertscope.errors import BertscopeError
+from bertscope.taxonomy import Category, Phase, Sublayer
+from tests.conftest import tiny
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+from bertscope.measure.data_more import family_batch  # noqa: E402
+from bertscope.measure.hf_more import hf_model_more  # noqa: E402
+from bertscope.measure.models import build_model  # noqa: E402
+from bertscope.measure.models_vit import load_hf_vit  # noqa: E402
+from bertscope.measure.profile import profile  # noqa: E402
+
+
+@pytest.mark.parametrize("sdpa", [False, True])
+def test_reference_vit_has_hugging_faces_loss_and_gradients(sdpa: bool) -> None:
+    m = tiny(Family.VIT)
+    run = RunConfig(batch=3, seq=17, dropout=False, attention="sdpa" if sdpa else "eager")
+    torch.manual_seed(0)
+    hf = hf_model_more(m, 0.0)
+    ours = build_model(m, run)
+    load_hf_vit(ours, hf)
+    batch = family_batch(m, run, seed=1)
+    theirs = hf(**batch.hf_inputs(m.family)).loss
+    mine = ours(**batch.model_inputs()).loss
+    theirs.backward()
+    mine.backward()
+    assert mine.item() == pytest.approx(theirs.item(), rel=1e-5)
+    pairs = [(ours.patch.proj.weight.grad,
+              hf.vit.embeddings.patch_embeddings.projection.weight.grad.reshape(64, -1)),
+             (ours.patch.cls.grad, hf.vit.embeddings.cls_token.grad),
+             (ours.embeddings.position.grad, hf.vit.embeddings.position_embeddings.grad),
+             (ours.layers[0].attn.q.weight.grad, hf.vit.layers[0].attention.q_proj.weight.grad),
+             (ours.layers[1].ffn.fc2.bias.grad, hf.vit.layers[1].mlp.fc2.bias.grad),
+             (ours.classifier.dense.weight.grad, hf.classifier.weight.grad)]
+    for a, b in pairs:
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_t5_has_no_reference_model_yet_and_says_so() -> None:
+    with pytest.raises(BertscopeError, match="with --hf"):
+        build_model(tiny(Family.T5), RunConfig(batch=2, seq=16))
+
+
+def test_hugging_face_t5_is_attributed_to_both_stacks() -> None:
+    m = tiny(Family.T5, gated_ffn=True, tie_word_embeddings=False, activation="gelu_new")
+    run = RunConfig(batch=2, seq=16, decoder_seq=8)
+    d = profile(m, run, iters=1, warmup=0, hf=True).table.df
+    want = build(m, run).df
+    gemm = d[d["category"].isin([Category.GEMM, Category.BATCHED_GEMM])
+             & (d["phase"] == Phase.FORWARD)]
+    # per sublayer, the measured forward GEMM FLOPs are the analytic ones
+    wg = want[want["category"].isin(["gemm", "batched_gemm"]) & (want["phase"] == "forward")]
+    assert gemm.groupby("sublayer")["flops"].sum().to_dict() == pytest.approx(
+        wg.groupby("sublayer")["flops"].sum().to_dict())
+    # the decoder layers (2, 3, 4) hold the cross-attention, each stack's first its bias
+    cross = d[d["sublayer"] == Sublayer.CROSS_CORE]
+    assert set(cross["layer"]) == {2, 3, 4}
+    assert set(d.loc[d["sublayer"] == Sublayer.REL_POS_BIAS, "layer"]) >= {0, 2}
+
+
+def test_hugging_face_vit_is_attributed() -> None:
+    m = tiny(Family.VIT)
+    r = profile(m, RunConfig(batch=2, seq=17), iters=1, warmup=0, hf=True)
+    d = r.table.df
+    for sub in (Sublayer.PATCH_EMBED, Sublayer.ATTN_SCORE, Sublayer.ATTN_CONTEXT,
+                Sublayer.FINAL_NORM, Sublayer.CLS_HEAD):
+        assert (d["sublayer"] == sub).any(), sub
+    # the patch convolution runs as one (Conv2d) and as one in backward; the profiler counts
+    # the forward's FLOPs as the analytic GEMM's: M b n = 32, K c p^2 = 192, N h = 64
+    conv = d[(d["sublayer"] == Sublayer.PATCH_EMBED) & (d["category"] == Category.CONVOLUTION)]
+    assert set(conv["phase"]) == {Phase.FORWARD, Phase.BACKWARD_DATA}
+    assert conv.loc[conv["phase"] == Phase.FORWARD, "flops"].sum() == 2 * 32 * 192 * 64
