@@ -1,5 +1,5 @@
-"""T5 and ViT measured: the reference ViT against Hugging Face's (same loss and gradients),
-both families' Hugging Face models profiled and attributed."""
+"""T5 and ViT measured: the reference models against Hugging Face's (same loss and
+gradients), both families' Hugging Face models profiled and attributed."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ transformers = pytest.importorskip("transformers")
 from bertscope.measure.data_more import family_batch  # noqa: E402
 from bertscope.measure.hf_more import hf_model_more  # noqa: E402
 from bertscope.measure.models import build_model  # noqa: E402
+from bertscope.measure.models_t5 import load_hf_t5  # noqa: E402
 from bertscope.measure.models_vit import load_hf_vit  # noqa: E402
 from bertscope.measure.profile import profile  # noqa: E402
 
@@ -45,9 +46,39 @@ def test_reference_vit_has_hugging_faces_loss_and_gradients(sdpa: bool) -> None:
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
-def test_t5_has_no_reference_model_yet_and_says_so() -> None:
-    with pytest.raises(BertscopeError, match="with --hf"):
-        build_model(tiny(Family.T5), RunConfig(batch=2, seq=16))
+@pytest.mark.parametrize("v1_1", [False, True], ids=["t5", "t5-v1_1"])
+def test_reference_t5_has_hugging_faces_loss_and_gradients(v1_1: bool) -> None:
+    m = (tiny(Family.T5, gated_ffn=True, tie_word_embeddings=False, activation="gelu_new")
+         if v1_1 else tiny(Family.T5))
+    run = RunConfig(batch=3, seq=16, decoder_seq=8, dropout=False)
+    torch.manual_seed(0)
+    hf = hf_model_more(m, 0.0)
+    ours = build_model(m, run)
+    load_hf_t5(ours, hf)
+    batch = family_batch(m, run, seed=1)
+    theirs = hf(**batch.hf_inputs(m.family)).loss
+    mine = ours(**batch.model_inputs()).loss
+    theirs.backward()
+    mine.backward()
+    assert mine.item() == pytest.approx(theirs.item(), rel=1e-5)
+    enc, dec = hf.encoder.block, hf.decoder.block
+    pairs = [(ours.layers[0].attn.q.weight.grad, enc[0].layer[0].SelfAttention.q.weight.grad),
+             (ours.layers[0].bias.table.weight.grad,
+              enc[0].layer[0].SelfAttention.relative_attention_bias.weight.grad),
+             (ours.layers[2].bias.table.weight.grad,
+              dec[0].layer[0].SelfAttention.relative_attention_bias.weight.grad),
+             (ours.layers[3].cross.k.weight.grad, dec[1].layer[1].EncDecAttention.k.weight.grad),
+             (ours.layers[4].ffn.fc2.weight.grad, dec[2].layer[2].DenseReluDense.wo.weight.grad),
+             (ours.enc_final.norm.weight.grad, hf.encoder.final_layer_norm.weight.grad)]
+    if not v1_1:  # transformers 5.x ties v1.1's head to the table too: only v1.0's compare
+        pairs.append((ours.embeddings.shared.weight.grad, hf.shared.weight.grad))
+    for a, b in pairs:
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_reference_t5_refuses_sdpa() -> None:
+    with pytest.raises(BertscopeError, match="drop --attention sdpa"):
+        build_model(tiny(Family.T5), RunConfig(batch=2, seq=16, attention="sdpa"))
 
 
 def test_hugging_face_t5_is_attributed_to_both_stacks() -> None:
@@ -79,3 +110,14 @@ def test_hugging_face_vit_is_attributed() -> None:
     conv = d[(d["sublayer"] == Sublayer.PATCH_EMBED) & (d["category"] == Category.CONVOLUTION)]
     assert set(conv["phase"]) == {Phase.FORWARD, Phase.BACKWARD_DATA}
     assert conv.loc[conv["phase"] == Phase.FORWARD, "flops"].sum() == 2 * 32 * 192 * 64
+
+
+def test_reference_t5_checkpointing_recomputes_both_stacks() -> None:
+    m = tiny(Family.T5)
+    run = RunConfig(batch=2, seq=16, decoder_seq=8, checkpointing=True)
+    d = profile(m, run, iters=1, warmup=0).table.df
+    gemm = d[d["category"].isin([Category.GEMM, Category.BATCHED_GEMM])]
+    rec = gemm[gemm["phase"] == Phase.RECOMPUTE]
+    fwd = gemm[(gemm["phase"] == Phase.FORWARD) & (gemm["layer"] >= 0)]
+    assert set(rec["layer"]) == {0, 1, 2, 3, 4}
+    assert rec["flops"].sum() == pytest.approx(fwd["flops"].sum())

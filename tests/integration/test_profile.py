@@ -47,7 +47,7 @@ def _run(m) -> RunConfig:
 
 def _measured() -> list[tuple[Family, bool]]:
     """(family, hf) per modelled family: its reference model, or Hugging Face's where it
-    has none (T5)."""
+    has none."""
     from bertscope.measure.models_more import REFERENCE_FAMILIES
 
     return [(f, f not in REFERENCE_FAMILIES) for f in MODELLED]

@@ -395,6 +395,9 @@ _TOP_SUBLAYER: dict[str, Sublayer] = {
     "patch": Sublayer.PATCH_EMBED,
     "final_norm": Sublayer.FINAL_NORM,
     "classifier": Sublayer.CLS_HEAD,
+    "enc_final": Sublayer.FINAL_NORM,  # T5's two stacks
+    "dec_final": Sublayer.FINAL_NORM,
+    "lm_head": Sublayer.LM_HEAD,
 }
 LAYER_SUBLAYER: dict[str, Sublayer] = {
     "attn.q": Sublayer.QKV,
@@ -413,6 +416,16 @@ LAYER_SUBLAYER: dict[str, Sublayer] = {
     "ffn_norm": Sublayer.FFN_ADD_NORM,
     "attn_res": Sublayer.ATTN_ADD_NORM,  # pre-LN layers (ViT): dropout + residual add
     "ffn_res": Sublayer.FFN_ADD_NORM,
+    # T5 (measure/models_t5.py): relative bias, cross-attention, gated feed-forward
+    "bias": Sublayer.REL_POS_BIAS,
+    **{f"cross.{n}": Sublayer.CROSS_QKV for n in "qkv"},
+    **{f"cross.{n}": Sublayer.CROSS_CORE for n in ("score", "softmax", "drop", "context")},
+    "cross.out": Sublayer.CROSS_OUTPUT,
+    "cross_norm": Sublayer.CROSS_ADD_NORM,
+    "cross_res": Sublayer.CROSS_ADD_NORM,
+    "ffn.gate": Sublayer.FFN_GATE,
+    "ffn.mul": Sublayer.FFN_ACT,
+    "ffn.drop": Sublayer.FFN_ACT,
 }
 """Module path inside `layers.{i}` -> sublayer; a path's longest listed prefix decides."""
 
