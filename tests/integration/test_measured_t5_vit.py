@@ -21,20 +21,27 @@ from bertscope.measure.models_vit import load_hf_vit  # noqa: E402
 from bertscope.measure.profile import profile  # noqa: E402
 
 
-@pytest.mark.parametrize("sdpa", [False, True])
-def test_reference_vit_has_hugging_faces_loss_and_gradients(sdpa: bool) -> None:
-    m = tiny(Family.VIT)
-    run = RunConfig(batch=3, seq=17, dropout=False, attention="sdpa" if sdpa else "eager")
+def _both(m, run, load) -> tuple[object, object]:
+    """Hugging Face's model and the reference one with its weights (`load`), one training
+    step's forward and backward on the same batch; the losses agree."""
     torch.manual_seed(0)
     hf = hf_model_more(m, 0.0)
     ours = build_model(m, run)
-    load_hf_vit(ours, hf)
+    load(ours, hf)
     batch = family_batch(m, run, seed=1)
     theirs = hf(**batch.hf_inputs(m.family)).loss
     mine = ours(**batch.model_inputs()).loss
     theirs.backward()
     mine.backward()
     assert mine.item() == pytest.approx(theirs.item(), rel=1e-5)
+    return ours, hf
+
+
+@pytest.mark.parametrize("sdpa", [False, True])
+def test_reference_vit_has_hugging_faces_loss_and_gradients(sdpa: bool) -> None:
+    m = tiny(Family.VIT)
+    run = RunConfig(batch=3, seq=17, dropout=False, attention="sdpa" if sdpa else "eager")
+    ours, hf = _both(m, run, load_hf_vit)
     pairs = [(ours.patch.proj.weight.grad,
               hf.vit.embeddings.patch_embeddings.projection.weight.grad.reshape(64, -1)),
              (ours.patch.cls.grad, hf.vit.embeddings.cls_token.grad),
@@ -50,17 +57,7 @@ def test_reference_vit_has_hugging_faces_loss_and_gradients(sdpa: bool) -> None:
 def test_reference_t5_has_hugging_faces_loss_and_gradients(v1_1: bool) -> None:
     m = (tiny(Family.T5, gated_ffn=True, tie_word_embeddings=False, activation="gelu_new")
          if v1_1 else tiny(Family.T5))
-    run = RunConfig(batch=3, seq=16, decoder_seq=8, dropout=False)
-    torch.manual_seed(0)
-    hf = hf_model_more(m, 0.0)
-    ours = build_model(m, run)
-    load_hf_t5(ours, hf)
-    batch = family_batch(m, run, seed=1)
-    theirs = hf(**batch.hf_inputs(m.family)).loss
-    mine = ours(**batch.model_inputs()).loss
-    theirs.backward()
-    mine.backward()
-    assert mine.item() == pytest.approx(theirs.item(), rel=1e-5)
+    ours, hf = _both(m, RunConfig(batch=3, seq=16, decoder_seq=8, dropout=False), load_hf_t5)
     enc, dec = hf.encoder.block, hf.decoder.block
     pairs = [(ours.layers[0].attn.q.weight.grad, enc[0].layer[0].SelfAttention.q.weight.grad),
              (ours.layers[0].bias.table.weight.grad,
@@ -121,3 +118,36 @@ def test_reference_t5_checkpointing_recomputes_both_stacks() -> None:
     fwd = gemm[(gemm["phase"] == Phase.FORWARD) & (gemm["layer"] >= 0)]
     assert set(rec["layer"]) == {0, 1, 2, 3, 4}
     assert rec["flops"].sum() == pytest.approx(fwd["flops"].sum())
+
+
+# -- the commands on tiny T5 and ViT config.json files (no presets: CI stays fast)
+T5_TINY = {"model_type": "t5", "d_model": 64, "d_kv": 8, "d_ff": 256, "num_layers": 2,
+           "num_decoder_layers": 3, "num_heads": 4, "vocab_size": 500,
+           "is_encoder_decoder": True}
+VIT_TINY = {"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "intermediate_size": 256, "image_size": 32,
+            "patch_size": 8, "num_labels": 10}
+
+
+@pytest.mark.parametrize(("doc", "shape", "bad"), [
+    (T5_TINY, ["--seq", "16", "--decoder-seq", "8"], ["--seq", "16", "--decoder-seq", "0"]),
+    (VIT_TINY, ["--seq", "17"], ["--seq", "16"])], ids=["t5", "vit"])
+def test_commands_run_on_both_families(tmp_path, capsys, doc, shape, bad) -> None:
+    import json
+
+    from bertscope.cli import main
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(doc))
+    commands = [["ops", str(cfg), "--batch", "2"],
+                ["predict", str(cfg), "--batch", "2", "--device", "a100"],
+                ["profile", str(cfg), "--batch", "2", "--iters", "1", "--warmup", "0"],
+                ["distributed", str(cfg), "--devices", "2", "--device", "a100",
+                 "--global-batch", "4", "--tp", "2"]]
+    for argv in commands:
+        rc = main([*argv, *shape])
+        out = capsys.readouterr()
+        assert rc == 0, (argv, out.err)
+    assert main(["ops", str(cfg), "--batch", "2", *bad]) == 2  # one line, exit 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
