@@ -418,6 +418,7 @@ LAYER_SUBLAYER: dict[str, Sublayer] = {
     "ffn_res": Sublayer.FFN_ADD_NORM,
     # T5 (measure/models_t5.py): relative bias, cross-attention, gated feed-forward
     "bias": Sublayer.REL_POS_BIAS,
+    "mask": Sublayer.ATTN_SCORE,  # the decoder's causal mask
     **{f"cross.{n}": Sublayer.CROSS_QKV for n in "qkv"},
     **{f"cross.{n}": Sublayer.CROSS_CORE for n in ("score", "softmax", "drop", "context")},
     "cross.out": Sublayer.CROSS_OUTPUT,

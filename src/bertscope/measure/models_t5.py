@@ -83,6 +83,15 @@ class RelativeBias(nn.Module):
         return self.table(bucket).permute(2, 0, 1).unsqueeze(0)  # (1, nh, s, s)
 
 
+class CausalMask(nn.Module):
+    """The decoder's additive (1, 1, s, s) causal mask: the dtype's min above the diagonal."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = x.shape[1]
+        full = torch.full((s, s), torch.finfo(x.dtype).min, device=x.device)
+        return full.triu(1)[None, None]
+
+
 class BiasedScore(nn.Module):
     """Q K^T + position bias (+ additive mask): T5 does not scale its scores."""
 
@@ -157,6 +166,7 @@ class T5Block(nn.Module):
         super().__init__()
         h = cfg.hidden
         self.bias = RelativeBias(cfg, bidirectional=not decoder) if first else None
+        self.mask = CausalMask() if first and decoder else None
         self.attn_norm, self.attn = RMSNorm(h), T5Attention(cfg, dropout)
         self.attn_res = Residual(dropout)
         if decoder:
@@ -167,16 +177,18 @@ class T5Block(nn.Module):
         self.decoder = decoder
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None, mask: torch.Tensor | None,
-                enc: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                enc: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         if self.bias is not None:
             bias = self.bias(x.shape[1], x.device)
+        if self.mask is not None:
+            mask = self.mask(x)
         y = self.attn_norm(x)
         x = self.attn_res(self.attn(y, y, bias, mask), x)
         if self.decoder and enc is not None:
             x = self.cross_res(self.cross(self.cross_norm(x), enc, None, None), x)
         x = self.ffn_res(self.ffn(self.ffn_norm(x)), x)
         assert bias is not None
-        return x, bias
+        return x, bias, mask
 
 
 class T5Embeddings(nn.Module):
@@ -189,8 +201,8 @@ class T5Embeddings(nn.Module):
         self.drop = _dropout(dropout)
         self.shift = ShiftRight()
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.shared(ids))
+    def forward(self, ids: torch.Tensor, shift: bool = False) -> torch.Tensor:
+        return self.drop(self.shared(self.shift(ids) if shift else ids))
 
 
 class ShiftRight(nn.Module):
@@ -266,17 +278,13 @@ class T5ForPretraining(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> Seq2SeqOutput:
         le = self.cfg.num_layers
-        x, bias = self.embeddings(input_ids), None  # (B, S, h)
+        x, bias, mask = self.embeddings(input_ids), None, None  # (B, S, h)
         for layer in self.layers[:le]:
-            x, bias = self._run(layer, x, bias, None, None)
+            x, bias, _ = self._run(layer, x, bias, None, None)
         enc = self.enc_final(x)
-        y, bias = self.embeddings(self.embeddings.shift(labels)), None  # (B, S_t, h)
-        t = y.shape[1]
-        dtype = enc.dtype
-        causal = torch.full((t, t), torch.finfo(dtype).min, device=y.device).triu(1)
-        mask = causal[None, None].expand(y.shape[0], 1, t, t)  # (B, 1, S_t, S_t)
+        y, bias = self.embeddings(labels, shift=True), None  # (B, S_t, h)
         for layer in self.layers[le:]:
-            y, bias = self._run(layer, y, bias, mask, enc)
+            y, bias, mask = self._run(layer, y, bias, mask, enc)
         logits = self.lm_head(self.dec_final(y))
         return Seq2SeqOutput(self.loss(logits, labels), logits)
 

@@ -146,9 +146,14 @@ def reference_sublayer(name: str) -> Sublayer:
     """`module_sublayer`, with the attention module's own ops (splitting and merging heads)
     counted with the Q/K/V projections."""
     parts = name.split(".")
-    if len(parts) == 3 and parts[0] == "layers" and parts[2] == "attn":
-        return Sublayer.QKV
+    if len(parts) == 3 and parts[0] == "layers" and parts[2] in _HEAD_SPLITS:
+        return _HEAD_SPLITS[parts[2]]
     return module_sublayer(name)
+
+
+_HEAD_SPLITS = {"attn": Sublayer.QKV, "cross": Sublayer.CROSS_QKV}
+"""Attention modules whose own ops split the projections into heads (T5's cross-attention
+with its Q, K and V)."""
 
 
 class _Trainer:
