@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bertscope.analytic.blocks import Block, expand
+from bertscope.analytic.decoder import decoder_blocks, decoder_layout
 from bertscope.analytic.encoder import encoder_blocks
 from bertscope.analytic.params import GroupLayout, encoder_layout
 from bertscope.config import Family, ModelConfig, RunConfig
@@ -26,6 +27,8 @@ PRODUCERS: dict[Family, Producer] = {
     Family.BERT: encoder_blocks,
     Family.ROBERTA: encoder_blocks,
     Family.ALBERT: encoder_blocks,
+    Family.GPT2: decoder_blocks,
+    Family.LLAMA: decoder_blocks,
 }
 """Family -> the function writing its iteration's blocks."""
 
@@ -33,6 +36,8 @@ LAYOUTS: dict[Family, Layout] = {
     Family.BERT: encoder_layout,
     Family.ROBERTA: encoder_layout,
     Family.ALBERT: encoder_layout,
+    Family.GPT2: decoder_layout,
+    Family.LLAMA: decoder_layout,
 }
 """Family -> its parameter layout (`params.group_layout`)."""
 

@@ -17,9 +17,13 @@ class ParamGroup:
 
     name: str
     layer: int
-    """Encoder layer index; -1 for groups outside the encoder stack."""
+    """Layer index; -1 for groups outside the layer stacks."""
     params: int
     tensors: int
+    split: int = 0
+    """Of `params`, those Megatron-LM's tensor parallelism divides among the ranks (column-
+    and row-parallel weights, column-parallel biases, vocabulary-parallel tables); the rest
+    (norms, row-parallel biases, position tables) every rank keeps whole."""
 
 
 def linear(d_in: int, d_out: int) -> int:
@@ -94,16 +98,20 @@ def encoder_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:
     """BERT, RoBERTa and ALBERT: embeddings, the encoder layer (shared in ALBERT), the pooler
     and the pretraining heads, as Hugging Face's BertModel/RobertaModel/AlbertModel and their
     pretraining classes build them."""
+    h, f = m.hidden, m.intermediate
     before = [ParamGroup("embedding", -1, embedding_params(m),
-                         3 + 2 + (2 if m.family is Family.ALBERT else 0))]
+                         3 + 2 + (2 if m.family is Family.ALBERT else 0),
+                         split=m.vocab_size * m.emb)]  # the word table, by vocabulary
     after = []
     if not pretraining or m.has_pooler_head:
         after.append(ParamGroup("pooler", -1, linear(m.hidden, m.hidden), 2))
-    if pretraining:
+    if pretraining:  # the MLM decoder's bias, by vocabulary
         after.append(ParamGroup("heads", -1, head_params(m),
-                                5 + (2 if m.has_pooler_head else 0)))
-    return GroupLayout(before, [StackGroup(ParamGroup("layer", 0, layer_params(m), 16),
-                                           per_layer=not m.share_layers)], after)
+                                5 + (2 if m.has_pooler_head else 0), split=m.vocab_size))
+    # Q, K, V, output and FFN weights; Q/K/V/FFN1 biases (the output and FFN2 biases, added
+    # after the all-reduce, and the layernorms are whole on every rank)
+    layer = ParamGroup("layer", 0, layer_params(m), 16, split=4 * h * h + 2 * h * f + 3 * h + f)
+    return GroupLayout(before, [StackGroup(layer, per_layer=not m.share_layers)], after)
 
 
 def param_groups(m: ModelConfig, *, pretraining: bool = True) -> list[ParamGroup]:
