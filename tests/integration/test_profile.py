@@ -16,7 +16,7 @@ from tests.conftest import MODELLED, tiny
 
 torch = pytest.importorskip("torch")
 from bertscope.measure import profile as prof_mod  # noqa: E402
-from bertscope.measure.models import ENCODER_FAMILIES as MEASURED  # noqa: E402
+from bertscope.measure.families import MEASURED  # noqa: E402
 from bertscope.measure.profile import profile  # noqa: E402
 
 GEMMS = [Category.GEMM, Category.BATCHED_GEMM]

@@ -68,3 +68,40 @@ def test_positions_beyond_the_context_and_a_decoder_length_are_refused() -> None
         build(get_model("gpt2"), RunConfig(batch=1, seq=1025))
     with pytest.raises(BertscopeError, match="decoder_seq"):
         build(get_model("gpt2"), RunConfig(batch=1, seq=8, decoder_seq=4))
+
+
+def _write(tmp_path, doc: dict) -> str:
+    import json
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(doc))
+    return str(p)
+
+
+@pytest.mark.parametrize("preset", ["gpt2-medium", "llama2-70b", "llama3-8b"])
+def test_hugging_face_config_json_reads_back_as_the_preset(tmp_path, preset: str) -> None:
+    # the config.json transformers itself writes for the published sizes
+    transformers = pytest.importorskip("transformers")
+    from bertscope.measure.hf_weights import hf_config
+
+    m = PRESETS[preset]
+    doc = hf_config(m).to_dict()
+    got = get_model(_write(tmp_path, doc))
+    for field in ("family", "num_layers", "hidden", "heads", "kv_head_count", "head_dim",
+                  "intermediate", "vocab_size", "max_positions", "gated_ffn",
+                  "tie_word_embeddings", "activation"):
+        assert getattr(got, field) == getattr(m, field), field
+    assert parameter_count(got) == parameter_count(m)
+    assert transformers  # imported for hf_config
+
+
+@pytest.mark.parametrize(("doc", "match"), [
+    ({"model_type": "llama", "attention_bias": True}, "attention_bias"),
+    ({"model_type": "llama", "pretraining_tp": 2}, "pretraining_tp"),
+    ({"model_type": "gpt2", "scale_attn_weights": False}, "scale_attn_weights"),
+    ({"model_type": "gpt2", "n_layer": 2}, "missing"),
+    ({"model_type": "mistral"}, "supported: .*gpt2.*llama"),
+])
+def test_architecture_keys_are_honoured_or_refused(tmp_path, doc: dict, match: str) -> None:
+    with pytest.raises(BertscopeError, match=match):
+        get_model(_write(tmp_path, doc))
