@@ -93,7 +93,7 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     if m.family.positions is Positions.ROTARY:
         sec.rotary("rotary_q", g * s * d, s, d)
         sec.rotary("rotary_k", b * kv * s * d, s, d)
-    attention_core(sec, run, b, s, g, d, kv_groups=a // kv, causal=True, dropout=drop)
+    attention_core(sec, run, b, s, g, d, kv_groups=m.kv_groups, causal=True, dropout=drop)
     sec.linear("attn_out", S.ATTN_OUTPUT, t, a * d, h, bias=bias, split=T.ROW)
     if drop:
         sec.dropout("attn_out_dropout", S.ATTN_ADD_NORM, t * h)

@@ -137,6 +137,8 @@ def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
                              "drop --masked-lm-only with --hf")
     cfg = hf_config(m, dropout=DROPOUT_PROB if run.dropout else 0.0)
     model = getattr(transformers, HF_CLASSES[m.family])(cfg)
+    if m.family is Family.GPT2:  # its class name does not say "ForCausalLM"; the loss is that
+        model.loss_type = "ForCausalLM"
     if run.checkpointing:
         enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5
         kwargs = {"use_reentrant": False}

@@ -108,7 +108,8 @@ def hf_config(cfg: ModelConfig, *, dropout: float = 0.0) -> Any:
                 n_layer=cfg.num_layers, n_head=cfg.heads, n_inner=cfg.intermediate,
                 activation_function=cfg.activation.value, resid_pdrop=dropout,
                 embd_pdrop=dropout, attn_pdrop=dropout, initializer_range=INIT_STD,
-                tie_word_embeddings=cfg.tie_word_embeddings, attn_implementation="eager")
+                tie_word_embeddings=cfg.tie_word_embeddings, attn_implementation="eager",
+                bos_token_id=cfg.vocab_size - 1, eos_token_id=cfg.vocab_size - 1)
         case Family.LLAMA:
             return transformers.LlamaConfig(
                 vocab_size=cfg.vocab_size, hidden_size=cfg.hidden,
@@ -116,7 +117,8 @@ def hf_config(cfg: ModelConfig, *, dropout: float = 0.0) -> Any:
                 num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_head_count,
                 head_dim=cfg.head_dim, max_position_embeddings=cfg.max_positions,
                 hidden_act=cfg.activation.value, initializer_range=INIT_STD,
-                tie_word_embeddings=cfg.tie_word_embeddings, attn_implementation="eager")
+                tie_word_embeddings=cfg.tie_word_embeddings, attn_implementation="eager",
+                bos_token_id=min(1, cfg.vocab_size - 1), eos_token_id=min(2, cfg.vocab_size - 1))
         case Family.ALBERT:
             if not cfg.share_layers:
                 raise BertscopeError("HF ALBERT always shares its layers; set share_layers")

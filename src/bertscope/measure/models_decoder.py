@@ -65,10 +65,10 @@ class RMSNorm(nn.Module):
         self.weight, self.eps = nn.Parameter(torch.ones(d)), eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        # torch's rms_norm (one aten::rms_norm op, classified rmsnorm) on the fp32 input, as
+        # HF writes it out: x * rsqrt(mean(x^2) + eps)
+        y = F.rms_norm(x.to(torch.float32), (x.size(-1),), eps=self.eps)
+        return self.weight * y.to(x.dtype)
 
 
 class Embeddings(nn.Module):
