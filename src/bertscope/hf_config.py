@@ -103,6 +103,59 @@ def _encoder(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
     )
 
 
+_GPT2_MODELLED: dict[str, Any] = {
+    "add_cross_attention": False, "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False}
+"""GPT-2 config.json keys that change the architecture, with the values modelled."""
+
+
+def _gpt2(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+    """GPT-2 config.json files (openai-community/gpt2 and its sizes; n_inner null is 4h)."""
+    refuse_unmodelled(raw, _GPT2_MODELLED, o)
+    require(raw, ("n_layer", "n_embd", "n_head", "vocab_size"), o)
+    h = expect(raw, "n_embd", int, o)
+    inner = expect(raw, "n_inner", int, o, None, nullable=True)
+    positions = expect(raw, "n_positions", int, o, None, nullable=True)
+    if positions is None:
+        positions = expect(raw, "n_ctx", int, o)
+    return ModelConfig(
+        name=name, family=Family.GPT2, num_layers=expect(raw, "n_layer", int, o), hidden=h,
+        heads=expect(raw, "n_head", int, o), intermediate=inner if inner is not None else 4 * h,
+        vocab_size=expect(raw, "vocab_size", int, o), max_positions=positions,
+        type_vocab_size=1,
+        activation=parse_enum(Activation, expect(raw, "activation_function", str, o,
+                                                 "gelu_new"), "activation_function", o),
+        tie_word_embeddings=expect(raw, "tie_word_embeddings", bool, o, True))
+
+
+_LLAMA_MODELLED: dict[str, Any] = {"attention_bias": False, "mlp_bias": False,
+                                   "pretraining_tp": 1, "attention_dropout": (0, 0.0)}
+"""Llama config.json keys that change the architecture (or add work), with the values
+modelled; `rope_scaling` only changes the rotary frequencies, not the work, and is accepted."""
+
+
+def _llama(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+    """Llama config.json files (meta-llama/Llama-2-*-hf, Meta-Llama-3-*)."""
+    refuse_unmodelled(raw, _LLAMA_MODELLED, o)
+    require(raw, ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                  "intermediate_size", "vocab_size", "max_position_embeddings"), o)
+    heads = expect(raw, "num_attention_heads", int, o)
+    h = expect(raw, "hidden_size", int, o)
+    head_dim = expect(raw, "head_dim", int, o, None, nullable=True)
+    return ModelConfig(
+        name=name, family=Family.LLAMA, num_layers=expect(raw, "num_hidden_layers", int, o),
+        hidden=h, heads=heads,
+        kv_heads=expect(raw, "num_key_value_heads", int, o, heads, nullable=True) or heads,
+        head_size=head_dim if head_dim not in (None, h // heads) else None,
+        intermediate=expect(raw, "intermediate_size", int, o),
+        vocab_size=expect(raw, "vocab_size", int, o),
+        max_positions=expect(raw, "max_position_embeddings", int, o), type_vocab_size=1,
+        gated_ffn=True,
+        activation=parse_enum(Activation, expect(raw, "hidden_act", str, o, "silu"),
+                              "hidden_act", o),
+        tie_word_embeddings=expect(raw, "tie_word_embeddings", bool, o, False))
+
+
 _T5_UNMODELLED: dict[str, Any] = {"is_encoder_decoder": True, "is_decoder": False}
 """T5 config.json keys that would make another model than the encoder-decoder modelled."""
 
@@ -174,6 +227,8 @@ READERS: dict[str, Reader] = {
     "bert": _encoder,
     "roberta": _encoder,
     "albert": _encoder,
+    "gpt2": _gpt2,
+    "llama": _llama,
     "t5": _t5,
     "vit": _vit,
 }

@@ -16,6 +16,7 @@ from tests.conftest import MODELLED, tiny
 
 torch = pytest.importorskip("torch")
 from bertscope.measure import profile as prof_mod  # noqa: E402
+from bertscope.measure.families import MEASURED  # noqa: E402
 from bertscope.measure.profile import profile  # noqa: E402
 
 GEMMS = [Category.GEMM, Category.BATCHED_GEMM]
@@ -45,20 +46,12 @@ def _run(m) -> RunConfig:
     return RunConfig(batch=2, seq=16, decoder_seq=8 if m.family is Family.T5 else None)
 
 
-def _measured() -> list[tuple[Family, bool]]:
-    """(family, hf) per modelled family: its reference model, or Hugging Face's where it
-    has none."""
-    from bertscope.measure.models_more import REFERENCE_FAMILIES
-
-    return [(f, f not in REFERENCE_FAMILIES) for f in MODELLED]
-
-
-@pytest.mark.parametrize(("family", "hf"), _measured(), ids=lambda x: getattr(x, "value", ""))
-def test_measured_gemm_flops_and_phases_match_the_analytic_table(family: Family,
-                                                                 hf: bool) -> None:
+@pytest.mark.parametrize("family", [f for f in MODELLED if f in MEASURED],
+                         ids=lambda f: f.value)
+def test_measured_gemm_flops_and_phases_match_the_analytic_table(family: Family) -> None:
     m = tiny(family)
     run = _run(m)
-    r = profile(m, run, iters=1, warmup=1, hf=hf)
+    r = profile(m, run, iters=1, warmup=1)
     got, want = r.table.df, build(m, run).df
     for phases in ([Phase.FORWARD], [Phase.BACKWARD_DATA], [Phase.BACKWARD_WEIGHT]):
         assert _gemm_flops(got, phases) == pytest.approx(_gemm_flops(want, phases)), phases

@@ -26,7 +26,7 @@ from bertscope.perf import (
 from bertscope.sweep import sweep
 from bertscope.taxonomy import Category, Phase
 
-MODELS = ("bert-tiny", "roberta-base", "albert-base-v2")
+MODELS = ("bert-tiny", "roberta-base", "albert-base-v2", "gpt2", "llama2-7b")
 # a profile as calibration writes one: per-phase GEMM factors, per-category bandwidth
 # (phase-specific entries too), host time that adds to every launch
 FITTED = load_profile("a100").with_models(
@@ -88,6 +88,7 @@ def test_every_figure_equals_the_per_configuration_path(model, device, batch, se
                                                         dropout, masked, layers, attention,
                                                         fused, gemm, overhead) -> None:
     knobs = Knobs(gemm_peak=gemm, overhead=overhead)
+    masked = masked and get_model(model).has_mlm_head  # decoders have no MLM head
     res = sweep([model], [DEVICES[device]], batch=batch, seq=seq, micro_batches=micro,
                 precision=[precision], optimizer=[optimizer], checkpoint=[checkpoint],
                 dropout=[dropout], masked_lm_only=[masked], attention=[attention],

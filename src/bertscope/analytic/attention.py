@@ -41,7 +41,7 @@ LSE_BYTES = 4
 def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
                    skv: Any = None, kv_groups: int = 1, causal: bool = False,
                    scale: bool = True, bias_elems: Any = 0, cross: bool = False,
-                   mask: bool = True) -> None:
+                   dropout: bool | None = None, mask: bool = True) -> None:
     """Emit the attention core's rows (and register their backward rows) into the layer's
     section `sec` (`analytic.section.Section`): g = batch x query heads, s query positions,
     `skv` key positions (None: s; T5's cross-attention attends the encoder's), head size d.
@@ -54,13 +54,16 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
     masked half, a FlashAttention kernel may skip its tiles). `scale`: scores divided by
     sqrt(d) (T5 does not). `bias_elems`: a position bias of that many elements added to the
     scores (T5's relative bias, broadcast over the batch). `cross`: the rows are
-    cross-attention's (`Sublayer.CROSS_CORE`). `mask=False`: no additive mask at all (ViT's
-    attention has none: every image has all its patches)."""
+    cross-attention's (`Sublayer.CROSS_CORE`). `dropout`: whether the attention probabilities
+    are dropped out (None: the run's setting; False for a family without dropout layers).
+    `mask=False`: no additive mask at all (ViT's attention has none: every image has all
+    its patches)."""
+    drop = run.dropout if dropout is None else dropout
     skv = s if skv is None else skv
     subs = _CROSS if cross else _SELF
     mask_elems = (b * s * skv if causal else b * skv) if mask else 0
     if run.attention is Attention.SDPA:
-        _flash(sec, run, s, skv, g, d, kv_groups, mask_elems + bias_elems, subs[3])
+        _flash(sec, drop, s, skv, g, d, kv_groups, mask_elems + bias_elems, subs[3])
         return
     t_q, t_kv = g * s * d, g * skv * d  # elements of Q, and of K or V after any repeat
     if kv_groups > 1:
@@ -69,7 +72,7 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
     scores = g * s * skv
     sec.bmm("score", subs[0], g, s, skv, d, saved_elems=t_q + t_kv, split=T.SPLIT)  # Q, K
     if run.attention is Attention.FUSED_SOFTMAX:
-        _fused_softmax(sec, run, scores, mask_elems + bias_elems, subs[1])
+        _fused_softmax(sec, drop, scores, mask_elems + bias_elems, subs[1])
     else:
         if scale:
             sec.scale("score_scale", subs[0], scores, split=T.SPLIT)  # / sqrt(d)
@@ -78,11 +81,11 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
         if mask:
             sec.add("score_mask", subs[0], scores, mask_elems, split=T.SPLIT)
         sec.softmax("softmax", subs[1], scores, split=T.SPLIT)
-        if run.dropout:
-            sec.dropout("attn_dropout", subs[1], scores, split=T.SPLIT)
-    # P V: keeps V, and the dropout output (with dropout off, softmax's saved output serves)
-    sec.bmm("context", subs[2], g, s, d, skv,
-            saved_elems=t_kv + (scores if run.dropout else 0), split=T.SPLIT)
+        if drop:  # keeps the probabilities the context product reads
+            sec.dropout("attn_dropout", subs[1], scores, keeps_output=True, split=T.SPLIT)
+    # P V: keeps V; its other operand, the probabilities, is counted by the dropout row (or,
+    # with dropout off, is the softmax's saved output)
+    sec.bmm("context", subs[2], g, s, d, skv, saved_elems=t_kv, split=T.SPLIT)
 
 
 _SELF = (S.ATTN_SCORE, S.ATTN_SOFTMAX, S.ATTN_CONTEXT, S.ATTN_FUSED)
@@ -93,25 +96,25 @@ def _flops(kind: str) -> tuple[int, int]:
     return _FLOPS[kind]  # the one table of per-element FLOPs
 
 
-def _fused_softmax(sec: Any, run: RunConfig, e: Any, mask_elems: Any, sub: Sublayer) -> None:
+def _fused_softmax(sec: Any, drop: bool, e: Any, mask_elems: Any, sub: Sublayer) -> None:
     """Scale + mask + softmax (+ dropout) in one kernel, and its backward in one."""
     a = sec.ab
     sm_f, sm_b = _flops("softmax")
-    dr_f, dr_b = _flops("dropout") if run.dropout else (0, 0)
-    mask = MASK_BYTES * e if run.dropout else 0
+    dr_f, dr_b = _flops("dropout") if drop else (0, 0)
+    mask = MASK_BYTES * e if drop else 0
     # with dropout: the probabilities after dropout (for the context GEMM), the softmax output
-    # and the mask (for backward); without: the softmax output alone
-    written = a * e + (a * e + mask if run.dropout else 0)
+    # and the mask (for backward), all kept; without: the softmax output alone
+    written = a * e + (a * e + mask if drop else 0)
     sec.fwd.append(sec.row("softmax", sub, C.SOFTMAX, P.FORWARD, split=T.SPLIT,
                            elements=e, flops=(1 + 1 + sm_f + dr_f) * e,
                            bytes_read=a * e + a * mask_elems, bytes_written=written,
-                           saved_bytes=a * e + mask))
+                           saved_bytes=written))
     sec.on_backward(sec.row("softmax.grad", sub, C.SOFTMAX, P.BACKWARD_DATA,
                             split=T.SPLIT, elements=e, flops=(dr_b + sm_b + 1) * e,
                             bytes_read=2 * a * e + mask, bytes_written=a * e))
 
 
-def _flash(sec: Any, run: RunConfig, s: Any, skv: Any, g: Any, d: Any, kv_groups: int,
+def _flash(sec: Any, drop: bool, s: Any, skv: Any, g: Any, d: Any, kv_groups: int,
            mask_elems: Any, sub: Sublayer) -> None:
     """One fused attention kernel forward, one backward (see the module docstring); with
     grouped-query attention it reads K and V once per key/value head."""
@@ -119,7 +122,7 @@ def _flash(sec: Any, run: RunConfig, s: Any, skv: Any, g: Any, d: Any, kv_groups
     t_q, t_kv = g * s * d, g * skv * d // kv_groups
     e = g * s * skv
     sm_f, sm_b = _flops("softmax")
-    dr_f, dr_b = _flops("dropout") if run.dropout else (0, 0)
+    dr_f, dr_b = _flops("dropout") if drop else (0, 0)
     lse = LSE_BYTES * g * s
     fwd_flops = 2 * (2 * e * d) + (1 + 1 + sm_f + dr_f) * e
     sec.fwd.append(sec.row(

@@ -12,9 +12,9 @@ import numpy as np
 
 from bertscope.analytic.attention import attention_core
 from bertscope.analytic.blocks import Block, Repeat, expand
-from bertscope.analytic.optimizer import group_blocks, group_stage, optimizer_blocks
-from bertscope.analytic.params import ParamGroup, layer_params
-from bertscope.analytic.section import INDEX_BYTES, Section
+from bertscope.analytic.optimizer import accumulates, accumulation_blocks, optimizer_blocks
+from bertscope.analytic.params import layer_params
+from bertscope.analytic.section import INDEX_BYTES, Section, recompute
 from bertscope.config import Family, ModelConfig, RunConfig
 from bertscope.optable import Op
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
@@ -132,16 +132,6 @@ def _shared_grad_sum(m: ModelConfig, ab: int) -> Op:
               elements=n, flops=n, bytes_read=2 * ab * n, bytes_written=ab * n)
 
 
-def _recompute(ops: list[Op]) -> list[Op]:
-    return [op._replace(phase=P.RECOMPUTE, saved_bytes=0) for op in ops]
-
-
-def accumulates(run: RunConfig) -> bool:
-    """Whether the iteration runs several micro-batches (gradient accumulation rows). A
-    sweep's group of configurations shares the answer (`sweep.grid` splits on it)."""
-    return bool(np.all(np.asarray(run.micro_batches) > 1))
-
-
 def encoder_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     """All rows of one training iteration (one optimizer step) of an encoder model, as blocks
     in execution order: embeddings, the layers' forward, heads (forward and backward), the
@@ -152,14 +142,14 @@ def encoder_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     emb = _embeddings(m, run, ab)
     heads = _heads(m, run, ab)
     layer0 = _layer(m, run, ab, 0)
-    backward = (_recompute(layer0.fwd) if run.checkpointing else []) + layer0.bwd()
+    backward = (recompute(layer0.fwd) if run.checkpointing else []) + layer0.bwd()
     later = [_shared_grad_sum(m, ab)] if m.share_layers else []
     micro = [Block(emb.fwd, micro=True), Block(layer0.fwd, Repeat.EACH_LAYER, micro=True),
              Block(heads.fwd + heads.bwd(), micro=True),
              Block(backward, Repeat.EACH_LAYER_REVERSED, later, micro=True),
              Block(emb.bwd(), micro=True)]
     if accumulates(run):
-        micro += _accumulate_grads(m, run, ab)
+        micro += accumulation_blocks(m, run)
     return micro + optimizer_blocks(m, run)
 
 
@@ -169,18 +159,4 @@ def encoder_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
     return expand(encoder_blocks(m, run), m.num_layers, run.micro_batches)
 
 
-def _accumulate_grads(m: ModelConfig, run: RunConfig, ab: int) -> list[Block]:
-    """Gradient accumulation: micro-batches after the first add into each .grad."""
-    k = run.micro_batches - 1
-
-    def rows(grp: ParamGroup) -> list[Op]:
-        n = grp.params
-        return [Op(f"{grp.name}.grad_accumulate", grp.layer, S.OTHER, C.ELEMENTWISE,
-                   P.BACKWARD_WEIGHT, elements=n, count=k, flops=k * n,
-                   bytes_read=k * 2 * ab * n, bytes_written=k * ab * n,
-                   pp_stage=group_stage(grp))]
-
-    return group_blocks(m, rows)
-
-
-__all__ = ["accumulates", "encoder_blocks", "encoder_ops", "masked_positions"]
+__all__ = ["encoder_blocks", "encoder_ops", "masked_positions"]

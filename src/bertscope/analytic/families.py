@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bertscope.analytic.blocks import Block, expand
+from bertscope.analytic.decoder import decoder_blocks, decoder_layout
 from bertscope.analytic.encoder import encoder_blocks
 from bertscope.analytic.params import GroupLayout, encoder_layout
 from bertscope.analytic.t5 import t5_blocks, t5_layout
@@ -28,6 +29,8 @@ PRODUCERS: dict[Family, Producer] = {
     Family.BERT: encoder_blocks,
     Family.ROBERTA: encoder_blocks,
     Family.ALBERT: encoder_blocks,
+    Family.GPT2: decoder_blocks,
+    Family.LLAMA: decoder_blocks,
     Family.T5: t5_blocks,
     Family.VIT: vit_blocks,
 }
@@ -37,6 +40,8 @@ LAYOUTS: dict[Family, Layout] = {
     Family.BERT: encoder_layout,
     Family.ROBERTA: encoder_layout,
     Family.ALBERT: encoder_layout,
+    Family.GPT2: decoder_layout,
+    Family.LLAMA: decoder_layout,
     Family.T5: t5_layout,
     Family.VIT: vit_layout,
 }

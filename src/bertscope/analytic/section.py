@@ -178,15 +178,18 @@ class Section:
                      elements=e, flops=e, bytes_read=2 * a * e, bytes_written=a * e)
             for i in range(n)])
 
-    def dropout(self, name: str, sub: Sublayer, e: int, *,
+    def dropout(self, name: str, sub: Sublayer, e: int, *, keeps_output: bool = False,
                 split: TensorSplit = T.REPLICATED) -> None:
-        """Dropout; keeps a 1-byte mask for backward."""
+        """Dropout; keeps a 1-byte mask for backward, and its output when the GEMM that reads
+        it keeps it (the attention probabilities the context product needs): counted here,
+        so the s x s tensors selective recomputation drops are the softmax's and dropout's
+        rows."""
         a = self.ab
         ff, fb = _FLOPS["dropout"]
         self.fwd.append(self.row(name, sub, C.DROPOUT, P.FORWARD, split=split, elements=e,
                                  flops=ff * e, bytes_read=a * e,
                                  bytes_written=a * e + MASK_BYTES * e,
-                                 saved_bytes=MASK_BYTES * e))
+                                 saved_bytes=(MASK_BYTES + (a if keeps_output else 0)) * e))
         self.on_backward(self.row(f"{name}.grad", sub, C.DROPOUT, P.BACKWARD_DATA,
                                   split=split, elements=e, flops=fb * e,
                                   bytes_read=a * e + MASK_BYTES * e, bytes_written=a * e))

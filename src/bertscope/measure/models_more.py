@@ -1,5 +1,5 @@
-"""The reference model of each family beyond the encoders (whose model is `models.py`):
-which class builds it and which of its modules run as layers."""
+"""The reference models of T5 and ViT (one file each, `models_t5.py`, `models_vit.py`):
+which class builds each for a run (the profiler reaches them through `families.MEASURED`)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,9 @@ from torch import nn
 
 from bertscope.config import Attention, Family, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.measure.models import DROPOUT_PROB, ENCODER_FAMILIES, EncoderLayer
-from bertscope.measure.models_t5 import T5Block, T5ForPretraining
-from bertscope.measure.models_vit import ViTForClassification, ViTLayer
-
-LAYER_TYPES: tuple[type[nn.Module], ...] = (EncoderLayer, ViTLayer, T5Block)
-"""Module classes of the reference models that run as one layer of a stack."""
-
-REFERENCE_FAMILIES = (*ENCODER_FAMILIES, Family.T5, Family.VIT)
-"""The families with a reference PyTorch model."""
+from bertscope.measure.models import DROPOUT_PROB
+from bertscope.measure.models_t5 import T5ForPretraining
+from bertscope.measure.models_vit import ViTForClassification
 
 
 def build_other(model: ModelConfig, run: RunConfig) -> nn.Module:
@@ -30,9 +24,8 @@ def build_other(model: ModelConfig, run: RunConfig) -> nn.Module:
             raise BertscopeError("the reference T5 runs eager attention (its position bias "
                                  "is added to the scores); drop --attention sdpa")
         return T5ForPretraining(model, dropout=dropout, checkpointing=run.checkpointing)
-    have = ", ".join(f.value for f in REFERENCE_FAMILIES)
     raise BertscopeError(f"model {model.name!r}: family {model.family.value!r} has no "
-                         f"reference PyTorch model yet; measured: {have}")
+                         f"reference PyTorch model here; see measure/families.py")
 
 
-__all__ = ["LAYER_TYPES", "REFERENCE_FAMILIES", "build_other"]
+__all__ = ["build_other"]
