@@ -28,14 +28,16 @@ CONFIGS = [("bert-large b8 s128 bf16", dict(batch=8, seq=128, precision="bf16"))
 ROUNDS, CALLS = 9, 20
 
 
-def load(src: Path) -> dict[str, ModuleType]:
-    """Import bertscope from `src`; its modules."""
+def load(src: Path, *packages: str) -> dict[str, ModuleType]:
+    """Import bertscope (analytic, perf and `packages`) from `src`; its modules."""
+    import importlib
+
     for k in [k for k in sys.modules if k.startswith("bertscope")]:
         del sys.modules[k]
     sys.path.insert(0, str(src))
     try:
-        import bertscope.analytic
-        import bertscope.perf  # noqa: F401
+        for name in ("bertscope.analytic", "bertscope.perf", *packages):
+            importlib.import_module(name)
     finally:
         sys.path.pop(0)
     return {k: v for k, v in sys.modules.items() if k.startswith("bertscope")}
