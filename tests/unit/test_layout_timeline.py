@@ -107,3 +107,32 @@ def test_cli_writes_a_trace_that_bertscope_trace_reads(tmp_path, capsys) -> None
                  "--global-batch", "8", "--device", "a100", "--search",
                  "--timeline", str(tmp_path / "best.json")]) == 0
     assert json.loads((tmp_path / "best.json").read_text())["traceEvents"]
+
+
+def test_every_searched_layout_adds_up() -> None:
+    """Over every layout a search costs (DP/TP/PP, ZeRO 0-3, recompute, SP, the three
+    schedules): each stage ends at the model's iteration, idles for its bubble and shows its
+    exposed communication."""
+    from bertscope.parallel import search
+    from bertscope.parallel.search import row_layout
+
+    w = Workload(model=get_model("bert-base"), run=RunConfig(batch=1, seq=128), global_batch=64)
+    c = Cluster.build("a100", 16)
+    frame = search(w, c).frame
+    picked = frame.iloc[:: max(1, len(frame) // 40)]  # ~40 layouts spread over the ranking
+    assert len(picked) >= 20
+    for col in ("schedule", "zero", "checkpoint", "pp", "tp"):  # the sample spans them all
+        assert picked[col].nunique() == frame[col].nunique(), col
+    for row in picked.to_dict("records"):
+        lay = row_layout(row)
+        res = evaluate(lay, w, c)
+        ev = [e for e in layout_timeline(lay, w, c)["traceEvents"] if e["ph"] == "X"]
+        for pid in {e["pid"] for e in ev}:
+            mine = [e for e in ev if e["pid"] == pid]
+            end = max(e["ts"] + e["dur"] for e in mine) / 1e6
+            assert end == pytest.approx(res.iteration_s, rel=1e-9), lay
+            idle = sum(e["dur"] for e in mine if e["cat"] == "bubble") / 1e6
+            assert idle == pytest.approx(res.time["bubble_s"], rel=1e-9, abs=1e-15), lay
+            comm = sum(e["dur"] for e in mine if e["tid"] == 2) / 1e6
+            assert comm == pytest.approx(res.time["tp_comm_s"] + res.time["pp_comm_s"]
+                                         + res.time["dp_comm_s"], rel=1e-9, abs=1e-15), lay
