@@ -12,7 +12,7 @@ import pytest
 from bertscope.analytic import build
 from bertscope.analytic.blocks import expand
 from bertscope.analytic.families import model_blocks
-from bertscope.config import RunConfig, get_model
+from bertscope.config import Family, RunConfig, get_model
 from bertscope.optable import OpTable
 
 RUNS = [
@@ -27,6 +27,10 @@ RUNS = [
 def test_columns_equal_the_row_layout(tiny_model, run) -> None:
     if run.masked_lm_only and not tiny_model.has_mlm_head:
         run = dataclasses.replace(run, masked_lm_only=False)  # decoders have no MLM head
+    if tiny_model.max_seq != run.seq and tiny_model.family is Family.VIT:
+        run = dataclasses.replace(run, seq=tiny_model.max_seq)  # its patches + 1
+    if tiny_model.family is Family.T5:
+        run = dataclasses.replace(run, decoder_seq=run.seq // 2 + 1)  # a length of its own
     table = build(tiny_model, run)
     rows = OpTable.from_ops(expand(model_blocks(tiny_model, run), tiny_model.num_layers,
                                    run.micro_batches))
@@ -41,10 +45,11 @@ def test_columns_equal_the_row_layout(tiny_model, run) -> None:
 
 
 @pytest.mark.parametrize("name", ["bert-large", "albert-base-v2", "roberta-base", "gpt2",
-                                  "llama2-70b"])
+                                  "llama2-70b", "t5-large", "vit-base"])
 def test_presets_equal_the_row_layout(name) -> None:
     m = get_model(name)
-    run = RunConfig(batch=4, seq=128, micro_batches=2)
+    run = RunConfig(batch=4, seq=m.max_seq if m.family is Family.VIT else 128, micro_batches=2,
+                    decoder_seq=32 if m.family is Family.T5 else None)
     table = build(m, run)
     rows = OpTable.from_ops(expand(model_blocks(m, run), m.num_layers, 2))
     assert table.df.equals(rows.df)
