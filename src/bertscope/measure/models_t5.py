@@ -27,7 +27,7 @@ from torch.utils.checkpoint import checkpoint
 
 from bertscope.config import ModelConfig
 from bertscope.measure.models import _dropout, make_activation
-from bertscope.measure.models_vit import Residual
+from bertscope.measure.models_decoder import Residual
 
 MAX_DISTANCE = 128
 """T5's `relative_attention_max_distance`: relative positions beyond it share a bucket."""

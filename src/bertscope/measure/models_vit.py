@@ -36,6 +36,7 @@ from bertscope.measure.models import (
     _dropout,
     layer_norm_eps,
 )
+from bertscope.measure.models_decoder import Residual  # x + dropout(y), as GPT-2's layers
 
 
 class PatchEmbedding(nn.Module):
@@ -75,17 +76,6 @@ class UnmaskedScore(Score):
     def forward(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None = None
                 ) -> torch.Tensor:
         return torch.matmul(q, k.transpose(2, 3)) * self.scale  # (B, nh, T, T)
-
-
-class Residual(nn.Module):
-    """x + dropout(y): a pre-LN sublayer's residual."""
-
-    def __init__(self, dropout: float) -> None:
-        super().__init__()
-        self.drop = _dropout(dropout)
-
-    def forward(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return x + self.drop(y)
 
 
 class ViTLayer(nn.Module):
