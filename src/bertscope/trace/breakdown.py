@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,14 +35,17 @@ from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
 
 _STEP = "ProfilerStep#"
 _OPTIMIZER = "Optimizer."
+_OWN = (_STEP, _OPTIMIZER, SCOPE, PHASE, ITER)
+"""Annotations the profiler and bertscope write (not scopes of a module path)."""
 
-GENERIC = frozenset({Category.ELEMENTWISE, Category.DATA_MOVEMENT, Category.REDUCTION})
-"""Kernel categories of general-purpose kernels (an elementwise, copy, index or reduce kernel)
-that many ops launch: such a kernel takes its launching op's category when that is one of
-`SPECIFIC` (the copy inside an embedding, the reduction inside a loss)."""
-SPECIFIC = frozenset({Category.EMBEDDING, Category.DROPOUT, Category.LOSS, Category.SOFTMAX,
-                      Category.LAYERNORM, Category.RMSNORM, Category.BATCHNORM,
-                      Category.ACTIVATION, Category.OPTIMIZER})
+GENERIC = frozenset({Category.ELEMENTWISE, Category.DATA_MOVEMENT, Category.REDUCTION,
+                     Category.OTHER})
+"""Launching-op categories that say little about the kernels under them (an elementwise,
+copy or reduce op; an op no pattern knows): their kernels keep the category of their own
+name. Under any other launcher (a convolution, batch norm, embedding bag, GEMM, loss, ...)
+a kernel takes the launcher's category: the op says what the work is, whatever the kernel
+is called (cuDNN's `..._relu_...` convolution kernels, the sorts and copies inside an
+embedding-bag backward)."""
 
 
 class _Node:
@@ -72,6 +76,26 @@ class _Placer(Attributor):
         self.place = np.full(n, -1, dtype=np.int32)
         """Per sorted CPU position: index into `keys` of the row that claimed it."""
         self.key_ids: dict[tuple[Any, ...], int] = {}
+        self.steps = 0
+        """ProfilerStep#N annotations walked."""
+
+    def walk(self, evt: Any, phase: Phase = Phase.FORWARD, where: Any = None) -> float:
+        """As the `Attributor`'s walk; a ProfilerStep#N annotation (wherever it sits: a
+        user's annotation may wrap it) starts an iteration and is transparent."""
+        if evt.kind == Kind.ANNOTATION and evt.name.startswith(_STEP):
+            self.new_iteration()
+            self.steps += 1
+            return sum(self.walk(c, phase, where) for c in evt.cpu_children)
+        return super().walk(evt, phase, where)
+
+    def scope_of(self, evt: Any) -> tuple[str, str] | None:
+        """Module calls, and record_function annotations other than the profiler's own
+        (ProfilerStep#N, Optimizer.*, bertscope scopes), are scopes of the module path."""
+        hit = super().scope_of(evt)
+        if hit is None and evt.kind == Kind.ANNOTATION and not evt.name.startswith(_OWN):
+            name = evt.name.replace("/", ":").replace("|", ":")
+            return name, name
+        return hit
 
     def _add(self, evt: Any, phase: Phase, where: Any) -> tuple[tuple[Any, ...], float]:
         key, t = super()._add(evt, phase, where)
@@ -183,24 +207,10 @@ def _walk(ev: Events, classify: Classifier) -> _Walk:
             placer.walk(_build(ev, tr, p))
             placer.end_tree()
         return _Walk(placer, tr, len(iters), True)
-    steps = 0
-    for p in roots.tolist():
-        steps += _walk_generic(ev, tr, placer, _build(ev, tr, p))
+    for p in roots.tolist():  # a trace without bertscope iterations: every root
+        placer.walk(_build(ev, tr, p))
         placer.end_tree()
-    return _Walk(placer, tr, max(steps, 1), False)
-
-
-def _walk_generic(ev: Events, tr: _Trees, placer: _Placer, node: _Node) -> int:
-    """Walk a root of a trace without bertscope iterations; annotations that are not
-    bertscope's or the optimizer's are transparent. Returns ProfilerStep#N annotations seen."""
-    name = node.name
-    if node.kind == Kind.ANNOTATION and not name.startswith((SCOPE, PHASE, _OPTIMIZER)):
-        step = name.startswith(_STEP)
-        if step:
-            placer.new_iteration()
-        return step + sum(_walk_generic(ev, tr, placer, c) for c in node.cpu_children)
-    placer.walk(node)
-    return 0
+    return _Walk(placer, tr, max(placer.steps, 1), False)
 
 
 # --- rows -------------------------------------------------------------------------------------
@@ -211,50 +221,50 @@ class _Place:
     sublayer: Sublayer
     category: Category
     phase: Phase
+    module: str = ""
 
 
 _NOWHERE = _Place(-1, Sublayer.OTHER, Category.OTHER, Phase.FORWARD)
 
 
-def kernel_place(category: Category | None, launcher: _Place | None, *,
-                 memory_op: bool = False) -> _Place:
-    """Layer, sublayer, category and phase of a device event from its own category (None
-    when no pattern matched its name) and the place of the CPU op that launched it.
-    Memcpy and memset (`memory_op`) stay data movement wherever they run."""
+def kernel_place(pattern: Pattern | Category | None, launcher: _Place | None, *,
+                 memory_op: bool = False, user: bool = False) -> _Place:
+    """Layer, sublayer, category and phase of a device event from the pattern its name
+    matched (or just its category; None when no pattern matched) and the place of the CPU op
+    that launched it. The launcher's category wins unless it is `GENERIC`; collectives stay
+    communication and memcpy/memset (`memory_op`) data movement wherever they run, and a
+    name the user's pattern file gives a category other than elementwise, data movement or
+    reduction (`user`) keeps it. In a
+    backward phase, a pattern's phase (a convolution's `wgrad` kernels: the weight gradient)
+    says which gradient the kernel computes."""
+    if isinstance(pattern, Category):
+        pattern = Pattern(_ANY, pattern)
     at = launcher or _NOWHERE
+    category = pattern.category if pattern is not None else None
     cat = category if category is not None else at.category
-    if category is not None and launcher is not None and not memory_op:
-        if category in GENERIC and at.category in SPECIFIC:
-            cat = at.category
-        elif category is Category.GEMM and at.category is Category.BATCHED_GEMM:
-            cat = Category.BATCHED_GEMM  # cuBLAS runs bmm with the same kernels as mm
-    layer, sub, phase = at.layer, at.sublayer, at.phase
+    # a user's rule for this kernel name, unless it only says "elementwise / copy / reduce"
+    own = user and (category is Category.OTHER or category not in GENERIC)
+    if launcher is not None and not memory_op and not own \
+            and category is not Category.COMMUNICATION and at.category not in GENERIC:
+        cat = at.category
+        if category is Category.BATCHED_GEMM and at.category is Category.GEMM:
+            cat = category  # a fused attention kernel under a plain-GEMM-shaped op
+    layer, sub, phase, module = at.layer, at.sublayer, at.phase, at.module
+    if pattern is not None and pattern.phase is not None and phase.is_backward:
+        phase = pattern.phase
     if phase is Phase.OPTIMIZER and cat is Category.ELEMENTWISE:
         cat = Category.OPTIMIZER
     if cat is Category.COMMUNICATION:
-        layer, sub, phase = -1, Sublayer.OTHER, Phase.COMMUNICATION
+        layer, sub, phase, module = -1, Sublayer.OTHER, Phase.COMMUNICATION, ""
     elif sub is Sublayer.OTHER and cat is Category.LOSS:
         sub = Sublayer.LOSS
-    return _Place(layer, sub, cat, phase)
+    return _Place(layer, sub, cat, phase, module)
 
 
-class Matcher:
-    """The first pattern matching a name (None when none does), cached per name."""
-
-    def __init__(self, classify: Classifier) -> None:
-        self.patterns: tuple[Pattern, ...] = tuple(classify.patterns)
-        self._cache: dict[str, Pattern | None] = {}
-
-    def __call__(self, name: str) -> Pattern | None:
-        """The pattern that decides `name`'s category."""
-        if name in self._cache:
-            return self._cache[name]
-        hit = next((p for p in self.patterns if p.regex.search(name)), None)
-        self._cache[name] = hit
-        return hit
+_ANY = re.compile("")
 
 
-def _device_rows(ev: Events, w: _Walk, match: Matcher) -> tuple[list[Op], set[str]]:
+def _device_rows(ev: Events, w: _Walk, classify: Classifier) -> tuple[list[Op], set[str]]:
     """One row per device-event name and place; also the names no pattern matched."""
     dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
     launcher = _launchers(ev, w.trees, dev)
@@ -269,6 +279,7 @@ def _device_rows(ev: Events, w: _Walk, match: Matcher) -> tuple[list[Op], set[st
     memory_op = (ev.kind[dev[first]] != Kind.KERNEL).tolist()
     rows: dict[tuple[Any, ...], list[float]] = {}
     unknown: set[str] = set()
+    match, user = classify.match, set(classify.extra)
     for u, t, c, mem in zip(uniq.tolist(), time_us.tolist(), count.tolist(), memory_op,
                             strict=True):
         name = ev.names[u // (len(keys) + 1)]
@@ -278,16 +289,17 @@ def _device_rows(ev: Events, w: _Walk, match: Matcher) -> tuple[list[Op], set[st
             unknown.add(name)
         at = None
         if k >= 0:
-            _n, layer, sub, cat, phase, *_ = keys[k]
-            at = _Place(layer, sub, cat, phase)
-        pl = kernel_place(hit.category if hit else None, at, memory_op=mem)
-        acc = rows.setdefault((name, pl.layer, pl.sublayer, pl.category, pl.phase), [0, 0.0])
+            _n, layer, sub, cat, phase, *_, module = keys[k]
+            at = _Place(layer, sub, cat, phase, module)
+        pl = kernel_place(hit, at, memory_op=mem, user=hit is not None and hit in user)
+        acc = rows.setdefault((name, pl.layer, pl.sublayer, pl.category, pl.phase, pl.module),
+                              [0, 0.0])
         acc[0] += c
         acc[1] += t
     its = w.iterations
     ops = [Op(name, layer, sub, cat, phase, count=max(1, round(c / its)),
-              time_s=t * 1e-6 / its)
-           for (name, layer, sub, cat, phase), (c, t) in rows.items()]
+              time_s=t * 1e-6 / its, module=module)
+           for (name, layer, sub, cat, phase, module), (c, t) in rows.items()]
     return ops, unknown
 
 
@@ -412,10 +424,10 @@ class RankBreakdown:
 def break_down(ev: Events, rank: int, classify: Classifier) -> RankBreakdown:
     """Attribute and break down one rank's events."""
     w = _walk(ev, classify)
-    match = Matcher(classify)
+    match = classify.match
     has_device = bool(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)).any())
     if has_device:
-        ops, unknown = _device_rows(ev, w, match)
+        ops, unknown = _device_rows(ev, w, classify)
         comm = {i for i, n in enumerate(ev.names)
                 if (hit := match(n)) is not None and hit.category is Category.COMMUNICATION}
         devices, streams = timeline(ev, comm)
@@ -440,5 +452,5 @@ def mean_table(parts: Iterable[OpTable], meta: dict[str, Any]) -> OpTable:
     return combine(list(parts), Combine.MEAN, meta=meta)
 
 
-__all__ = ["GENERIC", "SPECIFIC", "Matcher", "RankBreakdown", "break_down", "kernel_place",
+__all__ = ["GENERIC", "RankBreakdown", "break_down", "kernel_place",
            "mean_table", "overlap", "timeline", "union"]

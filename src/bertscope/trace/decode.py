@@ -41,6 +41,8 @@ from bertscope.trace.events import (
 
 _FLOW = "ac2g"
 """Category of Kineto's launch -> kernel flow events."""
+_MODULE = "nn.Module: "
+"""Name prefix of the python_function events kept (module calls)."""
 _MAX_SPELLINGS = 1024
 """Category spellings remembered (a trace has a handful; this bounds a malformed one)."""
 
@@ -119,6 +121,7 @@ class Columns:
         num = (float, int)
         empty: dict[str, Any] = {}
         cpu, runtime, device = int(Kind.CPU_OP), int(Kind.RUNTIME), int(Kind.KERNEL)
+        module = int(Kind.MODULE)
         ts_key, dur_key, dur_none = TS.key, DUR.key, DUR.default
         corr_key, corr_none = CORRELATION.key, CORRELATION.default
         seq_key, seq_none = SEQUENCE.key, SEQUENCE.default
@@ -145,6 +148,8 @@ class Columns:
             if not kind:
                 return None if kind == 0 else odd(e, add)  # a dropped category, or new
             name, ts, dur = e.get("name"), e.get(ts_key), e.get(dur_key, dur_none)
+            if kind == module and (type(name) is not str or not name.startswith(_MODULE)):
+                return None  # a Python stack frame, not a module call
             args = e.get("args", empty)
             if type(args) is not dict or type(ts) not in num or type(dur) not in num:
                 return odd(e, add)
@@ -155,7 +160,7 @@ class Columns:
                 nid = new_name(name)
             corr, seq = corr_none, seq_none
             numel = 0
-            if kind >= device:
+            if device <= kind < module:
                 # the device and stream are in args; pid/tid are display lanes in some writers
                 lane, sub = args.get(device_key), args.get(stream_key)
                 if lane is None:

@@ -27,15 +27,19 @@ class Kind(IntEnum):
     KERNEL = 4
     MEMCPY = 5
     MEMSET = 6
+    MODULE = 7
+    """A module call (`nn.Module: BertLayer_3`, a python_function event): a scope of the
+    module path. Other python_function events (stack frames) are dropped."""
 
 
-CPU_KINDS = (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME)
+CPU_KINDS = (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME, Kind.MODULE)
 DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 
 CATEGORIES: dict[str, int] = {
     # Kineto (torch >= 1.8) spellings, then the older profiler's and other tools'
     "cpu_op": Kind.CPU_OP, "operator": Kind.CPU_OP,
     "user_annotation": Kind.ANNOTATION,
+    "python_function": Kind.MODULE,
     "cuda_runtime": Kind.RUNTIME, "cuda_driver": Kind.RUNTIME, "runtime": Kind.RUNTIME,
     "hip_runtime": Kind.RUNTIME, "cuda runtime": Kind.RUNTIME, "hip runtime": Kind.RUNTIME,
     "kernel": Kind.KERNEL, "gpu kernel": Kind.KERNEL,
