@@ -63,10 +63,7 @@ def _frame_table(d: pd.DataFrame, title: str, cols: dict[str, str]) -> Table:
     return t
 
 
-def print_trace(result: Any, console: Console, *, top: int = 10) -> None:
-    """Print a read trace: headline, breakdowns by category, sublayer and phase (per rank
-    when several), device timelines (busy, idle, compute/communication overlap), streams,
-    the top names and the names no pattern knew."""
+def _headline(result: Any, console: Console) -> None:
     meta = result.table.meta
     per_rank = meta["trace"]["per_rank"]
     iters = sorted({v["iterations"] for v in per_rank.values()})
@@ -76,6 +73,39 @@ def print_trace(result: Any, console: Console, *, top: int = 10) -> None:
         f"{'/'.join(map(str, iters))} iteration(s), {meta['time_source']} time; busy "
         f"{_s(busy)} per iteration (mean over ranks); unknown names "
         f"{100 * meta['trace']['unknown_share']:.2f}% of it")
+
+
+def module_tree(result: Any) -> Table:
+    """The module tree (`TraceResult.modules`) as a table: each module call indented under
+    its parent, with its time per iteration (its rows and all below), share of all time and
+    launches."""
+    d = result.modules()
+    covered = float(d.loc[d["depth"] == 0, "time_share"].sum()) if len(d) else 0.0
+    t = Table(title=f"By module (time per iteration, the module's own ops and all below; "
+                    f"{100 * covered:.1f}% of all time is inside a module)",
+              title_justify="left", header_style="bold")
+    t.add_column("module", no_wrap=True, overflow="ellipsis", max_width=90)
+    for col in ("time/iter", "time %", "count"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in d.itertuples(index=False):
+        t.add_row("  " * int(r.depth) + escape(str(r.name)), _s(float(r.time_s)),
+                  f"{100 * float(r.time_share):.1f}", str(int(r.count)))
+    return t
+
+
+def print_trace(result: Any, console: Console, *, top: int = 10, by: str | None = None
+                ) -> None:
+    """Print a read trace: headline, breakdowns by category, sublayer and phase (per rank
+    when several), device timelines (busy, idle, compute/communication overlap), streams,
+    the top names, what Inductor kernels fuse and the names no pattern knew. `by`: only
+    that breakdown (category, sublayer, phase, or module: the module tree) after the
+    headline, then the unknown names."""
+    _headline(result, console)
+    if by is not None:
+        console.print(module_tree(result) if by == "module" else
+                      _breakdown_table(result, by, f"By {by}"))
+        _print_unknown(result, console, top)
+        return
     console.print(_breakdown_table(result, "category", "By category"))
     console.print(_breakdown_table(result, "sublayer", "By sublayer"))
     console.print(_breakdown_table(result, "phase", "By phase"))
@@ -103,6 +133,20 @@ def print_trace(result: Any, console: Console, *, top: int = 10) -> None:
                       _s(r["time_s"]),
                       f"{100 * r['time_share']:.1f}")
         console.print(t)
+    fused = result.fused()
+    if top > 0 and not fused.empty:
+        t = Table(title="torch.compile kernels: the ATen ops each fuses (its category from "
+                        "them)", title_justify="left", header_style="bold")
+        for col in ("name", "category", "fuses", "time/iter"):
+            t.add_column(col, justify="right" if col == "time/iter" else "left",
+                         overflow="fold")
+        for r in fused.head(max(top, 20)).itertuples(index=False):
+            t.add_row(escape(r.name), str(r.category), escape(r.fuses), _s(float(r.time_s)))
+        console.print(t)
+    _print_unknown(result, console, top)
+
+
+def _print_unknown(result: Any, console: Console, top: int) -> None:
     unknown = result.unknown()
     if not unknown.empty:
         t = Table(title="Names no pattern matched (category taken from the launching op); "
@@ -116,4 +160,4 @@ def print_trace(result: Any, console: Console, *, top: int = 10) -> None:
         console.print(t)
 
 
-__all__ = ["print_trace"]
+__all__ = ["module_tree", "print_trace"]

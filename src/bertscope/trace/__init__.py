@@ -14,6 +14,7 @@ user's pattern file tried first.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,11 +85,74 @@ class TraceResult:
         d["time_share"] = d["time_s"] / total if total > 0 else 0.0
         return d.nlargest(n, "time_s").reset_index(drop=True)
 
+    def modules(self, rank: int | None = None) -> pd.DataFrame:
+        """The module tree: per module path (every prefix of a row's `module`, parents before
+        children in the order they ran), its depth, the last element's name, time per
+        iteration (its own rows and all below), share of all time and launches. Rows without
+        a module path are not in it; the shares are of all time, so they say how much of
+        the run the tree covers."""
+        import pandas as pd
+
+        d = (self.table if rank is None else self._rank(rank).table).df
+        total = float(d["time_s"].sum())
+        time: dict[str, float] = {}
+        count: dict[str, int] = {}
+        for module, t, c in zip(d["module"].tolist(), d["time_s"].tolist(),
+                                d["count"].tolist(), strict=True):
+            if not module:
+                continue
+            parts = module.split("/")
+            for i in range(1, len(parts) + 1):
+                key = "/".join(parts[:i])
+                time[key] = time.get(key, 0.0) + t
+                count[key] = count.get(key, 0) + c
+        paths = _tree_order(time)
+        return pd.DataFrame({
+            "module": paths, "depth": [p.count("/") for p in paths],
+            "name": [p.rpartition("/")[2] for p in paths],
+            "time_s": [time[p] for p in paths],
+            "time_share": [time[p] / total if total > 0 else 0.0 for p in paths],
+            "count": [count[p] for p in paths]})
+
+    def fused(self) -> pd.DataFrame:
+        """torch.compile (Inductor) kernels: name, category, the ATen ops the name says it
+        fuses, time per iteration (mean over ranks) and count."""
+        import pandas as pd
+
+        from bertscope.taxonomy import fused_ops
+
+        d = self.table.df
+        g = d.groupby(["name", "category"], sort=False, observed=True)[
+            ["time_s", "count"]].sum().reset_index()
+        g["fuses"] = [", ".join(fused_ops(n)) for n in g["name"]]
+        g = g[[bool(_INDUCTOR_KERNEL.match(n)) for n in g["name"]]]
+        if g.empty:
+            return pd.DataFrame(columns=["name", "category", "fuses", "time_s", "count"])
+        return g[["name", "category", "fuses", "time_s", "count"]].sort_values(
+            "time_s", ascending=False).reset_index(drop=True)
+
     def _rank(self, rank: int) -> RankBreakdown:
         if rank not in self.ranks:
             raise BertscopeError(f"no rank {rank} in this trace; ranks: "
                                  f"{', '.join(map(str, sorted(self.ranks)))}")
         return self.ranks[rank]
+
+
+_INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per|for|tem)_")
+
+
+def _tree_order(paths: dict[str, float]) -> list[str]:
+    """Module paths with each parent before its children, siblings in first-seen order."""
+    children: dict[str, list[str]] = {}
+    for p in paths:
+        children.setdefault(p.rpartition("/")[0] if "/" in p else "", []).append(p)
+    out: list[str] = []
+    stack = list(reversed(children.get("", [])))
+    while stack:
+        p = stack.pop()
+        out.append(p)
+        stack.extend(reversed(children.get(p, [])))
+    return out
 
 
 def analyze_trace(path: str | Path, *, rank: int | None = None,
@@ -129,6 +193,7 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
     unknown = result.unknown()
     total = float(result.table.df["time_s"].sum())
     result.table.meta["trace"].update(
+        fused=_records(result.fused()),
         unknown=_records(unknown), unknown_s=float(unknown["time_s"].sum()),
         unknown_share=float(unknown["time_s"].sum()) / total if total > 0 else 0.0)
     return result

@@ -208,7 +208,11 @@ class Attributor:
 
     def _backward_node(self, evt: Any) -> float:
         node = evt.name[len(_EVAL):]
-        hit = self._seq.get(evt.sequence_nr)
+        seq = evt.sequence_nr
+        if seq is None or seq < 0:  # linked by a fwdbwd flow: the node's own op holds it
+            seq = next((c.sequence_nr for c in evt.cpu_children
+                        if c.name == node and (c.sequence_nr or -1) >= 0), -1)
+        hit = self._seq.get(seq)
         # nodes without a forward op (AccumulateGrad of a parameter) run right after the node
         # that produced the parameter's gradient: they inherit its place, not its category
         # (a tied weight's gradient sum is an elementwise add, not part of the embedding)

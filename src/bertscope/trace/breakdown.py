@@ -38,14 +38,15 @@ _OPTIMIZER = "Optimizer."
 _OWN = (_STEP, _OPTIMIZER, SCOPE, PHASE, ITER)
 """Annotations the profiler and bertscope write (not scopes of a module path)."""
 
-GENERIC = frozenset({Category.ELEMENTWISE, Category.DATA_MOVEMENT, Category.REDUCTION,
-                     Category.OTHER})
+GENERIC = frozenset({Category.ELEMENTWISE, Category.DATA_MOVEMENT, Category.REDUCTION})
 """Launching-op categories that say little about the kernels under them (an elementwise,
-copy or reduce op; an op no pattern knows): their kernels keep the category of their own
-name. Under any other launcher (a convolution, batch norm, embedding bag, GEMM, loss, ...)
-a kernel takes the launcher's category: the op says what the work is, whatever the kernel
-is called (cuDNN's `..._relu_...` convolution kernels, the sorts and copies inside an
-embedding-bag backward)."""
+copy or reduce op): their kernels keep the category of their own name, unless that is only
+elementwise (the catch-all of PyTorch's native kernels: a pooling kernel under a max-pool
+op is the op's reduction). Under any other launcher (a convolution, batch norm, embedding
+bag, GEMM, loss, ...) a kernel takes the launcher's category: the op says what the work is,
+whatever the kernel is called (cuDNN's `..._relu_...` convolution kernels, the sorts and
+copies inside an embedding-bag backward). Under an op no pattern knows, the kernel's name
+decides."""
 
 
 class _Node:
@@ -181,7 +182,32 @@ class _Walk:
     """True when the trace has bertscope iteration scopes (a `bertscope profile` trace)."""
 
 
+LINKED = 1 << 50
+"""Sequence numbers given from `fwdbwd` flows start here (above any autograd counter)."""
+
+
+def _link_sequences(ev: Events) -> None:
+    """Give the CPU ops at both ends of a `fwdbwd` flow (forward op, backward node) the same
+    sequence number where they lack one, so the backward node finds its forward op as with
+    Kineto's `Sequence number` arg."""
+    s_ts, s_id, f_ts, f_id = ev.links
+    cpu = np.flatnonzero((ev.kind == Kind.CPU_OP) & (ev.seq < 0))
+    if not len(s_ts) or not len(cpu):
+        return
+    at = {}
+    for i, t in zip(cpu.tolist(), ev.ts[cpu].tolist(), strict=True):
+        at.setdefault(t, i)  # the first op starting there: the outermost
+    seq = ev.seq.copy()
+    for ts, fid in zip([*s_ts.tolist(), *f_ts.tolist()], [*s_id.tolist(), *f_id.tolist()],
+                       strict=True):
+        i = at.get(ts)
+        if i is not None:
+            seq[i] = LINKED + fid
+    ev.seq = seq
+
+
 def _walk(ev: Events, classify: Classifier) -> _Walk:
+    _link_sequences(ev)
     tr = _trees(ev)
     names = ev.names
     roots = np.flatnonzero(tr.parent == -1)
@@ -244,8 +270,10 @@ def kernel_place(pattern: Pattern | Category | None, launcher: _Place | None, *,
     cat = category if category is not None else at.category
     # a user's rule for this kernel name, unless it only says "elementwise / copy / reduce"
     own = user and (category is Category.OTHER or category not in GENERIC)
-    if launcher is not None and not memory_op and not own \
-            and category is not Category.COMMUNICATION and at.category not in GENERIC:
+    says = at.category is not Category.OTHER and (
+        at.category not in GENERIC or category in (None, Category.ELEMENTWISE))
+    if launcher is not None and not memory_op and not own and says \
+            and category is not Category.COMMUNICATION:
         cat = at.category
         if category is Category.BATCHED_GEMM and at.category is Category.GEMM:
             cat = category  # a fused attention kernel under a plain-GEMM-shaped op

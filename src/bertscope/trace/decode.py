@@ -41,6 +41,8 @@ from bertscope.trace.events import (
 
 _FLOW = "ac2g"
 """Category of Kineto's launch -> kernel flow events."""
+_FWDBWD = "fwdbwd"
+"""Category of Kineto's forward op -> backward node flow events."""
 _MODULE = "nn.Module: "
 """Name prefix of the python_function events kept (module calls)."""
 _MAX_SPELLINGS = 1024
@@ -53,6 +55,7 @@ class Columns:
     def __init__(self, keep_dims: Callable[[str], bool]) -> None:
         self.cols = {c: array(code) for c, (code, _) in COLUMNS.items()}
         self.flows = tuple(array(code) for code, _ in FLOW_COLUMNS)
+        self.links = tuple(array(code) for code, _ in FLOW_COLUMNS)
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
         self.ids: list[Any] = []
@@ -116,6 +119,7 @@ class Columns:
         ts_app, d_app, c_app, s_app, e_app = (c["ts"].append, c["dur"].append, c["corr"].append,
                                               c["seq"].append, c["numel"].append)
         fs_ts, fs_id, fe_ts, fe_id = (a.append for a in self.flows)
+        ls_ts, ls_id, le_ts, le_id = (a.append for a in self.links)
         intern = self._intern_shapes
         odd = self._odd
         num = (float, int)
@@ -133,15 +137,23 @@ class Columns:
             ph = e.get("ph")
             if ph != "X":
                 if ph == "s" or ph == "f":
-                    fid, ts = e.get("id"), e.get(ts_key)
-                    if e.get("cat") != _FLOW or type(fid) is not int or type(ts) not in num:
+                    fid, ts, cat = e.get("id"), e.get(ts_key), e.get("cat")
+                    if type(fid) is not int or type(ts) not in num:
                         return odd(e, add)
-                    if ph == "s":
-                        fs_ts(ts)
-                        fs_id(fid)
-                    else:
-                        fe_ts(ts)
-                        fe_id(fid)
+                    if cat == _FLOW:
+                        if ph == "s":
+                            fs_ts(ts)
+                            fs_id(fid)
+                        else:
+                            fe_ts(ts)
+                            fe_id(fid)
+                    elif cat == _FWDBWD:
+                        if ph == "s":
+                            ls_ts(ts)
+                            ls_id(fid)
+                        else:
+                            le_ts(ts)
+                            le_id(fid)
                     return None
                 return odd(e, add)
             kind = kind_of_cat(e.get("cat"))
@@ -218,8 +230,8 @@ class Columns:
                 add(plain)
         elif ph in ("s", "f"):
             fid = as_id(e.get("id"))
-            if e.get("cat") == _FLOW and fid >= 0:
-                add({"ph": ph, "cat": _FLOW, "id": fid, TS.key: as_time(e.get(TS.key))})
+            if e.get("cat") in (_FLOW, _FWDBWD) and fid >= 0:
+                add({"ph": ph, "cat": e["cat"], "id": fid, TS.key: as_time(e.get(TS.key))})
         elif ph == "B":
             self._open.setdefault((e.get("pid"), e.get("tid")), []).append(e)
         elif ph == "E":
@@ -238,9 +250,11 @@ class Columns:
         cols = {c: np_(self.cols[c], dtype) for c, (_, dtype) in COLUMNS.items()}
         flows = tuple(np_(a, dtype) for a, (_, dtype) in zip(self.flows, FLOW_COLUMNS,
                                                                strict=True))
-        _check_times(path, cols["ts"], cols["dur"], flows[0], flows[2])
+        links = tuple(np_(a, dtype) for a, (_, dtype) in zip(self.links, FLOW_COLUMNS,
+                                                               strict=True))
+        _check_times(path, cols["ts"], cols["dur"], flows[0], flows[2], links[0], links[2])
         return Events(path=path, **cols, names=self.names, ids=self.ids, dims=self.dims,
-                      header=header, flows=flows)  # type: ignore[arg-type]
+                      header=header, flows=flows, links=links)  # type: ignore[arg-type]
 
 
 MAX_TIME_US = 1e18

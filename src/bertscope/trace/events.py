@@ -168,6 +168,10 @@ class Events:
         default_factory=_no_flows)  # type: ignore[arg-type]
     """`ac2g` flows (start ts, start id, end ts, end id): launch -> kernel links, used where
     runtime calls or kernels lack a `correlation` arg."""
+    links: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = field(
+        default_factory=_no_flows)  # type: ignore[arg-type]
+    """`fwdbwd` flows, same layout: forward op -> its backward node, used where CPU ops lack
+    a `Sequence number` arg."""
     header: dict[str, Any] = field(default_factory=dict)
     """Top-level keys other than traceEvents (schemaVersion, distributedInfo, ...)."""
 
