@@ -118,8 +118,8 @@ class Columns:
                                       c["tid"].append)
         ts_app, d_app, c_app, s_app, e_app = (c["ts"].append, c["dur"].append, c["corr"].append,
                                               c["seq"].append, c["numel"].append)
-        fs_ts, fs_id, fe_ts, fe_id = (a.append for a in self.flows)
-        ls_ts, ls_id, le_ts, le_id = (a.append for a in self.links)
+        sinks = {cat: tuple(a.append for a in arrays)  # (start ts, start id, end ts, end id)
+                 for cat, arrays in ((_FLOW, self.flows), (_FWDBWD, self.links))}
         intern = self._intern_shapes
         odd = self._odd
         num = (float, int)
@@ -137,23 +137,14 @@ class Columns:
             ph = e.get("ph")
             if ph != "X":
                 if ph == "s" or ph == "f":
-                    fid, ts, cat = e.get("id"), e.get(ts_key), e.get("cat")
+                    fid, ts = e.get("id"), e.get(ts_key)
                     if type(fid) is not int or type(ts) not in num:
                         return odd(e, add)
-                    if cat == _FLOW:
-                        if ph == "s":
-                            fs_ts(ts)
-                            fs_id(fid)
-                        else:
-                            fe_ts(ts)
-                            fe_id(fid)
-                    elif cat == _FWDBWD:
-                        if ph == "s":
-                            ls_ts(ts)
-                            ls_id(fid)
-                        else:
-                            le_ts(ts)
-                            le_id(fid)
+                    sink = sinks.get(e.get("cat"))  # type: ignore[arg-type]
+                    if sink is not None:
+                        at = 0 if ph == "s" else 2
+                        sink[at](ts)
+                        sink[at + 1](fid)
                     return None
                 return odd(e, add)
             kind = kind_of_cat(e.get("cat"))
