@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from bertscope.optable import Combine, Op, OpTable, combine
 from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Sublayer
@@ -392,14 +391,16 @@ def _length(iv: tuple[np.ndarray, np.ndarray]) -> float:
     return float(np.sum(iv[1] - iv[0]))
 
 
-def timeline(ev: Events, comm_names: set[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per device and per stream: active window, busy and idle time (seconds over the whole
-    capture), and per device the compute/communication overlap. `comm_names` are the name
-    indices of communication kernels."""
+def timeline(ev: Events, comm_names: set[int]
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per device and per stream (records): active window, busy and idle time (seconds over
+    the whole capture), and per device the compute/communication overlap. `comm_names` are
+    the name indices of communication kernels."""
     dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
-    devices, streams = [], []
+    devices: list[dict[str, Any]] = []
+    streams: list[dict[str, Any]] = []
     if not len(dev):
-        return pd.DataFrame(), pd.DataFrame()
+        return devices, streams
     ts, end = ev.ts[dev], ev.end[dev]
     is_comm = np.isin(ev.name[dev], np.fromiter(comm_names, dtype=np.int64, count=len(comm_names)))
     is_kernel = ev.kind[dev] == Kind.KERNEL
@@ -424,7 +425,7 @@ def timeline(ev: Events, comm_names: set[int]) -> tuple[pd.DataFrame, pd.DataFra
                             "busy_s": b * 1e-6, "idle_s": (window - b) * 1e-6,
                             "busy_share": b / window if window > 0 else 0.0,
                             "events": int(sel.sum())})
-    return pd.DataFrame(devices), pd.DataFrame(streams)
+    return devices, streams
 
 
 # --- one rank ---------------------------------------------------------------------------------
@@ -440,9 +441,9 @@ class RankBreakdown:
     iterations: int
     time_source: str
     """"device" (kernel, memcpy and memset time) or "cpu" (CPU op time: no device events)."""
-    devices: pd.DataFrame = field(default_factory=pd.DataFrame)
+    device_rows: list[dict[str, Any]] = field(default_factory=list)
     """Per device: window_s, busy_s, idle_s, compute_s, comm_s, overlap_s, exposed_comm_s."""
-    streams: pd.DataFrame = field(default_factory=pd.DataFrame)
+    stream_rows: list[dict[str, Any]] = field(default_factory=list)
     """Per device and stream: busy_s, idle_s, busy_share, events."""
     unknown: frozenset[str] = frozenset()
     """Names that no pattern matched (their rows' categories come from the launching op)."""
@@ -462,14 +463,14 @@ def break_down(ev: Events, rank: int, classify: Classifier) -> RankBreakdown:
     else:
         ops = w.placer.ops(w.iterations)
         unknown = {o.name for o in ops if match(o.name) is None}
-        devices, streams = pd.DataFrame(), pd.DataFrame()
+        devices, streams = [], []
     table = OpTable.from_ops(ops, {"producer": "trace", "rank": rank, "path": str(ev.path),
                                    "iterations": w.iterations,
                                    "time_source": "device" if has_device else "cpu",
                                    "bertscope_scopes": w.scoped})
     return RankBreakdown(rank=rank, path=ev.path, table=table, iterations=w.iterations,
-                         time_source="device" if has_device else "cpu", devices=devices,
-                         streams=streams, unknown=frozenset(unknown),
+                         time_source="device" if has_device else "cpu", device_rows=devices,
+                         stream_rows=streams, unknown=frozenset(unknown),
                          header={k: v for k, v in ev.header.items()
                                  if k in ("schemaVersion", "distributedInfo", "traceName")})
 
