@@ -124,3 +124,17 @@ def test_trace_by_refuses_bad_values(args: list[str], capsys: pytest.CaptureFixt
     assert main(["trace", str(path), *args, "--no-store"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--by" in err and "Traceback" not in err
+
+
+def test_the_terminal_report_imports_no_pandas() -> None:
+    # pandas is imported when a DataFrame is asked for, not for the report (start-up time)
+    import subprocess
+    import sys
+
+    path = Path(__file__).parents[1] / "data" / "traces" / "multirank"
+    code = ("import sys\nfrom bertscope.cli import main\n"
+            f"rc = main(['trace', {str(path)!r}, '--no-store'])\n"
+            "print(rc, 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split()[-2:] == ["0", "False"], out.stdout[-300:]

@@ -4,10 +4,11 @@ regenerate them; needs torch and transformers, which the tests do not).
     .venv/bin/python tests/data/traces/record_hf.py
 
 Each is one AdamW training step (forward, loss, backward, optimizer) of a 2-layer model of
-tiny width, recorded by torch.profiler on CPU with shapes, modules and stacks, as a user
-would record one (`with_modules=True, with_stack=True`). To keep the files small, the
-Python frame events (python_function events other than `nn.Module: ...`) are dropped: the
-trace reader drops them too; everything else is as torch wrote it.
+tiny width (BERT, GPT-2, Llama, T5, ViT), recorded by torch.profiler on CPU with shapes,
+modules and stacks, as a user would record one (`with_modules=True, with_stack=True`). To
+keep the files small, the Python frame events (python_function events other than
+`nn.Module: ...`) are dropped: the trace reader drops them too; everything else is as torch
+wrote it.
 """
 
 from __future__ import annotations
@@ -41,8 +42,13 @@ def _models() -> dict[str, tuple[torch.nn.Module, dict[str, torch.Tensor]]]:
     vit = tf.ViTForImageClassification(tf.ViTConfig(
         image_size=16, patch_size=8, num_channels=3, hidden_size=16, num_hidden_layers=2,
         num_attention_heads=2, intermediate_size=32, num_labels=4, attn_implementation="eager"))
+    llama = tf.LlamaForCausalLM(tf.LlamaConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16,
+        attn_implementation="eager"))
     return {
         "bert": (bert, {"input_ids": ids, "labels": ids}),
+        "llama": (llama, {"input_ids": ids, "labels": ids}),
         "gpt2": (gpt2, {"input_ids": ids, "labels": ids}),
         "t5": (t5, {"input_ids": ids, "labels": ids[:, :4].contiguous()}),
         "vit": (vit, {"pixel_values": torch.randn(2, 3, 16, 16), "labels": torch.tensor([1, 3])}),
