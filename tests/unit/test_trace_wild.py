@@ -133,6 +133,7 @@ def test_inductor_kernels_list_what_they_fuse() -> None:
 STACKS = {  # model -> (module path of the layer stack, its layer class, layers)
     "bert": ("BertForMaskedLM_0/BertModel_0/BertEncoder_0", "BertLayer", 2),
     "gpt2": ("GPT2LMHeadModel_0/GPT2Model_0", "GPT2Block", 2),
+    "llama": ("LlamaForCausalLM_0/LlamaModel_0", "LlamaDecoderLayer", 2),
     "vit": ("ViTForImageClassification_0/ViTModel_0", "ViTLayer", 2),
     "t5": ("T5ForConditionalGeneration_0/T5Stack_0", "T5Block", 2),
 }
@@ -168,6 +169,9 @@ def test_per_layer_times_sum_to_the_stack(model: str) -> None:
     ("gpt2", {S.EMBEDDING, S.QKV, S.ATTN_SCORE, S.ATTN_SOFTMAX, S.ATTN_CONTEXT, S.ATTN_OUTPUT,
               S.ATTN_ADD_NORM, S.FFN1, S.FFN_ACT, S.FFN2, S.FFN_ADD_NORM, S.FINAL_NORM,
               S.LM_HEAD, S.LOSS, S.OPTIMIZER}),
+    ("llama", {S.EMBEDDING, S.ROTARY, S.QKV, S.ATTN_SCORE, S.ATTN_SOFTMAX, S.ATTN_CONTEXT,
+               S.ATTN_OUTPUT, S.ATTN_ADD_NORM, S.FFN_GATE, S.FFN1, S.FFN_ACT, S.FFN2,
+               S.FFN_ADD_NORM, S.FINAL_NORM, S.LM_HEAD, S.LOSS, S.OPTIMIZER}),
     ("t5", {S.EMBEDDING, S.QKV, S.REL_POS_BIAS, S.ATTN_SCORE, S.ATTN_SOFTMAX, S.ATTN_CONTEXT,
             S.ATTN_OUTPUT, S.ATTN_ADD_NORM, S.CROSS_QKV, S.CROSS_CORE, S.CROSS_OUTPUT,
             S.CROSS_ADD_NORM, S.FFN1, S.FFN_ACT, S.FFN2, S.FFN_ADD_NORM, S.FINAL_NORM,
@@ -195,3 +199,14 @@ def test_module_rows_keep_the_gemm_kinds() -> None:
     score = d[(d["sublayer"] == S.ATTN_SCORE) & d["category"].isin([C.BATCHED_GEMM])]
     assert len(score) and all(m.endswith(("BertSelfAttention_0", "BertSelfAttention_1"))
                               for m in score["module"])
+
+
+def test_llama_mlp_projections_by_call_order() -> None:
+    # LlamaMLP.forward is down_proj(act_fn(gate_proj(x)) * up_proj(x)): its Linears run as
+    # gate (Linear_4 in layer 0), up (Linear_5), down (Linear_6)
+    d = analyze_trace(HF / "llama_cpu_train.json.gz").table.df
+    mlp = "LlamaForCausalLM_0/LlamaModel_0/LlamaDecoderLayer_0/LlamaMLP_0/"
+    for linear, sub in (("Linear_4", S.FFN_GATE), ("Linear_5", S.FFN1), ("Linear_6", S.FFN2)):
+        rows = d[d["module"] == mlp + linear]
+        assert set(rows["sublayer"]) == {sub}, linear
+        assert P.BACKWARD_WEIGHT in set(rows["phase"])  # backward found its module too
