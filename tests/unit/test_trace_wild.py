@@ -210,3 +210,60 @@ def test_llama_mlp_projections_by_call_order() -> None:
         rows = d[d["module"] == mlp + linear]
         assert set(rows["sublayer"]) == {sub}, linear
         assert P.BACKWARD_WEIGHT in set(rows["phase"])  # backward found its module too
+
+
+def test_every_module_row_decides_a_real_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the module table's rows are data about real module names: each must decide a place in
+    # the recorded HF traces, except the NSP head's (no model recorded here has a pooler)
+    from bertscope.trace import modules
+
+    seen: set[str] = set()
+    place = modules.ModuleMap.place
+
+    def spy(self: modules.ModuleMap, where: str) -> modules.ModulePlace | None:
+        seen.add(where)
+        return place(self, where)
+
+    monkeypatch.setattr(modules.ModuleMap, "place", spy)
+    for path in sorted(HF.glob("*.json.gz")):
+        analyze_trace(path)
+    table = modules.builtin_modules()
+    decided = {next(i for i, r in enumerate(table.rows) if r.regex.search(p))
+               for p in seen if any(r.regex.search(p) for r in table.rows)}
+    unused = {table.rows[i].sublayer for i in range(len(table.rows)) if i not in decided}
+    assert unused == {S.NSP_HEAD}
+
+
+def test_pattern_rows_phase_must_be_a_backward_phase(tmp_path: Path) -> None:
+    from bertscope.errors import BertscopeError
+    from bertscope.taxonomy import load_patterns
+
+    f = tmp_path / "p.toml"
+    f.write_text("[[pattern]]\nregex = 'my_wgrad'\ncategory = 'convolution'\n"
+                 "phase = 'backward_weight'\n")
+    assert load_patterns(f)[0].phase is P.BACKWARD_WEIGHT
+    for bad in ("forward", "sideways"):
+        f.write_text(f"[[pattern]]\nregex = 'x'\ncategory = 'gemm'\nphase = '{bad}'\n")
+        with pytest.raises(BertscopeError, match="phase"):
+            load_patterns(f)
+
+
+def test_record_function_scopes_give_module_path_and_layer(tmp_path: Path) -> None:
+    from tests.data.traces.make_traces import SGEMM, Trace
+
+    tr = Trace()
+    with tr.ann("ProfilerStep#1"), tr.ann("bert.encoder.layer.3.attention"), \
+            tr.ann("scores"), tr.op("aten::mm", dims=[[8, 16], [16, 8]]):
+        tr.kernel(SGEMM, 7.0)
+    with tr.ann("ProfilerStep#2"), tr.ann("head"), tr.op("aten::mm", dims=[[8, 16], [16, 8]]):
+        tr.kernel(SGEMM, 5.0)
+    path = tmp_path / "scoped.json.gz"
+    tr.write(path)
+    r = analyze_trace(path)
+    d = r.table.df
+    row = d[d["module"] == "bert.encoder.layer.3.attention/scores"].iloc[0]
+    # the layer index from the dotted path; two ProfilerSteps: 7 us / 2 iterations
+    assert (row["layer"], row["category"], row["time_s"]) == (3, C.GEMM, pytest.approx(3.5e-6))
+    assert d[d["module"] == "head"].iloc[0]["layer"] == -1
+    tree = r.modules().set_index("module")["time_s"]
+    assert tree["bert.encoder.layer.3.attention"] == pytest.approx(3.5e-6)
