@@ -267,3 +267,17 @@ def test_record_function_scopes_give_module_path_and_layer(tmp_path: Path) -> No
     assert d[d["module"] == "head"].iloc[0]["layer"] == -1
     tree = r.modules().set_index("module")["time_s"]
     assert tree["bert.encoder.layer.3.attention"] == pytest.approx(3.5e-6)
+
+
+@pytest.mark.parametrize(("model", "norm"), [("llama", "LlamaRMSNorm_"), ("t5", "T5LayerNorm_")])
+def test_a_norm_written_in_python_is_rmsnorm_work(model: str, norm: str) -> None:
+    # LlamaRMSNorm / T5LayerNorm run to, pow, mean, add, rsqrt, mul themselves: the module's
+    # [[kind]] row makes them rmsnorm work (no layernorm kernel exists in these models)
+    d = analyze_trace(HF / f"{model}_cpu_train.json.gz").table.df
+    norm_rows = d[d["category"] == C.RMSNORM]
+    assert {"aten::pow", "aten::mean", "aten::rsqrt"} <= set(norm_rows["name"])
+    fwd = norm_rows[norm_rows["phase"] == P.FORWARD]
+    assert all(norm in m.rpartition("/")[2] for m in fwd["module"])
+    inside = d[(d["phase"] == P.FORWARD) & d["module"].str.rpartition("/")[2].str.startswith(
+        norm) & d["category"].isin([C.ELEMENTWISE, C.REDUCTION, C.DATA_MOVEMENT])]
+    assert inside.empty  # every such op inside the norm became rmsnorm work

@@ -93,6 +93,8 @@ embedding and MLM decoder), elementwise work as in the analytic table."""
 
 
 _NOWHERE = _Where(-1, Sublayer.OTHER)
+_MODULE_KIND_OF = (Category.ELEMENTWISE, Category.REDUCTION, Category.DATA_MOVEMENT)
+"""Op categories a module's `[[kind]]` row replaces (`modules.ModuleMap.kind`)."""
 
 
 def numel(shape: Any) -> int:
@@ -261,6 +263,8 @@ class Attributor:
         if cat is Category.ELEMENTWISE and phase.is_backward and where.category in _SPECIFIC \
                 and not name.startswith(_GRAD_SYNC):
             cat = where.category
+        if cat in _MODULE_KIND_OF and where.place:  # a norm written in Python, say
+            cat = self.modules.kind(where.place.rpartition("/")[2].partition("#")[0]) or cat
         sub = self._sublayer(where, cat)
         if cat is Category.COMMUNICATION or name.startswith(_GRAD_SYNC):
             # a collective (DDP's all-reduce) or DDP's bucket copies, wherever they run

@@ -17,7 +17,7 @@ from functools import cache
 from importlib.resources import files
 
 from bertscope.errors import BertscopeError, expect, parse_enum
-from bertscope.taxonomy import Sublayer
+from bertscope.taxonomy import Category, Sublayer
 
 MODULE_PREFIX = "nn.Module: "
 """Name prefix of torch.profiler's module-call events (python_function category)."""
@@ -46,11 +46,14 @@ class ModuleMap:
     """The module table: layer classes and the ordered place -> sublayer rows."""
 
     def __init__(self, rows: tuple[_Row, ...], layer_class: re.Pattern[str],
-                 dotted: re.Pattern[str]) -> None:
+                 dotted: re.Pattern[str],
+                 kinds: tuple[tuple[re.Pattern[str], Category], ...] = ()) -> None:
         self.rows = rows
         self.layer_class = layer_class
         self.dotted = dotted
+        self.kinds = kinds
         self._cache: dict[str, ModulePlace | None] = {}
+        self._kind: dict[str, Category | None] = {}
 
     def place(self, where: str) -> ModulePlace | None:
         """The sublayer of an op at `where` (path "|" last child); None when no row matches."""
@@ -69,6 +72,13 @@ class ModuleMap:
             break
         self._cache[where] = out
         return out
+
+    def kind(self, cls: str) -> Category | None:
+        """The category of the elementwise, reduction and copy ops a module of class `cls`
+        runs itself (`[[kind]]` rows), else None."""
+        if cls not in self._kind:
+            self._kind[cls] = next((c for r, c in self.kinds if r.search(cls)), None)
+        return self._kind[cls]
 
     def is_layer(self, cls: str) -> bool:
         """Whether calls of module class `cls` are the stack's layers."""
@@ -107,9 +117,16 @@ def _parse(text: str, origin: str) -> ModuleMap:
         out.append(_Row(_compile(regex, where),
                         None if sub == ATTN_CORE else parse_enum(Sublayer, sub, "sublayer",
                                                                  where)))
+    kinds = []
+    for i, row in enumerate(doc.get("kind", []), 1):
+        where = f"{origin}: kind {i}"
+        expect(row, "note", str, where, "")
+        kinds.append((_compile(expect(row, "class", str, where), where),
+                      parse_enum(Category, expect(row, "category", str, where), "category",
+                                 where)))
     where = f"{origin}: layer"
     return ModuleMap(tuple(out), _compile(expect(layers[0], "class", str, where), where),
-                     _compile(expect(layers[0], "dotted", str, where), where))
+                     _compile(expect(layers[0], "dotted", str, where), where), tuple(kinds))
 
 
 def _compile(regex: str, where: str) -> re.Pattern[str]:
