@@ -59,7 +59,8 @@ CASES: list[tuple[str, Category]] = [
     # FBGEMM table-batched embeddings; cuBLASLt epilogues and BLAS-1 helpers; MAGMA
     (w.TBE_FWD, C.EMBEDDING), (w.TBE_BWD_CTA, C.EMBEDDING), (w.TBE_BWD_WARP, C.EMBEDDING),
     (w.PERMUTE_POOLED, C.EMBEDDING), ("permute_pooled_embs_kernel", C.EMBEDDING),
-    (w.LINEARIZE, C.EMBEDDING), (w.BOUNDS_CHECK, C.EMBEDDING),
+    (w.LINEARIZE, C.EMBEDDING), (w.BOUNDS_CHECK, C.EMBEDDING), (w.BAG_FWD, C.EMBEDDING),
+    (w.BAG_GRAD, C.EMBEDDING), (w.BAG_SCATTER, C.EMBEDDING),
     ("void fbgemm_gpu::jagged_dense_elementwise_dense_output_kernel_<32, float>(...)",
      C.DATA_MOVEMENT),
     ("void _block_bucketize_sparse_features_cuda_kernel1<int, long>(...)", C.DATA_MOVEMENT),

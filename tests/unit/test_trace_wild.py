@@ -91,9 +91,14 @@ def test_fwdbwd_flows_link_backward_to_forward_without_sequence_numbers(
 def test_dlrm_fbgemm_and_cublaslt() -> None:
     d = analyze_trace(WILD / "dlrm_train.json.gz").table.df
     # embedding: bounds check 2 + forward 30 + permute 3 + 3, backward linearize 2, sort 3,
-    # 20 + 25 = 88 us; the radix sort inside the TBE backward is embedding work
-    assert _time(d, category=C.EMBEDDING) == pytest.approx(88e-6)
+    # 20 + 25 = 88 us (FBGEMM); embedding_bag 5 forward, 2 + 4 + 1 backward = 12 us; the
+    # radix sorts inside both backwards are embedding work
+    assert _time(d, category=C.EMBEDDING) == pytest.approx(100e-6)
     assert set(d[d["name"] == w.RADIX_SORT]["category"]) == {C.EMBEDDING}
+    # the bag's backward is the table's gradient: grad 4 + scatter 1 = 5 us
+    bag_bwd = d[d["name"].isin([w.BAG_GRAD, w.BAG_SCATTER])]
+    assert set(bag_bwd["phase"]) == {P.BACKWARD_WEIGHT}
+    assert _time(bag_bwd) == pytest.approx(5e-6)
     # the TBE backward computes the tables' gradient (and applies it): weight gradient
     assert set(d[d["name"] == w.TBE_BWD_WARP]["phase"]) == {P.BACKWARD_WEIGHT}
     # cuBLASLt epilogues and split-K reductions are GEMM work under their addmm

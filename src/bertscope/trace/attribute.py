@@ -41,10 +41,12 @@ _NODE_PHASES: tuple[tuple[str, Phase], ...] = (
     ("CudnnConvolutionBackward", Phase.BACKWARD), ("MkldnnConvolutionBackward", Phase.BACKWARD),
     ("SlowConv2DBackward", Phase.BACKWARD), ("ConvDepthwise2DBackward", Phase.BACKWARD),
     ("NativeBatchNormBackward", Phase.BACKWARD), ("CudnnBatchNormBackward", Phase.BACKWARD),
-    ("MiopenBatchNormBackward", Phase.BACKWARD), ("NativeGroupNormBackward", Phase.BACKWARD))
+    ("MiopenBatchNormBackward", Phase.BACKWARD), ("NativeGroupNormBackward", Phase.BACKWARD),
+    ("CompiledFunctionBackward", Phase.BACKWARD))
 """Backward nodes (by name prefix) whose one op computes the data and weight gradients
-together (phase backward; on a GPU the kernel names split it: `wgrad` kernels), or only the
-weight gradient (FBGEMM's table-batched embedding backward, with its fused optimizer)."""
+together (phase backward; on a GPU the kernel names split it: `wgrad` kernels; a
+torch.compile backward graph computes both in its kernels), or only the weight gradient
+(FBGEMM's table-batched embedding backward, with its fused optimizer)."""
 _TRANSPARENT = frozenset({"DistributedDataParallel.forward"})
 """Wrapper scopes walked through like an iteration scope (DDP's forward holds the model's)."""
 _GRAD_SYNC = ("torch::distributed::reducer::", "torch.distributed.ddp.reducer::")

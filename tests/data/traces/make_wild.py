@@ -121,6 +121,15 @@ LT_SPLITK = ("void cublasLt::splitKreduce_kernel<32, 16, int, float, float, floa
              "true, false, false>(cublasLt::cublasSplitKParams<float>, float const*, float "
              "const*, float*, float const*, float const*, float const*, float const*, float*, "
              "void*, long, float*, int*)")
+BAG_FWD = ("void at::native::(anonymous namespace)::EmbeddingBag_updateOutputKernel_sum_mean"
+           "<float, long>(long const*, long const*, float const*, float*, long*, long, long, "
+           "long, long, long, float const*, long)")
+BAG_GRAD = ("void at::native::(anonymous namespace)::compute_grad_weight_bags<float, long>(long "
+            "const*, float const*, long const*, long const*, long const*, long, long, long, "
+            "long const*, long const*, long const*, float*, long, long)")
+BAG_SCATTER = ("void at::native::(anonymous namespace)::sum_and_scatter<float, long>(long "
+               "const*, float*, long, long const*, float const*, long const*, long const*, "
+               "long, long)")
 DOT = ("void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensor<float const>, "
        "cublasGemvTensor<float> > >(cublasDotParams<cublasGemvTensor<float const>, "
        "cublasGemvTensor<float> >)")
@@ -228,6 +237,9 @@ def dlrm_train() -> Trace:
                    dims=[[4096], [65]], seq=2) as tbe:
             tr.kernel(BOUNDS_CHECK, 2.0)
             tr.kernel(TBE_FWD, 30.0)
+        with tr.op("aten::embedding_bag", dims=[[1000, 32], [640], [64]], seq=6) as bag, \
+                tr.op("aten::_embedding_bag", dims=[[1000, 32], [640], [64]]):
+            tr.kernel(BAG_FWD, 5.0)
         with tr.op("fbgemm::permute_pooled_embs_auto_grad", dims=[[64, 128]], seq=3) as perm:
             tr.kernel(PERMUTE_POOLED, 3.0)
         with tr.op("aten::bmm", dims=[[64, 5, 32], [64, 32, 5]], seq=4) as inter:
@@ -242,6 +254,8 @@ def dlrm_train() -> Trace:
                   dims=[[64, 1], [1, 42]])
         _backward(tr, "BmmBackward0", 4, inter, "aten::bmm", [(SGEMM, 4.0)],
                   dims=[[64, 5, 5], [64, 5, 32]])
+        _backward(tr, "EmbeddingBagBackward0", 6, bag, "aten::_embedding_bag_backward",
+                  [(RADIX_SORT, 2.0), (BAG_GRAD, 4.0), (BAG_SCATTER, 1.0)])
         _backward(tr, "PermutePooledEmbsFunctionBackward", 3, perm,
                   "fbgemm::permute_pooled_embs", [(PERMUTE_POOLED, 3.0)], dims=[[64, 128]])
         _backward(tr, "SplitLookupFunction_rowwise_adagrad_OpBackward", 2, tbe,
