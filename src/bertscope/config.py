@@ -116,6 +116,9 @@ class Precision(StrEnum):
     `torch.backends.cuda.matmul.allow_tf32 = True`): fp32 everywhere but the GEMM rate."""
     FP16 = "fp16"
     BF16 = "bf16"
+    FP8 = "fp8"
+    """Transformer-Engine-style FP8: linear-layer GEMMs in FP8 with their cast and amax rows
+    (`analytic/fp8.py`), everything else bf16 mixed precision."""
 
     @property
     def act_bytes(self) -> int:
@@ -125,7 +128,7 @@ class Precision(StrEnum):
     @property
     def mixed(self) -> bool:
         """True for 16-bit mixed precision (fp32 master weights kept)."""
-        return self in (Precision.FP16, Precision.BF16)
+        return self in (Precision.FP16, Precision.BF16, Precision.FP8)
 
 
 class Optimizer(StrEnum):

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from bertscope.analytic.blocks import Block, expand
 from bertscope.analytic.encoder import encoder_blocks
-from bertscope.config import Family, ModelConfig, RunConfig
+from bertscope.analytic.fp8 import to_fp8
+from bertscope.config import Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.optable import Op
 
@@ -40,8 +41,10 @@ def producer(m: ModelConfig) -> Producer:
 def model_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     """All rows of one training iteration (one optimizer step) of `m`, as blocks in
     execution order (the pair is checked where it is made: `Job`, `parallel.Workload`,
-    `sweep.grid`)."""
-    return producer(m)(m, run)
+    `sweep.grid`). An fp8 run is its family's bf16 blocks with the FP8 recipe's rows
+    (`fp8.to_fp8`), so every producer gets fp8 from this one place."""
+    blocks = producer(m)(m, run)
+    return to_fp8(blocks, m.num_layers) if run.precision is Precision.FP8 else blocks
 
 
 def model_ops(m: ModelConfig, run: RunConfig) -> list[Op]:

@@ -251,6 +251,10 @@ _FILE_KEYS = {
     "memory_bandwidth": ("memory_bandwidth_GBps", 1e9),
     "on_chip_bytes": ("on_chip_MB", 1e6),
     "interconnect_bandwidth": ("interconnect_GBps", 1e9),
+    "sm_count": ("sm_count", 1),
+    "boost_clock": ("boost_clock_MHz", 1e6),
+    "l2_bytes_per_clock": ("l2_bytes_per_clock", 1),
+    "gemm_attainable_fraction": ("gemm_attainable_fraction", 1),
 }
 
 
@@ -269,8 +273,11 @@ def device_to_dict(d: Device) -> dict[str, Any]:
     for attr, (key, scale) in _FILE_KEYS.items():
         value = getattr(d, attr)
         if value is not None:
-            out[key] = value / scale
+            out[key] = value if attr == "sm_count" else value / scale
             sources[key] = d.sources[attr]
+    if d.mma_tile is not None:
+        out["mma_tile"] = list(d.mma_tile)
+        sources["mma_tile"] = d.sources["mma_tile"]
     out["sources"] = sources
     return out
 

@@ -31,6 +31,8 @@ Where things live (every name below is importable from here):
 
 - `device_profile.py`: the protocols, the registry, `DeviceProfile` and its JSON round trip;
 - `gemm_models.py`: `GemmEfficiency` and `gemm_phase` (its per-phase key);
+- `gpu_gemm.py`: `TileWaveGemmEfficiency`, the first-principles tile/wave quantization model
+  catalog GPUs with an SM count get by default (`for_device`);
 - `memory_models.py`: `BandwidthEfficiency`, the fitted `CategoryBandwidthEfficiency`,
   `Overhead`;
 - this module: the assumed defaults per device kind, `default_profile`, `load_profile`.
@@ -53,6 +55,7 @@ from bertscope.perf.device_profile import (
     register_model,
 )
 from bertscope.perf.gemm_models import GemmEfficiency, gemm_phase
+from bertscope.perf.gpu_gemm import TileWaveGemmEfficiency, for_device
 from bertscope.perf.memory_models import (
     BandwidthEfficiency,
     CategoryBandwidthEfficiency,
@@ -88,8 +91,16 @@ _DEFAULTS: dict[DeviceKind, tuple[GemmEfficiency, BandwidthEfficiency, Overhead]
 
 
 def default_profile(device: Device) -> DeviceProfile:
-    """The device with the assumed default efficiency models of its kind."""
+    """The device with the default efficiency models of its kind: a GPU with an SM/CU count
+    gets the first-principles tile/wave GEMM model (`gpu_gemm.for_device`), everything
+    else (TPUs, CPUs, GPUs without the figures) the assumed defaults."""
     gemm, bandwidth, overhead = _DEFAULTS[device.kind]
+    shaped = for_device(device)
+    if shaped is not None:
+        return DeviceProfile(device=device, gemm=shaped, bandwidth=bandwidth,
+                             overhead=overhead,
+                             notes="first-principles GEMM model (tile/wave quantization); "
+                                   "assumed default bandwidth and overhead")
     return DeviceProfile(device=device, gemm=gemm, bandwidth=bandwidth, overhead=overhead,
                          notes=f"assumed defaults for a {device.kind.value}")
 
@@ -117,6 +128,7 @@ __all__ = [
     "GemmEfficiency",
     "Overhead",
     "OverheadModel",
+    "TileWaveGemmEfficiency",
     "default_profile",
     "device_to_dict",
     "gemm_phase",
