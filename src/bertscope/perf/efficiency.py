@@ -16,14 +16,18 @@ them):
   fall when a launch does more work w, and the time it implies, w / f(w), does not fall
   either (so merging ops, as fusion does, never costs time: with f non-decreasing, w / f(w)
   is subadditive; with w / f(w) non-decreasing, eliding bytes never adds time). The
-  saturating built-in models give w / f(w) = (w + w0) / max, which is both;
+  saturating built-in models give w / f(w) = (w + w0) / max, which is both. The GPU
+  tile/wave GEMM model (`gpu_gemm.py`) keeps the second (a bigger GEMM never takes fewer
+  waves) but not the first (one tile past a full wave lowers the fraction, as NVIDIA's GEMM
+  guide shows); fusion never merges GEMM rows, so only the time's monotonicity is needed;
 - an `OverheadModel` charges a row (floor and host time alike) no more than the sum of what
   its members' rows would be charged separately;
 - models depend on the rows only, never on the device's peaks (a faster chip is never slower);
 - a model that keys figures by phase does so through `Phase.family` (recompute is forward
   work run again, so it takes the forward figures).
 
-The default figures are *assumed defaults* per device kind (`source` says so); calibration
+The default figures are *assumed defaults* per device kind (`source` says so), except the
+GEMM model of GPUs with an SM count (first principles, `gpu_gemm.for_device`); calibration
 replaces them with fitted figures and records where they came from in `source`. Models are
 registered by class name so a `DeviceProfile` JSON file can name any of them.
 
