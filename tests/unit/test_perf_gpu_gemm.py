@@ -58,6 +58,9 @@ def test_split_k_lets_a_thin_long_gemm_fill_the_chip() -> None:
                                    splits=(1, 16))
     assert plain.utilization(128, 128, 65536) == pytest.approx(1 / 108)
     assert split.utilization(128, 128, 65536) == pytest.approx(16 / 108)
+    # 117 tiles already spill into a second wave: no split (it would only even out the
+    # tail, at the cost of a partial-sum reduction): 117 / 216 slots busy
+    assert split.utilization(128 * 117, 128, 65536) == pytest.approx(117 / 216)
 
 
 def test_tile_reuse_term_from_the_l2_feed() -> None:
@@ -91,9 +94,30 @@ def test_catalog_gpus_default_to_the_model_and_tpus_do_not() -> None:
     for name in ("tpu-v4", "b200"):  # TPUs: systolic arrays; B200: no SM count published
         assert isinstance(default_profile(load_device(name)).gemm, GemmEfficiency)
     v100 = for_device(load_device("v100"))
-    assert v100.max_fraction == pytest.approx(83 / 125, abs=1e-3)  # Markidis et al. 2018
+    # Markidis et al. 2018: 83 of 125 Tflops/s on Tensor Cores, 7x the single precision rate
+    assert v100.for_format("fp16").max_fraction == pytest.approx(83 / 125, abs=1e-3)
+    assert v100.for_format("fp32").max_fraction == pytest.approx(83 / 7 / 15.7, abs=1e-3)
+    assert v100.for_format("bf16") is v100 and v100.max_fraction == 0.85  # not cited
     assert v100.mma_k == 4 and "Markidis" in v100.source
     assert "assumed" in for_device(load_device("a100")).source
+
+
+def test_prediction_uses_the_cap_of_the_runs_gemm_format() -> None:
+    # one large GEMM row on the V100 in fp16 and in fp32: same shape, so the same tile/wave
+    # utilization; the time ratio is the peak ratio x the inverse cap ratio
+    from bertscope.optable import Op, OpTable
+    from bertscope.perf import predict
+    from bertscope.taxonomy import Category, Phase, Sublayer
+
+    n = 8192
+    row = Op("g", 0, Sublayer.FFN1, Category.GEMM, Phase.FORWARD, m=n, n=n, k=n, batch=1,
+             flops=2 * n**3, bytes_read=4 * n * n, bytes_written=2 * n * n)
+    profile = default_profile(load_device("v100"))
+    t = {p: float(predict(OpTable.from_ops([row]), profile, p).columns["compute_s"][0])
+         for p in ("fp16", "fp32")}
+    util = for_device(load_device("v100")).utilization(n, n, n)
+    assert t["fp16"] == pytest.approx(2 * n**3 / (125e12 * 0.664 * util))
+    assert t["fp32"] == pytest.approx(2 * n**3 / (15.7e12 * 0.755 * util))
 
 
 def test_model_and_profile_round_trip(tmp_path) -> None:
@@ -129,5 +153,12 @@ def test_device_file_needs_a_source_for_the_sm_count() -> None:
         parse_device_text(text)
     with pytest.raises(BertscopeError, match="mma_tile must be three"):
         parse_device_text(text.replace("sm_count = 10", "mma_tile = [1, 2]"))
+    table = text.replace("[sources]", "[gemm_attainable_fraction]\nfp16 = 1.5\n[sources]")
+    with pytest.raises(BertscopeError, match=r"gemm_attainable_fraction.fp16 must be a fraction"):
+        parse_device_text(table + 'sm_count = "s"\n')
+    with pytest.raises(BertscopeError, match="unknown number format 'fp64'"):
+        parse_device_text(table.replace("fp16 = 1.5", "fp64 = 0.5") + 'sm_count = "s"\n')
+    with pytest.raises(BertscopeError, match=r"gemm_attainable_fraction\.fp16 has no source"):
+        parse_device_text(table.replace("1.5", "0.5") + 'sm_count = "s"\n')
     ok = parse_device_text(text + 'sm_count = "s"\n')
     assert ok.sm_count == 10 and isinstance(default_profile(ok).gemm, TileWaveGemmEfficiency)

@@ -11,7 +11,8 @@ device per file) carry the unit in each field name at the edge, as published:
     boost_clock_MHz = 1410             # optional: the clock the published peaks assume
     mma_tile = [16, 8, 16]             # optional: M, N, K of one tensor-core instruction
     l2_bytes_per_clock = 5120          # optional: L2 read bandwidth per clock, whole chip
-    gemm_attainable_fraction = 0.664   # optional: measured large-GEMM rate / peak
+    [gemm_attainable_fraction]         # optional: measured large-GEMM rate / peak, per format
+    fp16 = 0.664
     [peak_TFLOPS]                      # DENSE peaks (no 2:4 structured sparsity); int8 in TOPS
     bf16 = 312
     [sources]                          # one citation per figure, keyed by the field name
@@ -107,9 +108,10 @@ class Device:
     dimensions are padded to multiples of it."""
     l2_bytes_per_clock: float | None = None
     """Whole-chip L2 read bandwidth per clock, bytes (what feeds the SMs' operand tiles)."""
-    gemm_attainable_fraction: float | None = None
-    """Fraction of the dense 16-bit tensor peak that large library GEMMs were measured to
-    reach (a microbenchmark figure, cited); None where none is cited."""
+    gemm_fractions: dict[NumberFormat, float] = field(default_factory=dict)
+    """Per format: the fraction of that format's dense peak large library GEMMs were
+    measured to reach (a microbenchmark figure, cited; file table
+    `[gemm_attainable_fraction]`); formats without a cited figure are absent."""
     notes: str = field(default="", repr=False)
     """Caveats: which figures were omitted and why, how dense figures were derived."""
     origin: str = field(default="", compare=False, repr=False)
@@ -136,11 +138,12 @@ class Device:
                                           or not isinstance(self.sm_count, int)):
             raise BertscopeError(f"device {self.name!r}: sm_count must be a whole number, "
                                  f"got {self.sm_count!r}")
-        if self.gemm_attainable_fraction is not None and not (
-                is_positive_number(self.gemm_attainable_fraction)
-                and self.gemm_attainable_fraction <= 1):
-            raise BertscopeError(f"device {self.name!r}: gemm_attainable_fraction must lie in "
-                                 f"(0, 1], got {self.gemm_attainable_fraction!r}")
+        fractions = {_number_format(f, self.name): v for f, v in dict(self.gemm_fractions).items()}
+        object.__setattr__(self, "gemm_fractions", fractions)
+        for fmt, value in fractions.items():
+            if not (is_positive_number(value) and value <= 1):
+                raise BertscopeError(f"device {self.name!r}: gemm_attainable_fraction.{fmt.value} "
+                                     f"must lie in (0, 1], got {value!r}")
         if not isinstance(self.kind, DeviceKind):
             if self.kind not in set(DeviceKind):
                 kinds = ", ".join(k.value for k in DeviceKind)
@@ -177,6 +180,8 @@ class Device:
         for key in _COMPUTE_FIELDS:
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        for fmt, value in self.gemm_fractions.items():
+            out[f"gemm_fractions.{fmt.value}"] = value
         return out
 
     @property
@@ -222,8 +227,8 @@ _QUANTITIES: dict[str, tuple[str, dict[str, int], bool]] = {
 # Optional compute-structure figures (used by the GPU GEMM model, `perf/gpu_gemm.py`):
 # Device field -> (data-file key, scale to SI). mma_tile (a list) is handled apart.
 _COMPUTE_FILE = {"sm_count": ("sm_count", 1), "boost_clock": ("boost_clock_MHz", 10**6),
-                 "l2_bytes_per_clock": ("l2_bytes_per_clock", 1),
-                 "gemm_attainable_fraction": ("gemm_attainable_fraction", 1)}
+                 "l2_bytes_per_clock": ("l2_bytes_per_clock", 1)}
+_FRACTIONS_TABLE = "gemm_attainable_fraction"
 _COMPUTE_FIELDS = tuple(_COMPUTE_FILE)
 _PEAKS_TABLE = "peak_TFLOPS"
 _TEXT_FIELDS = ("name", "sku", "vendor", "kind", "memory_kind", "on_chip_note",
@@ -231,6 +236,7 @@ _TEXT_FIELDS = ("name", "sku", "vendor", "kind", "memory_kind", "on_chip_note",
 _REQUIRED_TEXT = ("name", "vendor", "kind")
 _KNOWN_KEYS = frozenset(
     [*_TEXT_FIELDS, "aliases", _PEAKS_TABLE, "sources", "references", "mma_tile",
+     _FRACTIONS_TABLE,
      *(key for key, _ in _COMPUTE_FILE.values())]
     + [f"{stem}_{unit}" for stem, units, _ in _QUANTITIES.values() for unit in units]
 )
@@ -385,6 +391,22 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
         compute["mma_tile"] = tuple(tile)
         sources["mma_tile"] = cite("mma_tile")
         used.add("mma_tile")
+    fractions_raw = raw.get(_FRACTIONS_TABLE, {})
+    if not isinstance(fractions_raw, dict):
+        raise fail(f"[{_FRACTIONS_TABLE}] must map number formats to fractions, e.g. fp16 = 0.66")
+    fractions: dict[NumberFormat, float] = {}
+    for fmt_name, value in fractions_raw.items():
+        if fmt_name not in set(NumberFormat):
+            raise fail(f"unknown number format {fmt_name!r} in [{_FRACTIONS_TABLE}]; "
+                       f"use one of: {formats}")
+        file_key = f"{_FRACTIONS_TABLE}.{fmt_name}"
+        if not (is_positive_number(value) and value <= 1):
+            raise fail(f"{file_key} must be a fraction in (0, 1], got {value!r}")
+        fractions[NumberFormat(fmt_name)] = float(value)
+        sources[f"gemm_fractions.{fmt_name}"] = cite(file_key)
+        used.add(file_key)
+    if fractions:
+        compute["gemm_fractions"] = fractions
     stray = sorted(set(sources_raw) - used)
     if stray:
         raise fail(f"[sources] has {stray[0]!r}, which is not a figure in this file; "

@@ -254,7 +254,6 @@ _FILE_KEYS = {
     "sm_count": ("sm_count", 1),
     "boost_clock": ("boost_clock_MHz", 1e6),
     "l2_bytes_per_clock": ("l2_bytes_per_clock", 1),
-    "gemm_attainable_fraction": ("gemm_attainable_fraction", 1),
 }
 
 
@@ -278,6 +277,10 @@ def device_to_dict(d: Device) -> dict[str, Any]:
     if d.mma_tile is not None:
         out["mma_tile"] = list(d.mma_tile)
         sources["mma_tile"] = d.sources["mma_tile"]
+    if d.gemm_fractions:
+        out["gemm_attainable_fraction"] = {f.value: v for f, v in d.gemm_fractions.items()}
+        for f in d.gemm_fractions:
+            sources[f"gemm_attainable_fraction.{f.value}"] = d.sources[f"gemm_fractions.{f.value}"]
     out["sources"] = sources
     return out
 

@@ -14,7 +14,8 @@ DU-09799-001, section 3 "Dimension Quantization Effects"; *GPU Performance Backg
   N = 1536 (9 x 12 = 108 tiles) fills one wave while N = 1664 (117 tiles) needs two.
 
 For each candidate tile (the guide's section 2.3 list of typical cuBLAS tiles) and split-K
-factor (K cut into s slices run as separate tiles, as libraries do when M N is small):
+factor (K cut into s slices run as separate tiles, as libraries do when the output tiles
+alone do not fill one wave):
 
     utilization = tile share x wave share x K share (K padded to the tensor-core
                   instruction's K, `mma_k`)
@@ -29,8 +30,10 @@ candidate (cuBLAS heuristics choose tiles per shape), and
 
     fraction = max_fraction x max over candidates (utilization x reuse)
 
-with `max_fraction` the attainable fraction of the dense peak large GEMMs reach (a cited
-microbenchmark where the catalog has one, `Device.gemm_attainable_fraction`). Unlike the
+with `max_fraction` the attainable fraction of the dense peak large GEMMs reach: per number
+format where the catalog cites a microbenchmark (`Device.gemm_fractions`, e.g. V100 fp16
+0.664 and fp32 0.755 from Markidis et al. 2018), picked by `for_format` for the run's GEMM
+format (`predict.row_times` asks), else the assumed default. Unlike the
 saturating default, the fraction can *fall* as a GEMM grows (one tile past a full wave), as
 the guide shows; the time it implies never falls (more tiles never take fewer waves).
 Everything is numpy arithmetic on the row columns: elementwise for any broadcast shape (the
@@ -40,7 +43,7 @@ sweep's (rows, configs...) arrays), with a Python loop only over the fixed candi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -58,8 +61,10 @@ GUIDE_TILES: tuple[tuple[int, int], ...] = (
 Dimensions In cuBLAS And Performance") lists as cuBLAS's."""
 
 SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16)
-"""Split-K factors considered (CUTLASS's split-K / parallel reduction; the partial-sum
-reduction itself is not charged)."""
+"""Split-K factors considered (CUTLASS's split-K / parallel reduction), each only where the
+split tiles still fit in one wave (tiles x s <= SMs): split-K is how a library fills a GPU
+that the output tiles alone leave idle, not a way to even out multi-wave tails, and its
+partial-sum reduction (not charged) would make that a loss."""
 
 ASSUMED_FRACTION = 0.85
 """Attainable fraction used where the catalog cites no measurement: the assumed default of
@@ -89,6 +94,9 @@ class TileWaveGemmEfficiency(ModelBase):
     operand_intensity: float = 0.0
     """FLOPs per operand element a tile must do to keep an SM's tensor units fed from L2
     (0: not limiting)."""
+    format_fractions: tuple[tuple[str, float], ...] = ()
+    """(number format, attainable fraction) pairs that replace `max_fraction` for a run whose
+    GEMMs use that format (`for_format`)."""
     source: str = "first principles"
     """Where the figures come from."""
 
@@ -114,12 +122,28 @@ class TileWaveGemmEfficiency(ModelBase):
                                  f"integers, got {self.splits!r}")
         object.__setattr__(self, "tiles", tiles)
         object.__setattr__(self, "splits", splits)
+        raw = self.format_fractions if isinstance(self.format_fractions, list | tuple) else None
+        pairs = tuple((str(p[0]), p[1]) for p in raw or ()
+                      if isinstance(p, list | tuple) and len(p) == 2)
+        if raw is None or len(pairs) != len(raw) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and 0 < v <= 1
+                for _, v in pairs):
+            raise BertscopeError(f"TileWaveGemmEfficiency.format_fractions must pair formats "
+                                 f"with fractions in (0, 1], got {self.format_fractions!r}")
+        object.__setattr__(self, "format_fractions", pairs)
+
+    def for_format(self, fmt: NumberFormat | str) -> TileWaveGemmEfficiency:
+        """The model with the attainable fraction of GEMMs in `fmt` (itself when none is
+        given for it)."""
+        cap = dict(self.format_fractions).get(str(fmt))
+        return self if cap is None else replace(self, max_fraction=cap, format_fractions=())
 
     def to_dict(self) -> dict[str, Any]:
         """Fields (tiles and splits as JSON lists) plus `"model"`."""
         out = ModelBase.to_dict(self)
         out["tiles"] = [list(t) for t in self.tiles]
         out["splits"] = list(self.splits)
+        out["format_fractions"] = [list(p) for p in self.format_fractions]
         return out
 
     def utilization(self, m: Any, n: Any, k: Any, batch: Any = 1) -> np.ndarray:
@@ -138,7 +162,10 @@ class TileWaveGemmEfficiency(ModelBase):
                 depth = _ceil_div(k_pad, s)  # K of one slice
                 waves = _ceil_div(tiles * s, sms)
                 launched = waves * sms * (tm * tn) * depth
-                best = np.maximum(best, useful / launched * reuse)
+                util = useful / launched * reuse
+                if s > 1:  # split-K only fills an under-filled first wave (see SPLITS)
+                    util = np.where(tiles * s <= sms, util, 0.0)
+                best = np.maximum(best, util)
         return np.minimum(best, 1.0)
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
@@ -165,18 +192,22 @@ def for_device(device: Device) -> TileWaveGemmEfficiency | None:
     published)."""
     if device.kind is not DeviceKind.GPU or device.sm_count is None:
         return None
-    cited = device.gemm_attainable_fraction
-    cap = cited if cited is not None else ASSUMED_FRACTION
+    cited = {f.value: v for f, v in device.gemm_fractions.items()}
     parts = [f"tile/wave quantization over {device.sm_count} SMs/CUs (NVIDIA Matrix "
              f"Multiplication Background guide, section 3)"]
-    parts.append(f"cap {cap:g} " + (f"({device.sources['gemm_attainable_fraction']})"
-                                    if cited is not None else "(assumed default, not cited)"))
+    parts += [f"{f} cap {v:g} ({device.sources[f'gemm_fractions.{f}']})"
+              for f, v in cited.items()]
+    parts.append(f"cap {ASSUMED_FRACTION:g} for "
+                 + ("other formats" if cited else "every format")
+                 + " (assumed default, not cited)")
     intensity = operand_intensity(device)
     parts.append(f"L2 operand feed {intensity:.1f} FLOP/element" if intensity > 0
                  else "no published L2 bandwidth: tile reuse not limiting")
     mma_k = device.mma_tile[2] if device.mma_tile is not None else 1
-    return TileWaveGemmEfficiency(sm_count=device.sm_count, max_fraction=cap, mma_k=mma_k,
-                                  operand_intensity=intensity, source="; ".join(parts))
+    return TileWaveGemmEfficiency(sm_count=device.sm_count, max_fraction=ASSUMED_FRACTION,
+                                  mma_k=mma_k, operand_intensity=intensity,
+                                  format_fractions=tuple(cited.items()),
+                                  source="; ".join(parts))
 
 
 __all__ = ["ASSUMED_FRACTION", "GUIDE_TILES", "SPLITS", "TileWaveGemmEfficiency", "for_device",

@@ -76,6 +76,9 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
     sweep engine (rows x configurations) numeric columns with (rows, 1) category and phase
     columns. `overhead_scale` multiplies the launch floor and host time (a what-if knob)."""
     roof = roofline(rows, peaks)
+    gemm_model = profile.gemm
+    if hasattr(gemm_model, "for_format"):  # a model with per-format figures (gpu_gemm.py)
+        gemm_model = gemm_model.for_format(peaks.gemm_format)
     cats = np.asarray(rows["category"], dtype=object)
     gemm = gemm_mask(cats.reshape(len(cats), -1)[:, 0])  # one flag per row (the first axis)
     compute = np.asarray(roof["compute_s"], dtype=float)
@@ -86,7 +89,7 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
         # contiguous GEMM rows (the sweep sorts them so) are a view, not a copy
         sel = slice(at[0], at[-1] + 1) if at[-1] - at[0] + 1 == len(at) else gemm
         subset = Columns({c: np.asarray(v)[sel] for c, v in rows.items()})
-        compute[sel] = compute[sel] / _fraction(profile.gemm.fraction(subset), "GEMM")
+        compute[sel] = compute[sel] / _fraction(gemm_model.fraction(subset), "GEMM")
     f_bw = _fraction(profile.bandwidth.fraction(rows), "bandwidth")
     memory = roof["memory_s"] / f_bw
     overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)
