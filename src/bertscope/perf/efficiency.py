@@ -34,7 +34,9 @@ registered by class name so a `DeviceProfile` JSON file can name any of them.
 Where things live (every name below is importable from here):
 
 - `device_profile.py`: the protocols, the registry, `DeviceProfile` and its JSON round trip;
-- `gemm_models.py`: `GemmEfficiency` and `gemm_phase` (its per-phase key);
+- `gemm_models.py`: `GemmEfficiency`, `gemm_phase` (its per-phase key) and
+  `FormatGemmEfficiency` (one fitted model per GEMM number format; a model offering
+  `for_format(fmt)` is asked for the run's format by `predict.row_times`);
 - `gpu_gemm.py`: `TileWaveGemmEfficiency`, the first-principles tile/wave quantization model
   catalog GPUs with an SM count get by default (`for_device`);
 - `memory_models.py`: `BandwidthEfficiency`, the fitted `CategoryBandwidthEfficiency`,
