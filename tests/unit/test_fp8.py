@@ -12,7 +12,7 @@ from bertscope.cli import main
 from bertscope.config import Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.hardware import load_device
-from bertscope.perf import predict
+from bertscope.perf import fuse, predict
 from bertscope.perf.efficiency import load_profile
 from bertscope.perf.roofline import row_peaks, select_peaks
 from bertscope.sweep import sweep
@@ -112,13 +112,17 @@ def test_device_without_fp8_refuses_in_one_line(capsys) -> None:
 
 
 def test_sweep_skips_devices_without_fp8_and_equals_predict() -> None:
-    res = sweep(["bert-tiny", "roberta-base"], ["h100", "a100"], batch=[1, 4], seq=[16, 128],
-                precision=["fp8"], micro_batches=[1, 2])
-    # 2 models x 2 batches x 2 seqs x 2 micro-batch counts = 16 on each device; a100 has no FP8
-    assert res.evaluated == 16 and res.skipped == 16
+    res = sweep(["bert-tiny", "albert-base-v2"], ["h100", "a100"], batch=[1, 4], seq=[16, 128],
+                precision=["fp8"], micro_batches=[1, 2], fused=[False, True],
+                checkpoint=["none", "full"])
+    # 2 models x 2 batches x 2 seqs x 2 micro-batch counts x fused x checkpoint = 64 on
+    # each device; a100 has no FP8
+    assert res.evaluated == 64 and res.skipped == 64
     for row in res.frame.to_dict(orient="records"):
         run = RunConfig(batch=row["batch"], seq=row["seq"], precision="fp8",
-                        micro_batches=row["micro_batches"])
-        t = predict(build(get_model(row["model"]), run), load_profile("h100"))
+                        micro_batches=row["micro_batches"],
+                        checkpointing=row["checkpoint"] == "full")
+        table = build(get_model(row["model"]), run)
+        t = predict(fuse(table) if row["fused"] else table, load_profile("h100"))
         assert row["iteration_s"] == pytest.approx(t.meta["prediction"]["time_s"], rel=1e-9)
         assert row["flops"] == pytest.approx(t.meta["prediction"]["flops"], rel=1e-12)
