@@ -27,7 +27,7 @@ def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
                     activation=Activation.RELU)
     if family is Family.VIT:  # 32px images of 8px patches: 16 patches + the class token
         base.update(type_vocab_size=1, vocab_size=10, image_size=32, patch_size=8,
-                    max_positions=17)
+                    max_positions=17, tie_word_embeddings=False)
     base.update(kw)
     return ModelConfig(**base)  # type: ignore[arg-type]
 

@@ -116,9 +116,7 @@ class Precision(StrEnum):
     `torch.backends.cuda.matmul.allow_tf32 = True`): fp32 everywhere but the GEMM rate."""
     FP16 = "fp16"
     BF16 = "bf16"
-    FP8 = "fp8"
-    """Transformer-Engine-style FP8: linear-layer GEMMs in FP8 with their cast and amax rows
-    (`analytic/fp8.py`), everything else bf16 mixed precision."""
+    FP8 = "fp8"  # TE-style: linear GEMMs in FP8 with cast/amax rows (analytic/fp8.py), bf16 else
 
     @property
     def act_bytes(self) -> int:
@@ -312,6 +310,11 @@ class ModelConfig:
         return self.kv_heads if self.kv_heads is not None else self.heads
 
     @property
+    def kv_groups(self) -> int:
+        """Query heads per key/value head (1 without grouped-query attention)."""
+        return self.heads // self.kv_head_count
+
+    @property
     def decoder_layer_count(self) -> int:
         """Decoder layers of an encoder-decoder model (0 for the other architectures)."""
         if self.family.architecture is not Architecture.ENCODER_DECODER:
@@ -332,6 +335,11 @@ class ModelConfig:
     def max_seq(self) -> int:
         """Longest sequence the position embeddings allow."""
         return self.max_positions - self.position_offset
+
+    @property
+    def has_mlm_head(self) -> bool:
+        """BERT, RoBERTa and ALBERT pretrain with a masked-LM head."""
+        return self.family in (Family.BERT, Family.ROBERTA, Family.ALBERT)
 
     @property
     def has_pooler_head(self) -> bool:
@@ -401,6 +409,9 @@ class RunConfig:
         if fam.positions is not Positions.RELATIVE and self.seq > model.max_seq:
             raise BertscopeError(f"seq {self.seq} exceeds {model.name}'s {model.max_seq} "
                                  f"positions; use --seq {model.max_seq} or less")
+        if self.masked_lm_only and not model.has_mlm_head:
+            raise BertscopeError(f"masked_lm_only applies to models with a masked-LM head "
+                                 f"(BERT, RoBERTa, ALBERT), not {model.name}; leave it out")
         if self.decoder_seq is not None and fam.architecture is not Architecture.ENCODER_DECODER:
             raise BertscopeError(f"decoder_seq applies to encoder-decoder models (T5), not "
                                  f"{model.name}; leave it out")

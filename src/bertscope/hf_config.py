@@ -4,6 +4,7 @@ uses, and every key that changes the architecture honoured or refused."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ from bertscope.config import Activation, Family, ModelConfig
 from bertscope.errors import BertscopeError, expect, parse_enum
 from bertscope.io import read_text
 
-_HF_FAMILY = {"bert": Family.BERT, "roberta": Family.ROBERTA, "albert": Family.ALBERT}
+Reader = Callable[[dict[str, Any], str, str], ModelConfig]
+"""(the parsed config.json, its path for messages, the model's name) -> ModelConfig."""
 
 
 def from_hf_config(path: str | Path) -> ModelConfig:
@@ -30,29 +32,58 @@ def from_hf_config(path: str | Path) -> ModelConfig:
         raise BertscopeError(f"{p}: expected a JSON object, got {type(raw).__name__}")
     o = str(p)
     kind = expect(raw, "model_type", str, o)
-    if kind not in _HF_FAMILY:
+    reader = READERS.get(kind)
+    if reader is None:
         raise BertscopeError(f"{p}: model_type {kind!r} is not supported; "
-                             f"supported: {', '.join(_HF_FAMILY)}")
-    family = _HF_FAMILY[kind]
-    _refuse_unmodelled(raw, o)
-    missing = [k for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",
-                           "intermediate_size", "vocab_size", "max_position_embeddings")
-               if k not in raw]
+                             f"supported: {', '.join(READERS)}")
+    name = expect(raw, "_name_or_path", str, o, "", nullable=True) or p.parent.name or p.stem
+    return reader(raw, o, name)
+
+
+def require(raw: dict[str, Any], keys: tuple[str, ...], origin: str) -> None:
+    """Refuse a config.json that lacks any of `keys`."""
+    missing = [k for k in keys if k not in raw]
     if missing:
-        raise BertscopeError(f"{p}: missing {', '.join(missing)}")
+        raise BertscopeError(f"{origin}: missing {', '.join(missing)}")
+
+
+def refuse_unmodelled(raw: dict[str, Any], modelled: dict[str, Any], origin: str) -> None:
+    """Refuse keys that change the architecture to something bertscope does not model:
+    `modelled` maps each such key to the one value (or tuple of values) modelled."""
+    for key, ok in modelled.items():
+        allowed = ok if isinstance(ok, tuple) else (ok,)
+        if key in raw and raw[key] is not None and raw[key] not in allowed:
+            raise BertscopeError(f"{origin}: {key} = {raw[key]!r} is not modelled (only "
+                                 f"{' or '.join(map(repr, allowed))}); remove it or use a "
+                                 f"supported config")
+
+
+_ENCODER_FAMILY = {"bert": Family.BERT, "roberta": Family.ROBERTA, "albert": Family.ALBERT}
+
+_ENCODER_UNMODELLED: dict[str, Any] = {"is_decoder": False, "add_cross_attention": False,
+                                       "position_embedding_type": "absolute"}
+"""config.json keys that change an encoder's architecture, with the one value bertscope
+models: any other value is refused (never silently ignored)."""
+
+
+def _encoder(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+    """BERT, RoBERTa and ALBERT config.json files."""
+    family = _ENCODER_FAMILY[raw["model_type"]]
+    refuse_unmodelled(raw, _ENCODER_UNMODELLED, o)
+    require(raw, ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                  "intermediate_size", "vocab_size", "max_position_embeddings"), o)
     if family is Family.ALBERT and expect(raw, "inner_group_num", int, o, 1) != 1:
-        raise BertscopeError(f"{p}: inner_group_num {raw['inner_group_num']} is not supported "
+        raise BertscopeError(f"{o}: inner_group_num {raw['inner_group_num']} is not supported "
                              f"(only 1, as in every published ALBERT)")
     groups = expect(raw, "num_hidden_groups", int, o, 1)
     if family is Family.ALBERT and groups != 1:
-        raise BertscopeError(f"{p}: num_hidden_groups {groups} is not supported (only 1, "
+        raise BertscopeError(f"{o}: num_hidden_groups {groups} is not supported (only 1, "
                              f"full cross-layer sharing, as in every published ALBERT)")
     vocab = expect(raw, "vocab_size", int, o)
     pad = expect(raw, "pad_token_id", int, o, 1, nullable=True)
     if family is Family.ROBERTA and (pad is None or not 0 <= pad < vocab):
-        raise BertscopeError(f"{p}: pad_token_id: RoBERTa needs a token id in [0, "
+        raise BertscopeError(f"{o}: pad_token_id: RoBERTa needs a token id in [0, "
                              f"vocab_size {vocab}), got {pad!r}")
-    name = expect(raw, "_name_or_path", str, o, "", nullable=True) or p.parent.name or p.stem
     return ModelConfig(
         name=name,
         family=family,
@@ -72,17 +103,67 @@ def from_hf_config(path: str | Path) -> ModelConfig:
     )
 
 
-_UNMODELLED: dict[str, Any] = {"is_decoder": False, "add_cross_attention": False,
-                               "position_embedding_type": "absolute"}
-"""config.json keys that change the architecture, with the one value bertscope models: any
-other value is refused (never silently ignored)."""
+_GPT2_MODELLED: dict[str, Any] = {
+    "add_cross_attention": False, "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False}
+"""GPT-2 config.json keys that change the architecture, with the values modelled."""
 
 
-def _refuse_unmodelled(raw: dict[str, Any], origin: str) -> None:
-    for key, modelled in _UNMODELLED.items():
-        if key in raw and raw[key] not in (modelled, None):
-            raise BertscopeError(f"{origin}: {key} = {raw[key]!r} is not modelled (only "
-                                 f"{modelled!r}); remove it or use a supported config")
+def _gpt2(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+    """GPT-2 config.json files (openai-community/gpt2 and its sizes; n_inner null is 4h)."""
+    refuse_unmodelled(raw, _GPT2_MODELLED, o)
+    require(raw, ("n_layer", "n_embd", "n_head", "vocab_size"), o)
+    h = expect(raw, "n_embd", int, o)
+    inner = expect(raw, "n_inner", int, o, None, nullable=True)
+    positions = expect(raw, "n_positions", int, o, None, nullable=True)
+    if positions is None:
+        positions = expect(raw, "n_ctx", int, o)
+    return ModelConfig(
+        name=name, family=Family.GPT2, num_layers=expect(raw, "n_layer", int, o), hidden=h,
+        heads=expect(raw, "n_head", int, o), intermediate=inner if inner is not None else 4 * h,
+        vocab_size=expect(raw, "vocab_size", int, o), max_positions=positions,
+        type_vocab_size=1,
+        activation=parse_enum(Activation, expect(raw, "activation_function", str, o,
+                                                 "gelu_new"), "activation_function", o),
+        tie_word_embeddings=expect(raw, "tie_word_embeddings", bool, o, True))
 
 
-__all__ = ["from_hf_config"]
+_LLAMA_MODELLED: dict[str, Any] = {"attention_bias": False, "mlp_bias": False,
+                                   "pretraining_tp": 1, "attention_dropout": (0, 0.0)}
+"""Llama config.json keys that change the architecture (or add work), with the values
+modelled; `rope_scaling` only changes the rotary frequencies, not the work, and is accepted."""
+
+
+def _llama(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+    """Llama config.json files (meta-llama/Llama-2-*-hf, Meta-Llama-3-*)."""
+    refuse_unmodelled(raw, _LLAMA_MODELLED, o)
+    require(raw, ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                  "intermediate_size", "vocab_size", "max_position_embeddings"), o)
+    heads = expect(raw, "num_attention_heads", int, o)
+    h = expect(raw, "hidden_size", int, o)
+    head_dim = expect(raw, "head_dim", int, o, None, nullable=True)
+    return ModelConfig(
+        name=name, family=Family.LLAMA, num_layers=expect(raw, "num_hidden_layers", int, o),
+        hidden=h, heads=heads,
+        kv_heads=expect(raw, "num_key_value_heads", int, o, heads, nullable=True) or heads,
+        head_size=head_dim if head_dim not in (None, h // heads) else None,
+        intermediate=expect(raw, "intermediate_size", int, o),
+        vocab_size=expect(raw, "vocab_size", int, o),
+        max_positions=expect(raw, "max_position_embeddings", int, o), type_vocab_size=1,
+        gated_ffn=True,
+        activation=parse_enum(Activation, expect(raw, "hidden_act", str, o, "silu"),
+                              "hidden_act", o),
+        tie_word_embeddings=expect(raw, "tie_word_embeddings", bool, o, False))
+
+
+READERS: dict[str, Reader] = {
+    "bert": _encoder,
+    "roberta": _encoder,
+    "albert": _encoder,
+    "gpt2": _gpt2,
+    "llama": _llama,
+}
+"""Hugging Face model_type -> the reader of its config.json."""
+
+
+__all__ = ["READERS", "from_hf_config", "refuse_unmodelled", "require"]

@@ -86,7 +86,7 @@ def _vit(name: str, layers: int, hidden: int, heads: int, patch: int = 16) -> Mo
     return ModelConfig(name=name, family=Family.VIT, num_layers=layers, hidden=hidden,
                        heads=heads, intermediate=4 * hidden, vocab_size=1000,
                        max_positions=(224 // patch) ** 2 + 1, type_vocab_size=1,
-                       patch_size=patch)
+                       patch_size=patch, tie_word_embeddings=False)
 
 
 OTHER_PRESETS = (
@@ -128,7 +128,7 @@ PRESETS: dict[str, ModelConfig] = {
         _albert("albert-xlarge-v2", 24, 2048, 16),
         _albert("albert-xxlarge-v2", 12, 4096, 64),
         *DECODER_PRESETS,
-        *OTHER_PRESETS,
+        # *OTHER_PRESETS join when the T5 and ViT producers land
     )
 }
 

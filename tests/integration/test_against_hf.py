@@ -23,6 +23,18 @@ def hf_config(m: ModelConfig) -> object:
                   intermediate_size=m.intermediate, max_position_embeddings=m.max_positions,
                   type_vocab_size=m.type_vocab_size, hidden_act=m.activation.value,
                   attn_implementation="eager")
+    if m.family is Family.GPT2:
+        return transformers.GPT2Config(
+            vocab_size=m.vocab_size, n_positions=m.max_positions, n_embd=m.hidden,
+            n_layer=m.num_layers, n_head=m.heads, n_inner=m.intermediate,
+            activation_function=m.activation.value, attn_implementation="eager")
+    if m.family is Family.LLAMA:
+        return transformers.LlamaConfig(
+            vocab_size=m.vocab_size, hidden_size=m.hidden, intermediate_size=m.intermediate,
+            num_hidden_layers=m.num_layers, num_attention_heads=m.heads,
+            num_key_value_heads=m.kv_head_count, max_position_embeddings=m.max_positions,
+            hidden_act=m.activation.value, tie_word_embeddings=m.tie_word_embeddings,
+            attn_implementation="eager")
     if m.family is Family.BERT:
         return transformers.BertConfig(**common)
     if m.family is Family.ROBERTA:
@@ -37,6 +49,8 @@ def hf_model(m: ModelConfig, *, pretraining: bool) -> torch.nn.Module:
         Family.BERT: (transformers.BertModel, transformers.BertForPreTraining),
         Family.ROBERTA: (transformers.RobertaModel, transformers.RobertaForMaskedLM),
         Family.ALBERT: (transformers.AlbertModel, transformers.AlbertForPreTraining),
+        Family.GPT2: (transformers.GPT2Model, transformers.GPT2LMHeadModel),
+        Family.LLAMA: (transformers.LlamaModel, transformers.LlamaForCausalLM),
     }
     return kinds[m.family][pretraining](cfg)
 
@@ -54,6 +68,12 @@ def n_params(module: torch.nn.Module) -> int:
         ("bert-large", False, 335_141_888),
         ("roberta-base", False, 124_645_632),
         ("albert-base-v2", False, 11_683_584),
+        # GPT-2 small: 124,439,808 (Hugging Face's count for openai-community/gpt2): wte
+        # 50257*768 + wpe 1024*768 + 12 layers of 7,087,872 + ln_f 1,536, the head tied
+        ("gpt2", True, 124_439_808),
+        # Llama-2 7B: 6,738,415,616 (Meta's "7B"): embed + untied head 2*32000*4096, 32 layers
+        # of 4*4096^2 + 3*4096*11008 + 2*4096, final norm 4096
+        ("llama2-7b", True, 6_738_415_616),
     ],
 )
 def test_parameter_counts_equal_hugging_face(preset: str, pretraining: bool,
@@ -65,7 +85,9 @@ def test_parameter_counts_equal_hugging_face(preset: str, pretraining: bool,
     assert n_params(model) == published
 
 
-@pytest.mark.parametrize("preset", ["roberta-large", "albert-xxlarge-v2", "bert-mini"])
+@pytest.mark.parametrize("preset", ["roberta-large", "albert-xxlarge-v2", "bert-mini",
+                                    "gpt2-xl", "gpt3-175b", "llama2-70b", "llama3-8b",
+                                    "llama3-70b"])
 def test_pretraining_parameter_counts_equal_hugging_face(preset: str) -> None:
     m = PRESETS[preset]
     with torch.device("meta"):

@@ -98,7 +98,7 @@ def test_hf_config_json_matches_presets(tmp_path) -> None:
     [
         ("{not json", "not valid JSON"),
         ("[1, 2]", "expected a JSON object"),
-        ({"model_type": "gpt2"}, "model_type 'gpt2' is not supported"),
+        ({"model_type": "mistral"}, "model_type 'mistral' is not supported"),
         ({"model_type": "bert", "hidden_size": 768}, "missing num_hidden_layers"),
         ({"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 768,
           "num_attention_heads": 5, "intermediate_size": 3072, "vocab_size": 100,

@@ -126,3 +126,17 @@ def test_sweep_skips_devices_without_fp8_and_equals_predict() -> None:
         t = predict(fuse(table) if row["fused"] else table, load_profile("h100"))
         assert row["iteration_s"] == pytest.approx(t.meta["prediction"]["time_s"], rel=1e-9)
         assert row["flops"] == pytest.approx(t.meta["prediction"]["flops"], rel=1e-12)
+
+
+def test_every_family_gets_fp8_from_the_one_transformation() -> None:
+    # GPT-2 (decoder producer): 12 layers x 4 linears (fused QKV, attention projection, FC,
+    # MLP projection) + the LM head = 49 linears, 3 casts each (X, W forward; dY backward)
+    c = build(get_model("gpt2"), RunConfig(batch=1, seq=16, precision="fp8")).columns
+    names = [str(n) for n in c["name"]]
+    assert sum(".fp8_cast_" in n for n in names) == 3 * 49
+    assert names.count("fp8.amax_update") == 2
+    res = sweep(["gpt2"], ["h100"], batch=[1, 2], seq=[16, 64], precision=["fp8"])
+    for row in res.frame.to_dict(orient="records"):
+        t = predict(build(get_model("gpt2"), RunConfig(batch=row["batch"], seq=row["seq"],
+                                                       precision="fp8")), load_profile("h100"))
+        assert row["iteration_s"] == pytest.approx(t.meta["prediction"]["time_s"], rel=1e-9)

@@ -6,7 +6,7 @@ import pytest
 
 from bertscope.analytic import build, parameter_count
 from bertscope.analytic.params import layer_params
-from bertscope.config import PRESETS, Optimizer, Precision, RunConfig
+from bertscope.config import PRESETS, Family, Optimizer, Precision, RunConfig, with_changes
 from bertscope.parallel import Checkpoint, layer_activation_bytes, zero_static_bytes
 from bertscope.parallel.memory import (
     layer_params_per_device,
@@ -68,7 +68,13 @@ def test_table2_gpt3_sizes() -> None:
     assert float(got) == pytest.approx(sbh * 34 / t)
 
 
-@pytest.mark.parametrize("family", MODELLED)
+KORTHIKANTI = [f for f in MODELLED if f in (Family.BERT, Family.ROBERTA, Family.ALBERT,
+                                             Family.GPT2)]
+"""Families whose layer is the paper's: one head per K/V, a 4h non-gated FFN, learned
+positions (Llama's grouped K/V, rotary and SwiGLU keep other tensors)."""
+
+
+@pytest.mark.parametrize("family", KORTHIKANTI)
 @pytest.mark.parametrize(("precision", "dropout"), [(Precision.BF16, True),
                                                    (Precision.FP32, True),
                                                    (Precision.FP16, False)])
@@ -114,15 +120,24 @@ def test_zero_fp32_and_sgd() -> None:
         "weights": 400.0, "gradients": 400.0, "optimizer_states": 400.0}
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
+WHOLE_PER_LAYER = {Family.BERT: 6, Family.ROBERTA: 6, Family.ALBERT: 6, Family.GPT2: 6,
+                   Family.LLAMA: 2}
+"""Per layer, h times this many parameters every tensor-parallel rank keeps whole: the
+encoders' and GPT-2's two layernorms (weight and bias: 4h) and the output-projection and FFN2
+biases (2h); Llama's two RMSNorm weights (2h, no biases)."""
+
+
+@pytest.mark.parametrize("name", [n for n, m in PRESETS.items() if m.family in MODELLED])
 def test_stage_params_add_up(name: str) -> None:
     m = PRESETS[name]
     first, last = stage_params(m, 1, 1)
     assert float(first) == float(last) == parameter_count(m)
-    # tensor parallelism: each of 4 ranks keeps the replicated 6h (output and FFN2 biases,
-    # two layernorms) and a quarter of the rest
+    # tensor parallelism: each of 4 ranks keeps the whole part and a quarter of the rest
+    whole = WHOLE_PER_LAYER[m.family] * m.hidden
     per = float(layer_params_per_device(m, 4))
-    assert per * 4 == pytest.approx(layer_params(m) + 3 * 6 * m.hidden)
+    layer = parameter_count(with_changes(m, num_layers=2)) - parameter_count(
+        with_changes(m, num_layers=1)) if not m.share_layers else layer_params(m)
+    assert per * 4 == pytest.approx(layer + 3 * whole)
 
 
 def test_pipeline_stages_hold_their_layers() -> None:
@@ -133,3 +148,29 @@ def test_pipeline_stages_hold_their_layers() -> None:
     non_layer = parameter_count(m) - 24 * layer
     assert float(first) + float(last) == pytest.approx(
         12 * layer + non_layer + m.vocab_size * m.hidden)
+
+
+@pytest.mark.parametrize("family", KORTHIKANTI)
+@pytest.mark.parametrize("dropout", [True, False])
+def test_role_divided_saved_bytes_are_korthikanti_table2(family, dropout) -> None:
+    # The distributed model reads per-layer activations off the op table, each row's saved
+    # bytes divided by its tensor-parallel role; for the paper's layer they must be the
+    # paper's terms (Korthikanti et al. 2022, section 4) for every t, with and without
+    # sequence parallelism, and selective recomputation must drop exactly the 5as^2b term.
+    from bertscope.parallel.compute import compute_table
+    from bertscope.parallel.job import Workload
+    from bertscope.perf.efficiency import load_profile
+
+    m = tiny(family)
+    w = Workload(model=m, run=RunConfig(batch=1, seq=16, precision=Precision.BF16,
+                                        dropout=dropout), global_batch=8)
+    table = compute_table(w, load_profile("a100"), [2], [1, 2, 4])
+    for ti, t in enumerate((1, 2, 4)):
+        for sp in (False, True) if t > 1 else (False,):
+            kw = dict(seq=16, micro_batch=2, hidden=m.hidden, heads=m.heads,
+                      intermediate=m.intermediate, tp=t, sp=sp, dropout=dropout)
+            none = float(layer_activation_bytes(**kw))
+            sel = float(layer_activation_bytes(**kw, checkpoint=Checkpoint.SELECTIVE))
+            kept = table.layer_saved[0, ti, int(sp)]
+            assert kept == pytest.approx(none)
+            assert kept - table.core_saved[0, ti, int(sp)] == pytest.approx(sel)

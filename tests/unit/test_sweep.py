@@ -26,7 +26,7 @@ from bertscope.perf import (
 from bertscope.sweep import sweep
 from bertscope.taxonomy import Category, Phase
 
-MODELS = ("bert-tiny", "roberta-base", "albert-base-v2")
+MODELS = ("bert-tiny", "roberta-base", "albert-base-v2", "gpt2", "llama2-7b")
 # a profile as calibration writes one: per-phase GEMM factors, per-category bandwidth
 # (phase-specific entries too), host time that adds to every launch
 FITTED = load_profile("a100").with_models(
@@ -62,7 +62,10 @@ def _reference(m: ModelConfig, run: RunConfig, device: str, knobs: Knobs,
 
 def _check(row: dict, ref: dict[str, float]) -> None:
     for key, want in ref.items():
-        assert row[key] == pytest.approx(want, rel=1e-9, abs=1e-15), key
+        # a share the reference computes as exactly 0 may come out of the engine's summed
+        # arrays as a rounding residue (1e-15 of the iteration): 1e-12 absolute on shares
+        tol = 1e-12 if key.startswith(("share_", "bound_")) else 1e-15
+        assert row[key] == pytest.approx(want, rel=1e-9, abs=tol), key
     shares = [k for k in row if k.startswith("share_")]
     for k in shares:  # a category the config has no row of has share 0
         if k not in ref:
@@ -85,6 +88,7 @@ def test_every_figure_equals_the_per_configuration_path(model, device, batch, se
                                                         dropout, masked, layers, attention,
                                                         fused, gemm, overhead) -> None:
     knobs = Knobs(gemm_peak=gemm, overhead=overhead)
+    masked = masked and get_model(model).has_mlm_head  # decoders have no MLM head
     res = sweep([model], [DEVICES[device]], batch=batch, seq=seq, micro_batches=micro,
                 precision=[precision], optimizer=[optimizer], checkpoint=[checkpoint],
                 dropout=[dropout], masked_lm_only=[masked], attention=[attention],

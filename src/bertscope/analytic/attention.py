@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bertscope.analytic.section import _FLOPS, MASK_BYTES
 from bertscope.config import Attention, RunConfig
 from bertscope.taxonomy import Category, Phase, Sublayer, TensorSplit
 
@@ -37,73 +38,101 @@ LSE_BYTES = 4
 """FlashAttention keeps one fp32 log-sum-exp per score row."""
 
 
-def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any) -> None:
+def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
+                   skv: Any = None, kv_groups: int = 1, causal: bool = False,
+                   scale: bool = True, bias_elems: Any = 0, cross: bool = False,
+                   dropout: bool | None = None) -> None:
     """Emit the attention core's rows (and register their backward rows) into the layer's
-    section `sec` (`encoder._Section`)."""
+    section `sec` (`analytic.section.Section`): g = batch x query heads, s query positions,
+    `skv` key positions (None: s; T5's cross-attention attends the encoder's), head size d.
+
+    `kv_groups` query heads share each key/value head (grouped-query attention); eager
+    kernels copy K and V to every query head first (`Section.repeat_kv`). `causal`: the
+    additive mask is a (b, 1, s, skv) tensor (Hugging Face's 4-D causal mask) rather than a
+    (b, 1, 1, skv) padding mask; every product is still over the full s x skv scores (the
+    convention FlopCounterMode and Narayanan et al. 2021 count; an eager kernel computes the
+    masked half, a FlashAttention kernel may skip its tiles). `scale`: scores divided by
+    sqrt(d) (T5 does not). `bias_elems`: a position bias of that many elements added to the
+    scores (T5's relative bias, broadcast over the batch). `cross`: the rows are
+    cross-attention's (`Sublayer.CROSS_CORE`). `dropout`: whether the attention probabilities
+    are dropped out (None: the run's setting; False for a family without dropout layers)."""
+    drop = run.dropout if dropout is None else dropout
+    skv = s if skv is None else skv
+    subs = _CROSS if cross else _SELF
+    mask_elems = b * s * skv if causal else b * skv
     if run.attention is Attention.SDPA:
-        _flash(sec, run, b, s, g, d)
+        _flash(sec, drop, s, skv, g, d, kv_groups, mask_elems + bias_elems, subs[3])
         return
-    t_h = g * s * d  # elements of Q, K, V (batch x seq x hidden)
-    scores = g * s * s
-    sec.bmm("score", S.ATTN_SCORE, g, s, s, d, saved_elems=2 * t_h, split=T.SPLIT)  # keeps Q, K
+    t_q, t_kv = g * s * d, g * skv * d  # elements of Q, and of K or V after any repeat
+    if kv_groups > 1:
+        sec.repeat_kv("repeat_k", t_kv // kv_groups, kv_groups)
+        sec.repeat_kv("repeat_v", t_kv // kv_groups, kv_groups)
+    scores = g * s * skv
+    sec.bmm("score", subs[0], g, s, skv, d, saved_elems=t_q + t_kv, split=T.SPLIT)  # Q, K
     if run.attention is Attention.FUSED_SOFTMAX:
-        _fused_softmax(sec, run, scores, b * s)
+        _fused_softmax(sec, drop, scores, mask_elems + bias_elems, subs[1])
     else:
-        sec.scale("score_scale", S.ATTN_SCORE, scores, split=T.SPLIT)  # / sqrt(d)
-        sec.add("score_mask", S.ATTN_SCORE, scores, b * s, split=T.SPLIT)  # + (B, 1, 1, T)
-        sec.softmax("softmax", S.ATTN_SOFTMAX, scores, split=T.SPLIT)
-        if run.dropout:
-            sec.dropout("attn_dropout", S.ATTN_SOFTMAX, scores, split=T.SPLIT)
-    # P V: keeps V, and the dropout output (with dropout off, softmax's saved output serves)
-    sec.bmm("context", S.ATTN_CONTEXT, g, s, d, s,
-            saved_elems=t_h + (scores if run.dropout else 0), split=T.SPLIT)
+        if scale:
+            sec.scale("score_scale", subs[0], scores, split=T.SPLIT)  # / sqrt(d)
+        if bias_elems:
+            sec.add("position_bias", S.REL_POS_BIAS, scores, bias_elems, split=T.SPLIT)
+        sec.add("score_mask", subs[0], scores, mask_elems, split=T.SPLIT)
+        sec.softmax("softmax", subs[1], scores, split=T.SPLIT)
+        if drop:  # keeps the probabilities the context product reads
+            sec.dropout("attn_dropout", subs[1], scores, keeps_output=True, split=T.SPLIT)
+    # P V: keeps V; its other operand, the probabilities, is counted by the dropout row (or,
+    # with dropout off, is the softmax's saved output)
+    sec.bmm("context", subs[2], g, s, d, skv, saved_elems=t_kv, split=T.SPLIT)
+
+
+_SELF = (S.ATTN_SCORE, S.ATTN_SOFTMAX, S.ATTN_CONTEXT, S.ATTN_FUSED)
+_CROSS = (S.CROSS_CORE,) * 4
 
 
 def _flops(kind: str) -> tuple[int, int]:
-    from bertscope.analytic.encoder import _FLOPS  # the one table of per-element FLOPs
-
-    return _FLOPS[kind]
+    return _FLOPS[kind]  # the one table of per-element FLOPs
 
 
-def _fused_softmax(sec: Any, run: RunConfig, e: Any, mask_elems: Any) -> None:
+def _fused_softmax(sec: Any, drop: bool, e: Any, mask_elems: Any, sub: Sublayer) -> None:
     """Scale + mask + softmax (+ dropout) in one kernel, and its backward in one."""
-    from bertscope.analytic.encoder import MASK_BYTES
-
     a = sec.ab
     sm_f, sm_b = _flops("softmax")
-    dr_f, dr_b = _flops("dropout") if run.dropout else (0, 0)
-    mask = MASK_BYTES * e if run.dropout else 0
+    dr_f, dr_b = _flops("dropout") if drop else (0, 0)
+    mask = MASK_BYTES * e if drop else 0
     # with dropout: the probabilities after dropout (for the context GEMM), the softmax output
-    # and the mask (for backward); without: the softmax output alone
-    written = a * e + (a * e + mask if run.dropout else 0)
-    sec.fwd.append(sec.row("softmax", S.ATTN_SOFTMAX, C.SOFTMAX, P.FORWARD, split=T.SPLIT,
+    # and the mask (for backward), all kept; without: the softmax output alone
+    written = a * e + (a * e + mask if drop else 0)
+    sec.fwd.append(sec.row("softmax", sub, C.SOFTMAX, P.FORWARD, split=T.SPLIT,
                            elements=e, flops=(1 + 1 + sm_f + dr_f) * e,
                            bytes_read=a * e + a * mask_elems, bytes_written=written,
-                           saved_bytes=a * e + mask))
-    sec.on_backward(sec.row("softmax.grad", S.ATTN_SOFTMAX, C.SOFTMAX, P.BACKWARD_DATA,
+                           saved_bytes=written))
+    sec.on_backward(sec.row("softmax.grad", sub, C.SOFTMAX, P.BACKWARD_DATA,
                             split=T.SPLIT, elements=e, flops=(dr_b + sm_b + 1) * e,
                             bytes_read=2 * a * e + mask, bytes_written=a * e))
 
 
-def _flash(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any) -> None:
-    """One fused attention kernel forward, one backward (see the module docstring)."""
+def _flash(sec: Any, drop: bool, s: Any, skv: Any, g: Any, d: Any, kv_groups: int,
+           mask_elems: Any, sub: Sublayer) -> None:
+    """One fused attention kernel forward, one backward (see the module docstring); with
+    grouped-query attention it reads K and V once per key/value head."""
     a = sec.ab
-    t_h = g * s * d
-    e = g * s * s
+    t_q, t_kv = g * s * d, g * skv * d // kv_groups
+    e = g * s * skv
     sm_f, sm_b = _flops("softmax")
-    dr_f, dr_b = _flops("dropout") if run.dropout else (0, 0)
+    dr_f, dr_b = _flops("dropout") if drop else (0, 0)
     lse = LSE_BYTES * g * s
     fwd_flops = 2 * (2 * e * d) + (1 + 1 + sm_f + dr_f) * e
     sec.fwd.append(sec.row(
-        "attention", S.ATTN_FUSED, C.BATCHED_GEMM, P.FORWARD, split=T.SPLIT, m=s, n=s, k=d,
-        batch=g, flops=fwd_flops, bytes_read=a * (3 * t_h + b * s),
-        bytes_written=a * t_h + lse, saved_bytes=a * 4 * t_h + lse))  # Q, K, V, O, lse
+        "attention", sub, C.BATCHED_GEMM, P.FORWARD, split=T.SPLIT, m=s, n=skv, k=d,
+        batch=g, flops=fwd_flops, bytes_read=a * (t_q + 2 * t_kv + mask_elems),
+        bytes_written=a * t_q + lse, saved_bytes=a * (2 * t_q + 2 * t_kv) + lse))  # QKV O lse
     # recompute scale, mask, softmax (and the dropout pattern), then their backward
     bwd_flops = 5 * (2 * e * d) + (1 + 1 + sm_f + dr_f + dr_b + sm_b + 1) * e
     sec.on_backward(sec.row(
-        "attention.grad", S.ATTN_FUSED, C.BATCHED_GEMM, P.BACKWARD_DATA, split=T.SPLIT, m=s,
-        n=s, k=d, batch=g, flops=bwd_flops, bytes_read=a * (5 * t_h + b * s) + lse,
-        bytes_written=a * 3 * t_h))
+        "attention.grad", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=T.SPLIT, m=s,
+        n=skv, k=d, batch=g, flops=bwd_flops,
+        bytes_read=a * (3 * t_q + 2 * t_kv + mask_elems) + lse,
+        bytes_written=a * (t_q + 2 * t_kv)))
 
 
 __all__ = ["LSE_BYTES", "attention_core"]

@@ -12,20 +12,35 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bertscope.analytic.blocks import Block, expand
+from bertscope.analytic.decoder import decoder_blocks, decoder_layout
 from bertscope.analytic.encoder import encoder_blocks
 from bertscope.analytic.fp8 import to_fp8
+from bertscope.analytic.params import GroupLayout, encoder_layout
 from bertscope.config import Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.optable import Op
 
 Producer = Callable[[ModelConfig, RunConfig], list[Block]]
+Layout = Callable[[ModelConfig, bool], GroupLayout]
+"""(model, pretraining) -> its parameter groups as written once."""
 
 PRODUCERS: dict[Family, Producer] = {
     Family.BERT: encoder_blocks,
     Family.ROBERTA: encoder_blocks,
     Family.ALBERT: encoder_blocks,
+    Family.GPT2: decoder_blocks,
+    Family.LLAMA: decoder_blocks,
 }
 """Family -> the function writing its iteration's blocks."""
+
+LAYOUTS: dict[Family, Layout] = {
+    Family.BERT: encoder_layout,
+    Family.ROBERTA: encoder_layout,
+    Family.ALBERT: encoder_layout,
+    Family.GPT2: decoder_layout,
+    Family.LLAMA: decoder_layout,
+}
+"""Family -> its parameter layout (`params.group_layout`)."""
 
 
 def producer(m: ModelConfig) -> Producer:
@@ -35,6 +50,15 @@ def producer(m: ModelConfig) -> Producer:
         have = ", ".join(f.value for f in PRODUCERS)
         raise BertscopeError(f"model {m.name!r}: family {m.family.value!r} has no analytic "
                              f"op model yet; modelled: {have}")
+    return fn
+
+
+def layout(m: ModelConfig) -> Layout:
+    """The parameter layout of `m`'s family (refused in one line when it has none)."""
+    fn = LAYOUTS.get(m.family)
+    if fn is None:
+        raise BertscopeError(f"model {m.name!r}: family {m.family.value!r} has no parameter "
+                             f"layout yet; modelled: {', '.join(f.value for f in LAYOUTS)}")
     return fn
 
 
@@ -53,4 +77,4 @@ def model_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
     return expand(model_blocks(m, run), m.num_layers, run.micro_batches)
 
 
-__all__ = ["PRODUCERS", "model_blocks", "model_ops", "producer"]
+__all__ = ["LAYOUTS", "PRODUCERS", "layout", "model_blocks", "model_ops", "producer"]

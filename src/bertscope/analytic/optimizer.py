@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from bertscope.analytic.blocks import Block, Repeat, expand
 from bertscope.analytic.params import ParamGroup, group_layout
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
@@ -53,6 +55,27 @@ def group_blocks(m: ModelConfig, rows: Callable[[ParamGroup], list[Op]]) -> list
                     layers=st.layers, first=st.group.layer) for st in g.stacks]
     return [Block([op for grp in g.before for op in rows(grp)]), *stacks,
             Block([op for grp in g.after for op in rows(grp)])]
+
+
+def accumulates(run: RunConfig) -> bool:
+    """Whether the iteration runs several micro-batches (gradient accumulation rows). A
+    sweep's group of configurations shares the answer (`sweep.grid` splits on it)."""
+    return bool(np.all(np.asarray(run.micro_batches) > 1))
+
+
+def accumulation_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
+    """Gradient accumulation: micro-batches after the first add into each .grad."""
+    k = run.micro_batches - 1
+    ab = run.precision.act_bytes
+
+    def rows(grp: ParamGroup) -> list[Op]:
+        n = grp.params
+        return [Op(f"{grp.name}.grad_accumulate", grp.layer, Sublayer.OTHER,
+                   Category.ELEMENTWISE, Phase.BACKWARD_WEIGHT, elements=n, count=k,
+                   flops=k * n, bytes_read=k * 2 * ab * n, bytes_written=k * ab * n,
+                   pp_stage=group_stage(grp))]
+
+    return group_blocks(m, rows)
 
 
 def optimizer_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:

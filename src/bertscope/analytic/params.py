@@ -17,9 +17,13 @@ class ParamGroup:
 
     name: str
     layer: int
-    """Encoder layer index; -1 for groups outside the encoder stack."""
+    """Layer index; -1 for groups outside the layer stacks."""
     params: int
     tensors: int
+    split: int = 0
+    """Of `params`, those Megatron-LM's tensor parallelism divides among the ranks (column-
+    and row-parallel weights, column-parallel biases, vocabulary-parallel tables); the rest
+    (norms, row-parallel biases, position tables) every rank keeps whole."""
 
 
 def linear(d_in: int, d_out: int) -> int:
@@ -82,19 +86,32 @@ class GroupLayout:
 
 
 def group_layout(m: ModelConfig, *, pretraining: bool = True) -> GroupLayout:
-    """The model's parameter groups, each written once (`param_groups` lays them out).
-    `pretraining=False` gives the bare encoder as Hugging Face's BertModel/RobertaModel/
-    AlbertModel builds it (with its pooler)."""
+    """The model's parameter groups, each written once (`param_groups` lays them out), from
+    its family's layout (`analytic.families.LAYOUTS`). `pretraining=False` gives the bare
+    model as Hugging Face's base class builds it (BertModel with its pooler, GPT2Model, ...)."""
+    from bertscope.analytic.families import layout  # the registry imports every family
+
+    return layout(m)(m, pretraining)
+
+
+def encoder_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:
+    """BERT, RoBERTa and ALBERT: embeddings, the encoder layer (shared in ALBERT), the pooler
+    and the pretraining heads, as Hugging Face's BertModel/RobertaModel/AlbertModel and their
+    pretraining classes build them."""
+    h, f = m.hidden, m.intermediate
     before = [ParamGroup("embedding", -1, embedding_params(m),
-                         3 + 2 + (2 if m.family is Family.ALBERT else 0))]
+                         3 + 2 + (2 if m.family is Family.ALBERT else 0),
+                         split=m.vocab_size * m.emb)]  # the word table, by vocabulary
     after = []
     if not pretraining or m.has_pooler_head:
         after.append(ParamGroup("pooler", -1, linear(m.hidden, m.hidden), 2))
-    if pretraining:
+    if pretraining:  # the MLM decoder's bias, by vocabulary
         after.append(ParamGroup("heads", -1, head_params(m),
-                                5 + (2 if m.has_pooler_head else 0)))
-    return GroupLayout(before, [StackGroup(ParamGroup("layer", 0, layer_params(m), 16),
-                                           per_layer=not m.share_layers)], after)
+                                5 + (2 if m.has_pooler_head else 0), split=m.vocab_size))
+    # Q, K, V, output and FFN weights; Q/K/V/FFN1 biases (the output and FFN2 biases, added
+    # after the all-reduce, and the layernorms are whole on every rank)
+    layer = ParamGroup("layer", 0, layer_params(m), 16, split=4 * h * h + 2 * h * f + 3 * h + f)
+    return GroupLayout(before, [StackGroup(layer, per_layer=not m.share_layers)], after)
 
 
 def param_groups(m: ModelConfig, *, pretraining: bool = True) -> list[ParamGroup]:
@@ -116,5 +133,5 @@ def parameter_count(m: ModelConfig, *, pretraining: bool = True) -> int:
     return sum(x.params for x in g.before) + stacks + sum(x.params for x in g.after)
 
 
-__all__ = ["GroupLayout", "ParamGroup", "StackGroup", "group_layout", "param_groups",
-           "parameter_count"]
+__all__ = ["GroupLayout", "ParamGroup", "StackGroup", "encoder_layout", "group_layout",
+           "param_groups", "parameter_count"]

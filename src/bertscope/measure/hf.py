@@ -21,8 +21,15 @@ from bertscope.measure.hf_weights import hf_config
 from bertscope.measure.models import DROPOUT_PROB
 from bertscope.taxonomy import Sublayer
 
+Patterns = list[tuple[re.Pattern[str], Sublayer | str]]
+
+
+def _compile(rows: list[tuple[str, Sublayer | str]]) -> Patterns:
+    return [(re.compile(p), s) for p, s in rows]
+
+
 # module-path patterns -> sublayer, first match wins (BERT/RoBERTa and ALBERT names)
-_PATTERNS: list[tuple[re.Pattern[str], Sublayer | str]] = [
+_ENCODER: Patterns = [
     (re.compile(p), s) for p, s in [
         (r"(^|\.)embeddings$|embedding_hidden_mapping_in$", Sublayer.EMBEDDING),
         (r"attention\.(self\.)?(query|key|value)$", Sublayer.QKV),
@@ -41,16 +48,59 @@ _PATTERNS: list[tuple[re.Pattern[str], Sublayer | str]] = [
         (r"(^|\.)(pooler|cls\.seq_relationship|sop_classifier)$", Sublayer.NSP_HEAD),
     ]
 ]
-_LAYER = re.compile(r"(encoder\.layer\.\d+|albert_layers\.\d+)$")
+# GPT2LMHeadModel: attention core (and the head split) inline in GPT2Attention
+_GPT2 = _compile([
+    (r"transformer\.(wte|wpe|drop)$", Sublayer.EMBEDDING),
+    (r"\.ln_1$", Sublayer.ATTN_ADD_NORM),
+    (r"\.attn\.c_attn$", Sublayer.QKV),
+    (r"\.attn\.c_proj$", Sublayer.ATTN_OUTPUT),
+    (r"\.attn\.attn_dropout$", Sublayer.ATTN_SOFTMAX),
+    (r"\.attn\.resid_dropout$", Sublayer.ATTN_ADD_NORM),
+    (r"\.h\.\d+\.attn$", ATTN_CORE),
+    (r"\.ln_2$", Sublayer.FFN_ADD_NORM),
+    (r"\.mlp\.c_fc$", Sublayer.FFN1),
+    (r"\.mlp\.act$", Sublayer.FFN_ACT),
+    (r"\.mlp\.c_proj$", Sublayer.FFN2),
+    (r"\.mlp\.dropout$", Sublayer.FFN_ADD_NORM),
+    (r"transformer\.ln_f$", Sublayer.FINAL_NORM),
+    (r"(^|\.)lm_head$", Sublayer.LM_HEAD),
+])
+# LlamaForCausalLM: rotary application and the core inline in LlamaAttention, the gating
+# product inline in LlamaMLP
+_LLAMA = _compile([
+    (r"model\.embed_tokens$", Sublayer.EMBEDDING),
+    (r"model\.rotary_emb$", Sublayer.ROTARY),
+    (r"\.input_layernorm$", Sublayer.ATTN_ADD_NORM),
+    (r"\.self_attn\.(q|k|v)_proj$", Sublayer.QKV),
+    (r"\.self_attn\.o_proj$", Sublayer.ATTN_OUTPUT),
+    (r"\.self_attn$", ATTN_CORE),
+    (r"\.post_attention_layernorm$", Sublayer.FFN_ADD_NORM),
+    (r"\.mlp\.gate_proj$", Sublayer.FFN_GATE),
+    (r"\.mlp\.up_proj$", Sublayer.FFN1),
+    (r"\.mlp\.down_proj$", Sublayer.FFN2),
+    (r"\.mlp(\.act_fn)?$", Sublayer.FFN_ACT),
+    (r"model\.norm$", Sublayer.FINAL_NORM),
+    (r"(^|\.)lm_head$", Sublayer.LM_HEAD),
+])
+PATTERNS: dict[Family, Patterns] = {Family.BERT: _ENCODER, Family.ROBERTA: _ENCODER,
+                                    Family.ALBERT: _ENCODER, Family.GPT2: _GPT2,
+                                    Family.LLAMA: _LLAMA}
+"""Family -> its Hugging Face module-path patterns (first match wins)."""
+_LAYER = re.compile(r"(encoder\.layer\.\d+|albert_layers\.\d+|transformer\.h\.\d+"
+                    r"|model\.layers\.\d+)$")
 
 
 def hf_sublayer(m: ModelConfig) -> Any:
     """A module-path -> sublayer function for the Hugging Face model of `m`'s family."""
+    patterns = PATTERNS.get(m.family)
+    if patterns is None:
+        raise BertscopeError(f"--hf profiling of family {m.family.value!r} is not supported "
+                             f"yet; profile it without --hf")
 
     def sublayer_of(name: str) -> Sublayer | str:
         if not name:
             return Sublayer.OTHER
-        for pattern, sub in _PATTERNS:
+        for pattern, sub in patterns:
             if pattern.search(name):
                 return sub
         parent = name.rpartition(".")[0]
@@ -64,25 +114,31 @@ def hf_layers(model: nn.Module) -> list[nn.Module]:
     return [mod for name, mod in model.named_modules() if _LAYER.search(name)]
 
 
+HF_CLASSES: dict[Family, str] = {
+    Family.BERT: "BertForPreTraining", Family.ROBERTA: "RobertaForMaskedLM",
+    Family.ALBERT: "AlbertForPreTraining", Family.GPT2: "GPT2LMHeadModel",
+    Family.LLAMA: "LlamaForCausalLM"}
+"""Family -> the transformers class `--hf` profiles."""
+
+
 def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
-    """BertForPreTraining / RobertaForMaskedLM / AlbertForPreTraining for `m`, randomly
-    initialised (no download), eager attention, dropout and checkpointing as `run` says."""
+    """The transformers model of `m`'s family (`HF_CLASSES`), randomly initialised (no
+    download), eager attention, dropout and checkpointing as `run` says."""
     try:
         import transformers
     except ImportError:
         raise BertscopeError("--hf needs Hugging Face transformers: pip install "
                              "'bertscope[hf]'") from None
-    if m.family not in (Family.BERT, Family.ROBERTA, Family.ALBERT):
+    if m.family not in HF_CLASSES:
         raise BertscopeError(f"--hf profiling of family {m.family.value!r} is not supported "
                              f"yet; profile it without --hf")
     if run.masked_lm_only:
         raise BertscopeError("Hugging Face models compute MLM logits on every position; "
                              "drop --masked-lm-only with --hf")
     cfg = hf_config(m, dropout=DROPOUT_PROB if run.dropout else 0.0)
-    kind = {Family.BERT: transformers.BertForPreTraining,
-            Family.ROBERTA: transformers.RobertaForMaskedLM,
-            Family.ALBERT: transformers.AlbertForPreTraining}[m.family]
-    model = kind(cfg)
+    model = getattr(transformers, HF_CLASSES[m.family])(cfg)
+    if m.family is Family.GPT2:  # its class name does not say "ForCausalLM"; the loss is that
+        model.loss_type = "ForCausalLM"
     if run.checkpointing:
         enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5
         kwargs = {"use_reentrant": False}
@@ -97,4 +153,4 @@ def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
     return model
 
 
-__all__ = ["build_hf_model", "hf_layers", "hf_sublayer"]
+__all__ = ["HF_CLASSES", "PATTERNS", "build_hf_model", "hf_layers", "hf_sublayer"]

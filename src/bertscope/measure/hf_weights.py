@@ -102,6 +102,23 @@ def hf_config(cfg: ModelConfig, *, dropout: float = 0.0) -> Any:
             return transformers.BertConfig(**common)
         case Family.ROBERTA:
             return transformers.RobertaConfig(**common, bos_token_id=0, eos_token_id=2)
+        case Family.GPT2:
+            return transformers.GPT2Config(
+                vocab_size=cfg.vocab_size, n_positions=cfg.max_positions, n_embd=cfg.hidden,
+                n_layer=cfg.num_layers, n_head=cfg.heads, n_inner=cfg.intermediate,
+                activation_function=cfg.activation.value, resid_pdrop=dropout,
+                embd_pdrop=dropout, attn_pdrop=dropout, initializer_range=INIT_STD,
+                tie_word_embeddings=cfg.tie_word_embeddings, attn_implementation="eager",
+                bos_token_id=cfg.vocab_size - 1, eos_token_id=cfg.vocab_size - 1)
+        case Family.LLAMA:
+            return transformers.LlamaConfig(
+                vocab_size=cfg.vocab_size, hidden_size=cfg.hidden,
+                intermediate_size=cfg.intermediate, num_hidden_layers=cfg.num_layers,
+                num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_head_count,
+                head_dim=cfg.head_dim, max_position_embeddings=cfg.max_positions,
+                hidden_act=cfg.activation.value, initializer_range=INIT_STD,
+                tie_word_embeddings=cfg.tie_word_embeddings, attn_implementation="eager",
+                bos_token_id=min(1, cfg.vocab_size - 1), eos_token_id=min(2, cfg.vocab_size - 1))
         case Family.ALBERT:
             if not cfg.share_layers:
                 raise BertscopeError("HF ALBERT always shares its layers; set share_layers")
@@ -111,4 +128,57 @@ def hf_config(cfg: ModelConfig, *, dropout: float = 0.0) -> Any:
     raise BertscopeError(f"no Hugging Face config for family {cfg.family!r}")
 
 
-__all__ = ["hf_config", "hf_param_name", "load_hf_state_dict"]
+_DECODER_LAYER = {  # our path inside a layer -> (GPT-2's, Llama's)
+    "attn_norm": ("ln_1", "input_layernorm"), "attn.qkv": ("attn.c_attn", None),
+    "attn.q": (None, "self_attn.q_proj"), "attn.k": (None, "self_attn.k_proj"),
+    "attn.v": (None, "self_attn.v_proj"), "attn.out": ("attn.c_proj", "self_attn.o_proj"),
+    "ffn_norm": ("ln_2", "post_attention_layernorm"), "ffn.gate": (None, "mlp.gate_proj"),
+    "ffn.fc1": ("mlp.c_fc", "mlp.up_proj"), "ffn.fc2": ("mlp.c_proj", "mlp.down_proj"),
+}
+_DECODER_TOP = {"embeddings.word": ("transformer.wte", "model.embed_tokens"),
+                "embeddings.position": ("transformer.wpe", None),
+                "final_norm": ("transformer.ln_f", "model.norm"),
+                "lm_head": ("lm_head", "lm_head")}
+
+
+def hf_decoder_param_name(cfg: ModelConfig, name: str) -> str:
+    """The GPT2LMHeadModel / LlamaForCausalLM parameter name matching one of
+    `DecoderForCausalLM`'s (`layers.0.attn.qkv.weight` -> `transformer.h.0.attn.c_attn.weight`)."""
+    module, _, leaf = name.rpartition(".")
+    parts = module.split(".")
+    col = 1 if cfg.family is Family.LLAMA else 0
+    hf: str | None
+    if parts[0] == "layers":
+        hf = _DECODER_LAYER.get(".".join(parts[2:]), (None, None))[col]
+        prefix = "model.layers" if col else "transformer.h"
+        hf = f"{prefix}.{parts[1]}.{hf}" if hf else None
+    else:
+        hf = _DECODER_TOP.get(module, (None, None))[col]
+    if hf is None:
+        raise BertscopeError(f"no Hugging Face counterpart for parameter {name!r}")
+    return f"{hf}.{leaf}"
+
+
+@torch.no_grad()
+def load_hf_decoder_state(model: nn.Module, hf_model: nn.Module) -> None:
+    """Copy the weights of GPT2LMHeadModel / LlamaForCausalLM into a `DecoderForCausalLM`
+    of the same config (GPT-2's Conv1D weights are stored transposed); raises on any missing
+    or misshapen parameter."""
+    cfg: ModelConfig = model.cfg  # type: ignore[assignment]
+    hf = dict(hf_model.named_parameters(remove_duplicate=False))
+    for name, p in model.named_parameters():
+        key = hf_decoder_param_name(cfg, name)
+        if key not in hf:
+            raise BertscopeError(f"{type(hf_model).__name__} has no parameter {key!r} "
+                                 f"(for {name!r}); is it the {cfg.family} model?")
+        src = hf[key]
+        if cfg.family is Family.GPT2 and src.dim() == 2 and key.startswith("transformer.h."):
+            src = src.t()  # Conv1D keeps (in, out)
+        if src.shape != p.shape:
+            raise BertscopeError(f"{key}: shape {tuple(src.shape)} != {name}: "
+                                 f"{tuple(p.shape)}; build both from the same config")
+        p.copy_(src)
+
+
+__all__ = ["hf_config", "hf_decoder_param_name", "hf_param_name", "load_hf_decoder_state",
+           "load_hf_state_dict"]

@@ -37,9 +37,8 @@ from bertscope.io import atomic_path, write_or_rescue
 from bertscope.measure.allocator import HostAllocator, keep_freed_memory
 from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
-from bertscope.measure.data import PretrainingBatch, synthetic_batch
+from bertscope.measure.families import measured
 from bertscope.measure.lamb import make_optimizer
-from bertscope.measure.models import EncoderLayer, build_model, module_sublayer
 from bertscope.measure.quiet import QuietProfiler
 from bertscope.optable import OpTable, meta_with_job
 from bertscope.taxonomy import Classifier, Phase, Sublayer
@@ -140,15 +139,6 @@ def _phase(hooks: ScopeHooks, phase: Phase) -> Iterator[None]:
         yield
 
 
-def reference_sublayer(name: str) -> Sublayer:
-    """`module_sublayer`, with the attention module's own ops (splitting and merging heads)
-    counted with the Q/K/V projections."""
-    parts = name.split(".")
-    if len(parts) == 3 and parts[0] == "layers" and parts[2] == "attn":
-        return Sublayer.QKV
-    return module_sublayer(name)
-
-
 class _Trainer:
     """One model + optimizer + data: runs training iterations with phase scopes."""
 
@@ -156,31 +146,28 @@ class _Trainer:
                  seed: int, wrap: Wrap | None = None, data_seed: int | None = None) -> None:
         torch.manual_seed(seed)
         self.run, self.device, self.hf, self.family = run, device, hf, m.family
+        fam = measured(m)
         if hf:
             from bertscope.measure.hf import build_hf_model, hf_layers, hf_sublayer
 
             self.model: nn.Module = build_hf_model(m, run).to(device)
             sublayer_of, layers = hf_sublayer(m), hf_layers(self.model)
         else:
-            self.model = build_model(m, run).to(device)
-            sublayer_of = reference_sublayer
-            layers = [mod for mod in self.model.modules() if isinstance(mod, EncoderLayer)]
+            self.model = fam.build(m, run).to(device)
+            sublayer_of = fam.sublayer_of
+            layers = [mod for mod in self.model.modules() if isinstance(mod, fam.layer_type)]
         self.model.train()
         self.net = wrap(self.model) if wrap is not None else self.model  # what runs forward
         self.hooks = ScopeHooks(self.model, sublayer_of, layers, m.num_layers)
         self.opt = make_optimizer(run.optimizer, self.model.parameters())
-        self.batches: list[PretrainingBatch] = [
-            synthetic_batch(m, batch=run.batch, seq=run.seq,
-                            seed=(seed if data_seed is None else data_seed) + i, device=device)
+        self.batches: list[dict[str, Any]] = [
+            fam.inputs(m, run, (seed if data_seed is None else data_seed) + i, device, hf)
             for i in range(run.micro_batches)]
         self.scaler = (torch.amp.GradScaler(device.type)
                        if run.precision is Precision.FP16 else None)
         self.dtype = {Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}.get(
             run.precision)
         self.tf32 = run.precision is Precision.TF32
-
-    def _inputs(self, b: PretrainingBatch) -> dict[str, Any]:
-        return b.hf_inputs(self.family) if self.hf else b.model_inputs()
 
     def step(self) -> None:
         """One optimizer step: forward and backward per micro-batch, then the update.
@@ -204,7 +191,7 @@ class _Trainer:
                   else contextlib.nullcontext()):
                 with _phase(self.hooks, Phase.FORWARD), torch.autocast(
                         self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
-                    out = self.net(**self._inputs(b))
+                    out = self.net(**b)
                     loss = out.loss if hasattr(out, "loss") else out[0]
                     if len(self.batches) > 1:
                         loss = loss / len(self.batches)

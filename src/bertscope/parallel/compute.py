@@ -41,8 +41,12 @@ from bertscope.parallel.job import Workload
 from bertscope.perf import DeviceProfile, predict
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
-_ATTN_CORE = (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT)
-"""What selective recomputation reruns."""
+_ATTN_CORE = (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT,
+              Sublayer.ATTN_FUSED, Sublayer.CROSS_CORE)
+"""What selective recomputation reruns (Megatron-LM's core attention, self and cross)."""
+_DROPPED = (Category.SOFTMAX, Category.DROPOUT)
+"""Rows of the attention core whose saved s x s tensors selective recomputation drops
+(Korthikanti et al. 2022, section 4.2: softmax output, dropout mask and output; Q, K, V kept)."""
 
 
 class _Dim(IntEnum):
@@ -97,6 +101,12 @@ class ComputeTable:
     emb_bwd: np.ndarray
     head_fwd: np.ndarray
     head_bwd: np.ndarray
+    layer_saved: np.ndarray
+    """Bytes one layer keeps for backward per micro-batch (no recomputation)."""
+    core_saved: np.ndarray
+    """Of those, the attention core's s x s tensors (what selective recomputation drops)."""
+    layer_input: np.ndarray
+    """Bytes of one layer's input per micro-batch (what full recomputation keeps)."""
     emb_saved: np.ndarray
     """Bytes the embedding section keeps for backward per micro-batch."""
     head_saved: np.ndarray
@@ -155,11 +165,14 @@ def _tags(cols: Columns) -> Columns:
     dim[gemm & row & (dgrad | wgrad)] = _Dim.N
     dim[gemm & (split == TensorSplit.SPLIT)] = _Dim.BATCH
     stack = stage == PipelineStage.STACK
-    divide = np.where(split != TensorSplit.REPLICATED, int(_Divide.ALWAYS),
-                      np.where(stack, int(_Divide.SP_ONLY), int(_Divide.FIXED)))
+    whole = np.where(stack, int(_Divide.SP_ONLY), int(_Divide.FIXED))
+    divide = np.where(split != TensorSplit.REPLICATED, int(_Divide.ALWAYS), whole)
+    # a column-parallel GEMM keeps its input, which every rank holds whole (sharded only by
+    # sequence parallelism inside the stack): its saved bytes divide like a replicated row's
+    divide_saved = np.where(gemm & col, whole, divide)
     section = np.where(stack, int(_Section.LAYER), np.where(
         stage == PipelineStage.FIRST, int(_Section.EMBEDDING), int(_Section.HEAD)))
-    return {"section": section, "dim": dim, "divide": divide}
+    return {"section": section, "dim": dim, "divide": divide, "divide_saved": divide_saved}
 
 
 def _base_rows(workload: Workload, micro_batch: int) -> Columns:
@@ -175,8 +188,11 @@ def _variant(cols: Columns, tags: Columns, t: int, sp: bool) -> Columns:
     if t == 1:
         return dict(cols)
     out = dict(cols)
-    divide = tags["divide"]
-    d = np.where((divide == _Divide.ALWAYS) | ((divide == _Divide.SP_ONLY) & sp), float(t), 1.0)
+    def divisor(divide: np.ndarray) -> np.ndarray:
+        return np.where((divide == _Divide.ALWAYS) | ((divide == _Divide.SP_ONLY) & sp),
+                        float(t), 1.0)
+
+    d = divisor(tags["divide"])
     dims = {c: cols[c].astype(float) for c in ("m", "n", "k", "batch")}
 
     def gemm_bytes() -> np.ndarray:
@@ -193,7 +209,7 @@ def _variant(cols: Columns, tags: Columns, t: int, sp: bool) -> Columns:
     out["flops"] = cols["flops"] / d
     out["bytes_read"] = cols["bytes_read"] * byte_scale
     out["bytes_written"] = cols["bytes_written"] * byte_scale
-    out["saved_bytes"] = cols["saved_bytes"] / d
+    out["saved_bytes"] = cols["saved_bytes"] / divisor(tags["divide_saved"])
     out["elements"] = np.ceil(cols["elements"] / d).astype(np.int64)
     return out
 
@@ -242,6 +258,7 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     section, phase = np.concatenate(sections), stacked["phase"][:n_rows]
     fwd = phase == Phase.FORWARD
     attn = np.isin(stacked["sublayer"][:n_rows], list(_ATTN_CORE))
+    dropped = attn & np.isin(stacked["category"][:n_rows], list(_DROPPED))
     t_rows = time[:n_rows]
 
     def total(mask: np.ndarray, values: np.ndarray = t_rows) -> np.ndarray:
@@ -261,6 +278,10 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
         attn_fwd=total(layer & fwd & attn),
         emb_fwd=total(emb & fwd), emb_bwd=total(emb & ~fwd),
         head_fwd=total(head & fwd), head_bwd=total(head & ~fwd),
+        layer_saved=total(layer & fwd, saved), core_saved=total(layer & fwd & dropped, saved),
+        layer_input=np.broadcast_to(
+            (bs * workload.seq * workload.model.hidden
+             * workload.precision.act_bytes)[:, None, None], shape).astype(float),
         emb_saved=total(emb & fwd, saved), head_saved=total(head & fwd, saved),
         transient=transient.reshape(shape),
         optimizer_per_param=float(upd_time[:-1].sum()) / n_params,
@@ -269,8 +290,8 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     # tp = 1 has no sequence-parallel variant: mirror it so lookups with sp = 0 or 1 agree
     one = ts == 1
     for arr in (table.layer_fwd, table.layer_bwd, table.attn_fwd, table.emb_fwd, table.emb_bwd,
-                table.head_fwd, table.head_bwd, table.emb_saved, table.head_saved,
-                table.transient):
+                table.head_fwd, table.head_bwd, table.layer_saved, table.core_saved,
+                table.emb_saved, table.head_saved, table.transient):
         arr[:, one, 1] = arr[:, one, 0]
     if len(_TABLES) > 64:
         _TABLES.clear()

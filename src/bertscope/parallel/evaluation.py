@@ -23,9 +23,8 @@ from bertscope.parallel.memory import (
     FULL_CODE,
     SELECTIVE_CODE,
     ZeroStage,
-    layer_activation_bytes,
     layer_params_per_device,
-    recompute_working_bytes,
+    stack_layers,
     stage_params,
     zero_static_bytes,
 )
@@ -73,7 +72,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
                       look(table.head_bwd))
     topo = cluster.topology
     ab = w.precision.act_bytes
-    lps = m.num_layers / pp
+    lps = stack_layers(m) / pp
     single = (pp == 1).astype(float)
     full = ck == FULL_CODE
     rec = np.where(full, lf, np.where(ck == SELECTIVE_CODE, la, 0.0))
@@ -152,11 +151,14 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     out["bubble_fraction"] = bubble_fraction(sch, pp, mb, v)
 
     # memory of the first and the last stage; the device peak is the larger
-    kw: dict[str, Any] = dict(seq=w.seq, micro_batch=b, hidden=m.hidden, heads=m.heads,
-                              intermediate=m.intermediate, tp=tp, sp=sp, checkpoint=ck,
-                              act_bytes=ab, dropout=w.run.dropout)
-    per_layer = layer_activation_bytes(**kw)
-    working = recompute_working_bytes(**kw)
+    # per layer, from the op table's saved bytes as each rank keeps them (the roles divide
+    # them: `compute._variant`); with the paper's assumptions these are Korthikanti et al.'s
+    # Table 2 terms (`memory.layer_activation_bytes`; tested)
+    kept, core = look(table.layer_saved), look(table.core_saved)
+    layer_in = look(table.layer_input) / np.where(sp, tp, 1)
+    selective = ck == SELECTIVE_CODE
+    per_layer = np.where(full, layer_in, np.where(selective, kept - core, kept))
+    working = np.where(full, kept, np.where(selective, core, 0.0))
     f_first, f_last = in_flight(sch, pp, mb, v)
     edge_first, edge_last = edge_in_flight(sch, pp, mb)
     es, hs = look(table.emb_saved), look(table.head_saved)

@@ -11,7 +11,7 @@ import numpy as np
 from bertscope.config import Checkpoint, ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError, check_positive_ints, is_positive_int, parse_enum
 from bertscope.hardware import Device
-from bertscope.parallel.memory import ZeroStage
+from bertscope.parallel.memory import ZeroStage, stack_layers
 from bertscope.parallel.pipeline import Schedule
 from bertscope.parallel.topology import Link, Topology, topology_for
 from bertscope.perf import DeviceProfile, default_profile, load_profile
@@ -230,8 +230,8 @@ def check_layout(layout: Layout, workload: Workload, cluster: Cluster) -> None:
         if size % layout.tp:
             raise BertscopeError(f"tp {layout.tp} does not divide {m.name}'s {size} {what}")
     chunks = layout.pp * layout.virtual_stages
-    if m.num_layers % chunks:
-        raise BertscopeError(f"{m.num_layers} layers do not split into pp x virtual stages = "
+    if stack_layers(m) % chunks:
+        raise BertscopeError(f"{stack_layers(m)} layers do not split into pp x virtual stages = "
                              f"{chunks} equal stages")
     if layout.schedule is Schedule.INTERLEAVED and layout.micro_batches % layout.pp:
         raise BertscopeError(f"the interleaved schedule needs micro-batches "

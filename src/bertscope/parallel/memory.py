@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from bertscope.analytic.params import embedding_params, layer_params, linear
-from bertscope.config import Checkpoint, Family, ModelConfig, Optimizer, Precision
+from bertscope.analytic.params import ParamGroup, group_layout
+from bertscope.config import Checkpoint, ModelConfig, Optimizer, Precision
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.parallel.collectives import ArrayLike
 
@@ -81,43 +81,53 @@ FULL_CODE = Checkpoint.FULL.code
 
 
 # -- parameters ------------------------------------------------------------------------------
-def layer_params_per_device(m: ModelConfig, tp: ArrayLike) -> np.ndarray:
-    """Parameters of one encoder layer on one of `tp` tensor-parallel devices.
+def _per_device(groups: list[ParamGroup], tp: ArrayLike) -> np.ndarray:
+    """Parameters of `groups` on one of `tp` tensor-parallel devices: each group's `split`
+    divided t ways, the rest whole."""
+    t = np.asarray(tp, dtype=float)
+    return sum((g.split / t + (g.params - g.split) for g in groups), np.zeros_like(t))
 
-    Split: Q, K, V, output and FFN weights, Q/K/V/FFN1 biases (4h^2 + 2hf + 3h + f).
-    Replicated: output-projection and FFN2 biases, two layernorms (6h)."""
-    h, f = m.hidden, m.intermediate
-    split = 4 * h * h + 2 * h * f + 3 * h + f
-    replicated = layer_params(m) - split
-    return split / np.asarray(tp, dtype=float) + replicated
+
+def stack_layers(m: ModelConfig) -> int:
+    """Layers pipeline stages divide among themselves: every layer of every stack (T5: the
+    encoder's and the decoder's)."""
+    return m.num_layers + m.decoder_layer_count
+
+
+def layer_params_per_device(m: ModelConfig, tp: ArrayLike) -> np.ndarray:
+    """Parameters of one layer on one of `tp` tensor-parallel devices (the mean over the
+    stacks' layers when they differ): the layout's split parameters divided t ways (encoder:
+    Q, K, V, output and FFN weights, Q/K/V/FFN1 biases, 4h^2 + 2hf + 3h + f), the rest whole
+    (output-projection and FFN2 biases, two layernorms: 6h)."""
+    g = group_layout(m)
+    total = sum(g.stack_layers(st, m.num_layers) for st in g.stacks)
+    return sum(g.stack_layers(st, m.num_layers) * _per_device([st.group], tp)
+               for st in g.stacks) / total
 
 
 def embedding_params_per_device(m: ModelConfig, tp: ArrayLike) -> np.ndarray:
-    """Embedding parameters on one device of pipeline stage 0: the word embedding split by
-    vocabulary, position/token-type tables, layernorm (and ALBERT's projection) replicated."""
-    word = m.vocab_size * m.emb
-    return word / np.asarray(tp, dtype=float) + (embedding_params(m) - word)
+    """Parameters of the groups before the stack on one device of pipeline stage 0 (the word
+    table split by vocabulary; position/token-type tables, norms, ALBERT's projection
+    whole)."""
+    return _per_device(group_layout(m).before, tp)
 
 
 def head_params_per_device(m: ModelConfig, tp: ArrayLike, pp: ArrayLike) -> np.ndarray:
-    """Head parameters on one device of the last pipeline stage: MLM transform, layernorm,
-    pooler and classifier replicated; decoder bias split by vocabulary; with pp > 1 a copy of
-    the (tied) word embedding, split by vocabulary (Megatron-LM keeps one on the last stage)."""
-    h, v = m.hidden, m.vocab_size
-    d = m.emb if m.family is Family.ALBERT else h
+    """Parameters of the groups after the stack on one device of the last pipeline stage (a
+    vocabulary-parallel head or bias split, transforms, norms, pooler and classifier whole);
+    with pp > 1 and a head tied to the word table, a copy of that table split by vocabulary
+    (Megatron-LM keeps one on the last stage)."""
     t = np.asarray(tp, dtype=float)
-    replicated = linear(h, d) + 2 * d
-    if m.has_pooler_head:
-        replicated += linear(h, h) + linear(h, 2)
-    tied_copy = np.where(np.asarray(pp) > 1, v * m.emb / t, 0.0)
-    return replicated + v / t + tied_copy
+    tied = m.vocab_size * m.emb if m.tie_word_embeddings else 0
+    tied_copy = np.where(np.asarray(pp) > 1, tied / t, 0.0)
+    return _per_device(group_layout(m).after, tp) + tied_copy
 
 
 def stage_params(m: ModelConfig, tp: ArrayLike, pp: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """(first stage, last stage) parameters per device. With pp = 1 both are the whole model
     on one tensor-parallel device."""
     p = np.asarray(pp, dtype=float)
-    layers = 1.0 if m.share_layers else m.num_layers / p
+    layers = 1.0 if m.share_layers else stack_layers(m) / p
     body = layers * layer_params_per_device(m, tp)
     emb = embedding_params_per_device(m, tp)
     head = head_params_per_device(m, tp, pp)
@@ -230,6 +240,7 @@ __all__ = [
     "layer_activation_bytes",
     "layer_params_per_device",
     "recompute_working_bytes",
+    "stack_layers",
     "stage_params",
     "zero_static_bytes",
 ]

@@ -27,7 +27,7 @@ from bertscope.io import Format, atomic_write, frame_bytes, output_format
 from bertscope.parallel.compute import compute_table
 from bertscope.parallel.evaluation import MEMORY_KEYS, TIME_KEYS, evaluate_arrays
 from bertscope.parallel.job import Cluster, Layout, Workload
-from bertscope.parallel.memory import CHECKPOINTS, ZeroStage
+from bertscope.parallel.memory import CHECKPOINTS, ZeroStage, stack_layers
 from bertscope.parallel.pipeline import INTERLEAVED_CODE, SCHEDULES, Schedule
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
     tps = [t for t in divisors(n) if m.heads % t == 0 and m.intermediate % t == 0
            and (not space.tp_within_node or t <= per_node)]
     for t in _pick(tps, space.tp):
-        for p in _pick([p for p in divisors(n // t) if m.num_layers % p == 0], space.pp):
+        for p in _pick([p for p in divisors(n // t) if stack_layers(m) % p == 0], space.pp):
             d = n // (t * p)
             if (space.dp is not None and d != space.dp) or gb % d:
                 continue
@@ -160,7 +160,7 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
             cks = _pick([c.code for c in CHECKPOINTS], None if space.checkpoint is None
                         else space.checkpoint.code)
             sps = _pick([False] if t == 1 else [False, True], space.sequence_parallel)
-            scheds = _schedules(m.num_layers, p, space)
+            scheds = _schedules(stack_layers(m), p, space)
             if not (ms and zeros and cks and sps and scheds):
                 continue
             grid = np.meshgrid(np.asarray(ms), np.asarray(zeros), np.asarray(cks),

@@ -28,6 +28,7 @@ from bertscope.config import (
     Family,
     ModelConfig,
     Optimizer,
+    Positions,
     Precision,
 )
 from bertscope.errors import MAX_SIZE, BertscopeError, parse_enum
@@ -123,6 +124,10 @@ class Grid:
             if not all(isinstance(v, bool) for v in values):
                 raise BertscopeError(f"axis {name}: values must be true or false")
             put(self, name, values)
+        no_mlm = [m.name for m in self.models if not m.has_mlm_head]
+        if True in self.masked_lm_only and no_mlm:
+            raise BertscopeError(f"masked_lm_only applies to models with a masked-LM head "
+                                 f"(BERT, RoBERTa, ALBERT), not {', '.join(no_mlm)}")
         for name in KNOB_AXES:
             values = _nonempty(name, getattr(self, name))
             for v in values:
@@ -229,8 +234,15 @@ class Group:
         """Configurations a model can run (heads divide hidden, the sequence fits the
         positions), as a boolean array of the group's shape."""
         m, run = self.views()
-        ok = (m.hidden % m.heads == 0) & (run.seq <= m.max_positions - m.position_offset)
-        ok = ok & (m.intermediate >= 1)
+        base = self.model
+        ok = m.intermediate >= 1
+        if base.head_size is None:
+            ok = ok & (m.hidden % m.heads == 0)
+        ok = ok & (m.heads % m.kv_groups == 0)
+        if base.family is Family.VIT:
+            ok = ok & (run.seq == m.max_positions)
+        elif base.family.positions is not Positions.RELATIVE:
+            ok = ok & (run.seq <= m.max_positions - m.position_offset)
         return np.broadcast_to(ok, self.shape)
 
 
@@ -255,8 +267,22 @@ class ModelView:
                              if g.ffn_ratio else g.axis("ffn"))
         self.embedding_size = base.embedding_size
         self.emb = float(base.embedding_size) if base.embedding_size is not None else self.hidden
-        self.head_dim = self.hidden // self.heads
+        self.head_size = base.head_size
+        self.head_dim = self.hidden // self.heads if base.head_size is None else base.head_size
         self.has_pooler_head = base.has_pooler_head
+        # grouped-query attention keeps the base model's query heads per key/value head
+        self.kv_groups = base.kv_groups
+        self.kv_heads = base.kv_heads
+        self.kv_head_count = self.heads // self.kv_groups
+        self.tie_word_embeddings = base.tie_word_embeddings
+        self.gated_ffn = base.gated_ffn
+        self.relative_buckets = base.relative_buckets
+        self.image_size, self.patch_size = base.image_size, base.patch_size
+        self.channels, self.patches = base.channels, base.patches
+        self.decoder_layers = base.decoder_layers
+        self.decoder_layer_count = (0 if not base.decoder_layer_count else self.num_layers
+                                    if base.decoder_layers is None
+                                    else float(base.decoder_layers))
 
 
 class RunView:

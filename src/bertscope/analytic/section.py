@@ -1,0 +1,317 @@
+"""The op vocabulary every analytic producer writes rows with: one method per kind of op,
+emitting its forward row and registering its backward rows, so each family's backward pass is
+its forward's mirror image and cannot drift from it.
+
+- Linear  Y = X W^T + b   (X: T x K, W: N x K)
+  forward        GEMM M=T N=N K=K            2TNK FLOPs
+  data grad      dX = dY W     M=T N=K K=N   2TNK
+  weight grad    dW = dY^T X   M=N N=K K=T   2TNK, plus the bias grad (a reduction over T)
+- Batched GEMM  C = A B (batch G, A: m x k, B: k x n): dA = dC B^T (m, k, n) and
+  dB = A^T dC (k, n, m), both data gradients.
+
+Hence weight-gradient plus data-gradient GEMM FLOPs are exactly twice the forward's.
+
+FLOPs of memory-bound ops are per-element estimates (`_FLOPS`), flagged as approximate;
+their bytes are what the op must stream at least: each input read once, each output
+written once. `saved_bytes` follows Korthikanti et al. 2022 (Reducing Activation
+Recomputation in Large Transformer Models, section 4.1): inputs of GEMMs, softmax output,
+GELU input, layernorm input, 1-byte dropout masks; layernorm mean/rstd are omitted as there.
+
+Every row also carries its roles under tensor and pipeline parallelism (`Op.tp_split`,
+`Op.pp_stage`), declared where the op is written: each section knows its pipeline stage, each
+op method takes the op's Megatron-LM split (`split=`), and backward rows inherit it. The
+distributed model reads these roles, never op names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bertscope.config import Activation
+from bertscope.optable import Op
+from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
+
+C, P, S, T = Category, Phase, Sublayer, TensorSplit
+
+INDEX_BYTES = 8
+"""int64 token / position ids."""
+MASK_BYTES = 1
+"""A dropout mask element (torch.bool)."""
+LOSS_BYTES = 4
+"""Cross-entropy runs in fp32 (autocast's fp32 list)."""
+STAT_BYTES = 4
+"""Layernorm mean and rstd are fp32."""
+
+# Approximate FLOPs per element (forward, backward) of memory-bound ops.
+_FLOPS: dict[str, tuple[int, int]] = {
+    Activation.GELU: (5, 8),  # 0.5 x (1 + erf(x / sqrt2)); grad cdf + x pdf
+    Activation.GELU_NEW: (8, 12),  # tanh approximation
+    Activation.GELU_FAST: (8, 12),
+    Activation.GELU_PYTORCH_TANH: (8, 12),
+    Activation.RELU: (1, 1),
+    Activation.SILU: (4, 6),
+    "tanh": (1, 2),
+    "softmax": (5, 4),  # max, sub, exp, sum, div; grad y * (dy - sum(dy * y))
+    "layernorm": (8, 10),  # mean, var, normalize, affine; data grad
+    "layernorm_weight": (4, 0),  # dgamma = sum(dy * xhat), dbeta = sum(dy)
+    "dropout": (2, 2),  # compare with random, scale; grad mask * scale
+    "cross_entropy": (4, 3),  # log_softmax + nll; grad exp - onehot, scale
+    "rmsnorm": (5, 8),  # square, mean, rsqrt, scale, weight; data grad
+    "rmsnorm_weight": (2, 0),  # dgamma = sum(dy * xhat)
+    "rotary": (3, 3),  # x cos + rotate_half(x) sin; grad the transpose rotation
+    "mul": (1, 2),  # y = u * v; grads du = dy v, dv = dy u
+}
+
+
+@dataclass(slots=True)
+class Section:
+    """Rows of one part of the model (embeddings, one layer, heads): forward rows in order,
+    backward rows registered alongside and emitted in reverse.
+
+    Roles are declared where an op is written: every row carries its section's pipeline
+    stage, and each op function takes `split`, the op's Megatron-LM tensor-parallel role
+    (`TensorSplit`; Shoeybi et al. 2019, section 3), which its backward rows inherit."""
+
+    layer: int
+    ab: int
+    stage: PipelineStage = PipelineStage.STACK
+    fwd: list[Op] = field(default_factory=list)
+    _bwd: list[list[Op]] = field(default_factory=list)
+
+    def bwd(self) -> list[Op]:
+        return [op for group in reversed(self._bwd) for op in group]
+
+    def row(self, name: str, sub: Sublayer, cat: Category, phase: Phase, *,
+            split: TensorSplit = T.REPLICATED, **kw: float) -> Op:
+        """A row of this section, at its pipeline stage, with tensor-parallel role `split`."""
+        return Op(name, self.layer, sub, cat, phase, tp_split=split,  # type: ignore[arg-type]
+                  pp_stage=self.stage, **kw)
+
+    def on_backward(self, *ops: Op) -> None:
+        self._bwd.append(list(ops))
+
+    # -- compute-bound ---------------------------------------------------------------------
+    def linear(self, name: str, sub: Sublayer, t: int, d_in: int, d_out: int, *,
+               save_input: bool = True, bias: bool = True,
+               split: TensorSplit = T.REPLICATED) -> None:
+        """Y = X W^T + b with X: (t, d_in), W: (d_out, d_in). `split`: column- or
+        row-parallel (or replicated); a row-parallel layer's bias is added after the
+        all-reduce, whole on every rank, so its gradient is replicated."""
+        a = self.ab
+        flops = 2 * t * d_out * d_in
+        self.fwd.append(self.row(
+            name, sub, C.GEMM, P.FORWARD, split=split, m=t, n=d_out, k=d_in, batch=1,
+            flops=flops, bytes_read=a * (t * d_in + d_out * d_in + (d_out if bias else 0)),
+            bytes_written=a * t * d_out, saved_bytes=a * t * d_in if save_input else 0))
+        grads = [
+            self.row(f"{name}.dgrad", sub, C.GEMM, P.BACKWARD_DATA, split=split, m=t,
+                     n=d_in, k=d_out, batch=1, flops=flops,
+                     bytes_read=a * (t * d_out + d_out * d_in), bytes_written=a * t * d_in),
+            self.row(f"{name}.wgrad", sub, C.GEMM, P.BACKWARD_WEIGHT, split=split, m=d_out,
+                     n=d_in, k=t, batch=1, flops=flops,
+                     bytes_read=a * (t * d_out + t * d_in), bytes_written=a * d_out * d_in),
+        ]
+        if bias:
+            bias_split = T.REPLICATED if split is T.ROW else split
+            grads.append(self.row(f"{name}.bias_grad", sub, C.REDUCTION, P.BACKWARD_WEIGHT,
+                                  split=bias_split, elements=t * d_out, flops=t * d_out,
+                                  bytes_read=a * t * d_out, bytes_written=a * d_out))
+        self.on_backward(*grads)
+
+    def bmm(self, name: str, sub: Sublayer, g: int, m: int, n: int, k: int, *,
+            saved_elems: int, split: TensorSplit = T.REPLICATED) -> None:
+        """C = A B for g independent (m x k) @ (k x n) products."""
+        a = self.ab
+        flops = 2 * g * m * n * k
+        self.fwd.append(self.row(
+            name, sub, C.BATCHED_GEMM, P.FORWARD, split=split, m=m, n=n, k=k, batch=g,
+            flops=flops, bytes_read=a * g * (m * k + k * n), bytes_written=a * g * m * n,
+            saved_bytes=a * saved_elems))
+        self.on_backward(
+            self.row(f"{name}.dgrad_a", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=split,
+                     m=m, n=k, k=n, batch=g, flops=flops,
+                     bytes_read=a * g * (m * n + k * n), bytes_written=a * g * m * k),
+            self.row(f"{name}.dgrad_b", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=split,
+                     m=k, n=n, k=m, batch=g, flops=flops,
+                     bytes_read=a * g * (m * k + m * n), bytes_written=a * g * k * n),
+        )
+
+    # -- memory-bound ----------------------------------------------------------------------
+    def pointwise(self, name: str, sub: Sublayer, cat: Category, e: int, kind: str, *,
+                  saves_input: bool = True, split: TensorSplit = T.REPLICATED) -> None:
+        """y = f(x) elementwise (activation); backward reads x and dy, writes dx."""
+        a = self.ab
+        ff, fb = _FLOPS[kind]
+        self.fwd.append(self.row(name, sub, cat, P.FORWARD, split=split, elements=e,
+                                 flops=ff * e, bytes_read=a * e, bytes_written=a * e,
+                                 saved_bytes=a * e if saves_input else 0))
+        self.on_backward(self.row(f"{name}.grad", sub, cat, P.BACKWARD_DATA, split=split,
+                                  elements=e, flops=fb * e, bytes_read=2 * a * e,
+                                  bytes_written=a * e))
+
+    def scale(self, name: str, sub: Sublayer, e: int, *,
+              split: TensorSplit = T.REPLICATED) -> None:
+        """y = x * c (c a constant); backward dx = dy * c."""
+        a = self.ab
+        self.fwd.append(self.row(name, sub, C.ELEMENTWISE, P.FORWARD, split=split, elements=e,
+                                 flops=e, bytes_read=a * e, bytes_written=a * e))
+        self.on_backward(self.row(f"{name}.grad", sub, C.ELEMENTWISE, P.BACKWARD_DATA,
+                                  split=split, elements=e, flops=e, bytes_read=a * e,
+                                  bytes_written=a * e))
+
+    def add(self, name: str, sub: Sublayer, e: int, e_other: int | None = None, *,
+            split: TensorSplit = T.REPLICATED) -> None:
+        """y = x + z (z possibly broadcast, e_other elements); backward passes dy through."""
+        a = self.ab
+        other = e if e_other is None else e_other
+        self.fwd.append(self.row(name, sub, C.ELEMENTWISE, P.FORWARD, split=split, elements=e,
+                                 flops=e, bytes_read=a * (e + other), bytes_written=a * e))
+
+    def grad_sum(self, name: str, sub: Sublayer, e: int, n: int = 1) -> None:
+        """Backward only: autograd sums the gradients of a tensor used by n + 1 consumers."""
+        a = self.ab
+        self.on_backward(*[
+            self.row(f"{name}.{i}" if n > 1 else name, sub, C.ELEMENTWISE, P.BACKWARD_DATA,
+                     elements=e, flops=e, bytes_read=2 * a * e, bytes_written=a * e)
+            for i in range(n)])
+
+    def dropout(self, name: str, sub: Sublayer, e: int, *, keeps_output: bool = False,
+                split: TensorSplit = T.REPLICATED) -> None:
+        """Dropout; keeps a 1-byte mask for backward, and its output when the GEMM that reads
+        it keeps it (the attention probabilities the context product needs): counted here,
+        so the s x s tensors selective recomputation drops are the softmax's and dropout's
+        rows."""
+        a = self.ab
+        ff, fb = _FLOPS["dropout"]
+        self.fwd.append(self.row(name, sub, C.DROPOUT, P.FORWARD, split=split, elements=e,
+                                 flops=ff * e, bytes_read=a * e,
+                                 bytes_written=a * e + MASK_BYTES * e,
+                                 saved_bytes=(MASK_BYTES + (a if keeps_output else 0)) * e))
+        self.on_backward(self.row(f"{name}.grad", sub, C.DROPOUT, P.BACKWARD_DATA,
+                                  split=split, elements=e, flops=fb * e,
+                                  bytes_read=a * e + MASK_BYTES * e, bytes_written=a * e))
+
+    def softmax(self, name: str, sub: Sublayer, e: int, *,
+                split: TensorSplit = T.REPLICATED) -> None:
+        """Softmax over the last dim; keeps its output for backward."""
+        a = self.ab
+        ff, fb = _FLOPS["softmax"]
+        self.fwd.append(self.row(name, sub, C.SOFTMAX, P.FORWARD, split=split, elements=e,
+                                 flops=ff * e, bytes_read=a * e, bytes_written=a * e,
+                                 saved_bytes=a * e))
+        self.on_backward(self.row(f"{name}.grad", sub, C.SOFTMAX, P.BACKWARD_DATA,
+                                  split=split, elements=e, flops=fb * e,
+                                  bytes_read=2 * a * e, bytes_written=a * e))
+
+    def layernorm(self, name: str, sub: Sublayer, t: int, d: int) -> None:
+        """LayerNorm over d for t rows; keeps its input (mean/rstd omitted, as Korthikanti)."""
+        a, e = self.ab, t * d
+        ff, fb = _FLOPS["layernorm"]
+        stats = STAT_BYTES * 2 * t
+        self.fwd.append(self.row(name, sub, C.LAYERNORM, P.FORWARD, elements=e, flops=ff * e,
+                                 bytes_read=a * (e + 2 * d), bytes_written=a * e + stats,
+                                 saved_bytes=a * e))
+        fw, _ = _FLOPS["layernorm_weight"]
+        self.on_backward(
+            self.row(f"{name}.grad", sub, C.LAYERNORM, P.BACKWARD_DATA, elements=e,
+                     flops=fb * e, bytes_read=a * (2 * e + d) + stats, bytes_written=a * e),
+            self.row(f"{name}.weight_grad", sub, C.REDUCTION, P.BACKWARD_WEIGHT, elements=e,
+                     flops=fw * e, bytes_read=2 * a * e + stats, bytes_written=a * 2 * d),
+        )
+
+    def lookup(self, name: str, rows: int, table_rows: int, d: int) -> None:
+        """Embedding gather of `rows` ids from a (table_rows x d) table; its backward zeroes
+        the (table_rows x d) gradient and scatter-adds `rows` rows into it."""
+        a = self.ab
+        self.fwd.append(self.row(name, S.EMBEDDING, C.EMBEDDING, P.FORWARD, elements=rows * d,
+                                 bytes_read=INDEX_BYTES * rows + a * rows * d,
+                                 bytes_written=a * rows * d, saved_bytes=INDEX_BYTES * rows))
+        self.on_backward(self.row(
+            f"{name}.grad", S.EMBEDDING, C.EMBEDDING, P.BACKWARD_WEIGHT, elements=rows * d,
+            flops=rows * d, bytes_read=INDEX_BYTES * rows + a * rows * d,
+            bytes_written=a * (table_rows * d + rows * d)))
+
+    def cross_entropy(self, name: str, rows: int, classes: int, *,
+                      split: TensorSplit = T.REPLICATED) -> None:
+        """log_softmax + nll in fp32 over (rows x classes) logits; keeps the log-probs."""
+        a, e = self.ab, rows * classes
+        ff, fb = _FLOPS["cross_entropy"]
+        self.fwd.append(self.row(name, S.LOSS, C.LOSS, P.FORWARD, split=split, elements=e,
+                                 flops=ff * e, bytes_read=a * e + INDEX_BYTES * rows,
+                                 bytes_written=LOSS_BYTES * e, saved_bytes=LOSS_BYTES * e))
+        self.on_backward(self.row(f"{name}.grad", S.LOSS, C.LOSS, P.BACKWARD_DATA,
+                                  split=split, elements=e, flops=fb * e,
+                                  bytes_read=LOSS_BYTES * e + INDEX_BYTES * rows,
+                                  bytes_written=a * e))
+
+    # -- families beyond BERT ---------------------------------------------------------------
+    def rmsnorm(self, name: str, sub: Sublayer, t: int, d: int) -> None:
+        """RMSNorm over d for t rows (Zhang & Sennrich 2019; Llama's LlamaRMSNorm, T5's
+        T5LayerNorm): y = x / rms(x) * gamma, no mean and no bias; keeps its input; computes
+        in fp32 and keeps the fp32 rstd per row (as the layernorm's statistics)."""
+        a, e = self.ab, t * d
+        ff, fb = _FLOPS["rmsnorm"]
+        stats = STAT_BYTES * t
+        self.fwd.append(self.row(name, sub, C.RMSNORM, P.FORWARD, elements=e, flops=ff * e,
+                                 bytes_read=a * (e + d), bytes_written=a * e + stats,
+                                 saved_bytes=a * e))
+        fw, _ = _FLOPS["rmsnorm_weight"]
+        self.on_backward(
+            self.row(f"{name}.grad", sub, C.RMSNORM, P.BACKWARD_DATA, elements=e,
+                     flops=fb * e, bytes_read=a * (2 * e + d) + stats, bytes_written=a * e),
+            self.row(f"{name}.weight_grad", sub, C.REDUCTION, P.BACKWARD_WEIGHT, elements=e,
+                     flops=fw * e, bytes_read=2 * a * e + stats, bytes_written=a * d),
+        )
+
+    def norm(self, rms: bool, name: str, sub: Sublayer, t: int, d: int) -> None:
+        """The family's normalization: RMSNorm when `rms`, else LayerNorm."""
+        (self.rmsnorm if rms else self.layernorm)(name, sub, t, d)
+
+    def mul(self, name: str, sub: Sublayer, e: int, *,
+            split: TensorSplit = T.REPLICATED) -> None:
+        """y = u * v elementwise (a gated feed-forward's gate times its up projection);
+        backward reads dy, u and v and writes du and dv; keeps both inputs."""
+        a = self.ab
+        ff, fb = _FLOPS["mul"]
+        self.fwd.append(self.row(name, sub, C.ELEMENTWISE, P.FORWARD, split=split, elements=e,
+                                 flops=ff * e, bytes_read=2 * a * e, bytes_written=a * e,
+                                 saved_bytes=2 * a * e))
+        self.on_backward(self.row(f"{name}.grad", sub, C.ELEMENTWISE, P.BACKWARD_DATA,
+                                  split=split, elements=e, flops=fb * e,
+                                  bytes_read=3 * a * e, bytes_written=2 * a * e))
+
+    def rotary(self, name: str, e: int, s: int, d: int, *,
+               split: TensorSplit = T.SPLIT) -> None:
+        """Rotary embedding of an e-element query or key tensor (Su et al. 2021): x cos +
+        rotate_half(x) sin with (s x d) cos and sin tables; its backward applies the
+        transposed rotation to dy. Nothing saved beyond the tables."""
+        a = self.ab
+        ff, fb = _FLOPS["rotary"]
+        self.fwd.append(self.row(name, S.ROTARY, C.ELEMENTWISE, P.FORWARD, split=split,
+                                 elements=e, flops=ff * e, bytes_read=a * (e + 2 * s * d),
+                                 bytes_written=a * e))
+        self.on_backward(self.row(f"{name}.grad", S.ROTARY, C.ELEMENTWISE, P.BACKWARD_DATA,
+                                  split=split, elements=e, flops=fb * e,
+                                  bytes_read=a * (e + 2 * s * d), bytes_written=a * e))
+
+    def repeat_kv(self, name: str, e_kv: int, groups: int) -> None:
+        """Grouped-query attention run by eager kernels (Hugging Face's repeat_kv): each of the
+        e_kv key (or value) elements copied to `groups` query heads; backward sums the copies'
+        gradients back."""
+        a = self.ab
+        self.fwd.append(self.row(name, S.ATTN_SCORE, C.DATA_MOVEMENT, P.FORWARD, split=T.SPLIT,
+                                 elements=e_kv * groups, bytes_read=a * e_kv,
+                                 bytes_written=a * e_kv * groups))
+        self.on_backward(self.row(f"{name}.grad", S.ATTN_SCORE, C.REDUCTION, P.BACKWARD_DATA,
+                                  split=T.SPLIT, elements=e_kv * groups, flops=e_kv * groups,
+                                  bytes_read=a * e_kv * groups, bytes_written=a * e_kv))
+
+
+
+def recompute(ops: list[Op]) -> list[Op]:
+    """A layer's forward rows rerun in backward by full activation checkpointing: phase
+    `recompute`, nothing saved."""
+    return [op._replace(phase=P.RECOMPUTE, saved_bytes=0) for op in ops]
+
+
+__all__ = ["INDEX_BYTES", "LOSS_BYTES", "MASK_BYTES", "STAT_BYTES", "Section", "recompute"]
