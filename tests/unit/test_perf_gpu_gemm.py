@@ -98,7 +98,8 @@ def test_catalog_gpus_default_to_the_model_and_tpus_do_not() -> None:
     assert v100.for_format("fp16").max_fraction == pytest.approx(83 / 125, abs=1e-3)
     assert v100.for_format("fp32").max_fraction == pytest.approx(83 / 7 / 15.7, abs=1e-3)
     assert v100.for_format("bf16") is v100 and v100.max_fraction == 0.85  # not cited
-    assert v100.mma_k == 4 and "Markidis" in v100.source
+    assert v100.mma_k == 4 and "Markidis" in v100.for_format("fp16").source
+    assert "assumed" not in v100.for_format("fp16").source and "assumed" in v100.source
     assert "assumed" in for_device(load_device("a100")).source
 
 

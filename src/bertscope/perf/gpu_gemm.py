@@ -71,6 +71,9 @@ ASSUMED_FRACTION = 0.85
 `efficiency._DEFAULTS` (not a cited figure; the profile's source says so)."""
 
 
+_ASSUMED_CAP = f"cap {ASSUMED_FRACTION:g} (assumed default, not cited)"
+
+
 def _ceil_div(a: np.ndarray, b: float) -> np.ndarray:
     return np.ceil(a / b)
 
@@ -94,9 +97,10 @@ class TileWaveGemmEfficiency(ModelBase):
     operand_intensity: float = 0.0
     """FLOPs per operand element a tile must do to keep an SM's tensor units fed from L2
     (0: not limiting)."""
-    format_fractions: tuple[tuple[str, float], ...] = ()
-    """(number format, attainable fraction) pairs that replace `max_fraction` for a run whose
-    GEMMs use that format (`for_format`)."""
+    format_fractions: tuple[tuple[str, float, str], ...] = ()
+    """(number format, attainable fraction, its citation) triples: the fraction replaces
+    `max_fraction` for a run whose GEMMs use that format (`for_format`), the citation the
+    assumed cap in `source`."""
     source: str = "first principles"
     """Where the figures come from."""
 
@@ -123,27 +127,31 @@ class TileWaveGemmEfficiency(ModelBase):
         object.__setattr__(self, "tiles", tiles)
         object.__setattr__(self, "splits", splits)
         raw = self.format_fractions if isinstance(self.format_fractions, list | tuple) else None
-        pairs = tuple((str(p[0]), p[1]) for p in raw or ()
-                      if isinstance(p, list | tuple) and len(p) == 2)
-        if raw is None or len(pairs) != len(raw) or not all(
+        triples = tuple((str(p[0]), p[1], str(p[2])) for p in raw or ()
+                        if isinstance(p, list | tuple) and len(p) == 3)
+        if raw is None or len(triples) != len(raw) or not all(
                 isinstance(v, int | float) and not isinstance(v, bool) and 0 < v <= 1
-                for _, v in pairs):
-            raise BertscopeError(f"TileWaveGemmEfficiency.format_fractions must pair formats "
-                                 f"with fractions in (0, 1], got {self.format_fractions!r}")
-        object.__setattr__(self, "format_fractions", pairs)
+                for _, v, _ in triples):
+            raise BertscopeError(f"TileWaveGemmEfficiency.format_fractions must be [format, "
+                                 f"fraction in (0, 1], citation] triples, got "
+                                 f"{self.format_fractions!r}")
+        object.__setattr__(self, "format_fractions", triples)
 
     def for_format(self, fmt: NumberFormat | str) -> TileWaveGemmEfficiency:
-        """The model with the attainable fraction of GEMMs in `fmt` (itself when none is
-        given for it)."""
-        cap = dict(self.format_fractions).get(str(fmt))
-        return self if cap is None else replace(self, max_fraction=cap, format_fractions=())
+        """The model with the attainable fraction of GEMMs in `fmt`, its source naming that
+        figure's citation (itself when none is given for `fmt`)."""
+        cited = {f: (v, why) for f, v, why in self.format_fractions}.get(str(fmt))
+        if cited is None:
+            return self
+        base = self.source.replace(_ASSUMED_CAP, f"{fmt} cap {cited[0]:g} ({cited[1]})")
+        return replace(self, max_fraction=cited[0], format_fractions=(), source=base)
 
     def to_dict(self) -> dict[str, Any]:
         """Fields (tiles and splits as JSON lists) plus `"model"`."""
         out = ModelBase.to_dict(self)
         out["tiles"] = [list(t) for t in self.tiles]
         out["splits"] = list(self.splits)
-        out["format_fractions"] = [list(p) for p in self.format_fractions]
+        out["format_fractions"] = [list(t) for t in self.format_fractions]
         return out
 
     def utilization(self, m: Any, n: Any, k: Any, batch: Any = 1) -> np.ndarray:
@@ -192,21 +200,19 @@ def for_device(device: Device) -> TileWaveGemmEfficiency | None:
     published)."""
     if device.kind is not DeviceKind.GPU or device.sm_count is None:
         return None
-    cited = {f.value: v for f, v in device.gemm_fractions.items()}
+    cited = tuple((f.value, v, device.sources[f"gemm_fractions.{f.value}"])
+                  for f, v in device.gemm_fractions.items())
     parts = [f"tile/wave quantization over {device.sm_count} SMs/CUs (NVIDIA Matrix "
-             f"Multiplication Background guide, section 3)"]
-    parts += [f"{f} cap {v:g} ({device.sources[f'gemm_fractions.{f}']})"
-              for f, v in cited.items()]
-    parts.append(f"cap {ASSUMED_FRACTION:g} for "
-                 + ("other formats" if cited else "every format")
-                 + " (assumed default, not cited)")
+             f"Multiplication Background guide, section 3)", _ASSUMED_CAP]
+    if cited:
+        parts.append("cited caps for " + ", ".join(f for f, _, _ in cited))
     intensity = operand_intensity(device)
     parts.append(f"L2 operand feed {intensity:.1f} FLOP/element" if intensity > 0
                  else "no published L2 bandwidth: tile reuse not limiting")
     mma_k = device.mma_tile[2] if device.mma_tile is not None else 1
     return TileWaveGemmEfficiency(sm_count=device.sm_count, max_fraction=ASSUMED_FRACTION,
                                   mma_k=mma_k, operand_intensity=intensity,
-                                  format_fractions=tuple(cited.items()),
+                                  format_fractions=cited,
                                   source="; ".join(parts))
 
 
