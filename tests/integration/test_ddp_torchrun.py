@@ -63,6 +63,20 @@ def test_profile_nproc_2_measures_and_predicts_the_all_reduce(
     line = next(ln for ln in printed.splitlines() if "all-reduce share of iteration" in ln)
     assert line.count("%") == 2
     assert "prediction assumed" in printed
+    # recorded in the runs store like a single-process profile: the rank-mean op table with
+    # its collectives, the world size and both all-reduce figures
+    from bertscope.store import Store
+
+    st = Store.open(Path(os.environ["BERTSCOPE_STORE"]))
+    (run,) = st.list(kind="profile")
+    got = st.get(run["id"])
+    assert got["inputs"]["nproc"] == 2
+    assert got["summary"]["ddp"]["predicted"]["bytes"] == grads
+    assert got["summary"]["ddp"]["measured"]["all_reduce_s"] > 0
+    ops = st.ops(run["id"])
+    assert len(ops) == len(doc["rows"])
+    assert (ops["category"] == Category.COMMUNICATION).sum() == len(comm)
+    st.close()
 
 
 def test_a_failing_rank_is_one_line_and_exit_2(tmp_path: Path,

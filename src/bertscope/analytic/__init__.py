@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertscope.analytic.blocks import expand
+from bertscope.analytic.columns import expand_columns
 from bertscope.analytic.families import model_blocks
 from bertscope.analytic.memory import MemoryEstimate, memory_estimate
 from bertscope.analytic.params import param_groups, parameter_count
 from bertscope.config import Job, ModelConfig, Optimizer, Precision, RunConfig, get_model
-from bertscope.optable import OpTable
+from bertscope.optable import OpTable, intensity
 
 
 def ops(
@@ -39,14 +39,14 @@ def build(m: ModelConfig | Job, run: RunConfig | None = None) -> OpTable:
     typed (`table.model`, `table.run`)."""
     job = m if isinstance(m, Job) else Job(model=m, run=run)  # type: ignore[arg-type]
     blocks = model_blocks(job.model, job.run)
-    rows = expand(blocks, job.model.num_layers, job.run.micro_batches)
+    cols = expand_columns(blocks, job.model.num_layers, job.run.micro_batches)
     mem = memory_estimate(job.model, job.run, blocks)
     meta = {
         "producer": "analytic",
         "params": parameter_count(job.model),
         "memory": mem.as_dict(),
     }
-    return OpTable.from_ops(rows, meta, job=job)
+    return OpTable.from_columns({**cols, "intensity": intensity(cols)}, meta, job=job)
 
 
 __all__ = ["MemoryEstimate", "build", "memory_estimate", "ops", "param_groups",

@@ -4,7 +4,7 @@ valid layout ranked (`--search`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,8 +20,14 @@ from bertscope.cli.options import (
 )
 from bertscope.config import Job
 from bertscope.errors import BertscopeError
+from bertscope.io import check_output
 from bertscope.parallel.pipeline import Schedule
 from bertscope.report.tables import make_console
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from bertscope.parallel import Cluster, Layout, Workload
 
 
 @job_command("seq", "precision", "optimizer", batch=1)
@@ -54,6 +60,10 @@ def distributed_cmd(
         help="Inter-node link, e.g. ib-hdr, roce-400g (default: the device's system).")] = None,
     output: Annotated[Path | None, typer.Option(
         help="With --search: write every costed layout here (.csv, .json or .parquet).")] = None,
+    timeline: Annotated[Path | None, typer.Option(
+        help="Write the per-device schedule (pipeline stages, forward/backward micro-batches, "
+             "bubbles, exposed communication) as a Chrome/Perfetto trace (.json); with "
+             "--search, the best layout's.")] = None,
 ) -> None:
     """Time and memory per device of a DP/TP/PP/ZeRO layout, or the best layouts (--search)."""
     from bertscope.parallel import Cluster, Layout, SearchSpace, Workload, evaluate
@@ -66,6 +76,8 @@ def distributed_cmd(
         raise BertscopeError("--output needs --search")
     check_suffix(output, (".csv", ".json", ".parquet"), "the output")
     check_export(output)
+    check_suffix(timeline, (".json",), "the timeline")
+    check_output(timeline)
     if zero is not None and zero not in (0, 1, 2, 3):
         raise BertscopeError(f"--zero must be 0, 1, 2 or 3, got {zero}")
     if micro_batches is None:
@@ -79,6 +91,7 @@ def distributed_cmd(
                              zero=zero, checkpoint=checkpoint, sequence_parallel=sp,
                              schedule=schedule, virtual_stages=virtual_stages)
         print_layout(evaluate(layout, workload, cluster), workload, cluster, out)
+        _write_timeline(timeline, layout, workload, cluster, out)
         return
     space = SearchSpace(dp=dp, tp=tp, pp=pp, micro_batches=micro_batches,
                         zero=None if zero is None else zero_stage(zero),
@@ -91,9 +104,24 @@ def distributed_cmd(
         out.print()
         print_layout(evaluate(best, workload, cluster), workload, cluster, out,
                      title="Best layout")
+    if timeline is not None and best is None:
+        raise BertscopeError("no layout fits, so there is no timeline to write (nothing "
+                             "written)")
     if output is not None:
         path = result.export(output)
         out.print(f"wrote {result.evaluated} layouts to {path}")
+    if best is not None:
+        _write_timeline(timeline, best, workload, cluster, out)
+
+
+def _write_timeline(path: Path | None, layout: Layout, workload: Workload, cluster: Cluster,
+                    out: Console) -> None:
+    if path is None:
+        return
+    from bertscope.parallel.timeline import write_layout_timeline
+
+    written = write_layout_timeline(layout, workload, cluster, path)
+    out.print(f"wrote the per-device timeline to {written} (open it in ui.perfetto.dev)")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -71,7 +71,7 @@ def profile_cmd(
     check_suffix(output, (".json",), "the result")
     check_output(output)
     check_output(trace_out, folder=nproc > 1)
-    st = open_store(store, no_store) if nproc == 1 else None  # DDP runs: not recorded yet
+    st = open_store(store, no_store)
     if output is not None and trace_out is not None and output.resolve() == trace_out.resolve():
         raise BertscopeError(f"{output}: --output and --trace-out are the same file; give two")
     if threads is not None and threads < 1:
@@ -100,6 +100,8 @@ def profile_cmd(
                               statistic=statistic, host_allocator=host_allocator)
         print_profile(ddp.profile, console, top=top)
         print_ddp(ddp, console)
+        _record(st, console, job, ddp.profile, hf=hf, iters=iters, warmup=warmup,
+                nproc=nproc, ddp={"measured": ddp.measured, "predicted": ddp.predicted})
         _finish(ddp.profile, output, console, traces=f"one trace per rank in {trace_out}/"
                 if trace_out else None)
         return
@@ -114,12 +116,22 @@ def profile_cmd(
                              trace_out=trace_out, progress=tell, statistic=statistic,
                              host_allocator=host_allocator)
     print_profile(result, console, top=top)
-    meta = result.meta
-    record(st, console, "profile", result.table, device=str(meta.get("device")),
-           inputs={**job.as_dict(), "hf": hf, "iters": iters, "warmup": warmup},
-           summary={k: meta.get(k) for k in ("iteration_s", "tokens_per_s", "partial",
-                                             "statistic", "threads")})
+    _record(st, console, job, result, hf=hf, iters=iters, warmup=warmup, nproc=1)
     _finish(result, output, console, traces=f"trace {trace_out}" if trace_out else None)
+
+
+def _record(st: Any, console: Console, job: Job, result: ProfileResult, *, hf: bool,
+            iters: int, warmup: int, nproc: int, ddp: dict[str, Any] | None = None) -> None:
+    """Record a profile (single process, or DDP's op table averaged over ranks with the
+    measured and predicted all-reduce in its summary) in the runs store."""
+    meta = result.meta
+    summary = {k: meta.get(k) for k in ("iteration_s", "tokens_per_s", "partial",
+                                         "statistic", "threads")}
+    if ddp is not None:
+        summary["ddp"] = ddp
+    record(st, console, "profile", result.table, device=str(meta.get("device")),
+           inputs={**job.as_dict(), "hf": hf, "iters": iters, "warmup": warmup,
+                   "nproc": nproc}, summary=summary)
 
 
 def _finish(result: ProfileResult, output: Path | None, console: Console, *,

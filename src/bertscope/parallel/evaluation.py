@@ -50,8 +50,11 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     (0-3), checkpoint (codes, `Checkpoint.code`), sp (bool), schedule (codes,
     `Schedule.code`), virtual_stages. Layouts must be valid (`check_layout`). Returns arrays of
     the time parts (`TIME_KEYS`), iteration_s, tokens_per_s, bubble_fraction, the memory
-    parts of the peak stage (`MEMORY_KEYS`), memory_bytes, fits, micro_batch and recompute_s
-    (part of compute_s)."""
+    parts of the peak stage (`MEMORY_KEYS`), memory_bytes, fits, micro_batch, recompute_s
+    (part of compute_s), accumulate_s (gradient accumulation, part of compute_s) and one
+    micro-batch step of the slower stage: step_fwd_compute_s, step_fwd_comm_s,
+    step_bwd_compute_s, step_bwd_comm_s (they sum to compute_s / micro_batches less
+    accumulation, plus (tp_comm_s + pp_comm_s) / micro_batches): what a timeline lays out."""
     m, w = workload.model, workload
     dp, tp, pp, mb = (np.asarray(arrays[k], dtype=np.int64)
                       for k in ("dp", "tp", "pp", "micro_batches"))
@@ -146,6 +149,15 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
         "dp_comm_s": dp_comm,
         "optimizer_s": optimizer,
     }
+    # one micro-batch step of the slower stage, forward and backward (recompute runs in
+    # backward), each with its exposed communication: TP all-reduces (forward: two per layer
+    # and the embedding's; backward the rest) and half the send/recv each way
+    tp_fwd = lps * 2.0 * one + np.where(first_slow | (pp == 1), one, 0.0)
+    out["step_fwd_compute_s"] = np.where(first_slow, fwd_first, fwd_last)
+    out["step_bwd_compute_s"] = c_slow - out["step_fwd_compute_s"]
+    out["step_fwd_comm_s"] = tp_fwd + p2p / 2
+    out["step_bwd_comm_s"] = tp_stage - tp_fwd + p2p / 2
+    out["accumulate_s"] = accumulate
     out["iteration_s"] = sum(out[k] for k in TIME_KEYS)
     out["tokens_per_s"] = w.tokens / out["iteration_s"]
     out["bubble_fraction"] = bubble_fraction(sch, pp, mb, v)

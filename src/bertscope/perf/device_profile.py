@@ -142,9 +142,12 @@ def saturating(work: np.ndarray, half: float) -> np.ndarray:
 def per_launch(rows: Mapping[str, Any] | pd.DataFrame, column: str | Any) -> np.ndarray:
     """A per-row total (a column name, or the values themselves) divided by the row's
     launches (`count`, at least 1): the work one launch does."""
-    total = rows[column] if isinstance(column, str) else column
-    return (np.asarray(total, dtype=float)
-            / np.maximum(np.asarray(rows["count"], dtype=float), 1.0))
+    total = np.asarray(rows[column] if isinstance(column, str) else column, dtype=float)
+    count = np.asarray(rows["count"], dtype=float)
+    if (count.size < total.size and np.broadcast_shapes(count.shape, total.shape) == total.shape
+            and bool(np.all(count <= 1.0))):  # one launch a row (a sweep's broadcast count
+        return total  # column): x / 1, without a pass over x
+    return total / np.maximum(count, 1.0)
 
 
 # -- device profile ---------------------------------------------------------------------------

@@ -122,7 +122,7 @@ def _bound_code(compute: np.ndarray, memory: np.ndarray, top: np.ndarray,
     """Index in `Bound` of the largest of compute, memory and fixed (overhead + host) time,
     the first on ties, a NaN term counting as -1: what argmax over the stacked terms gives,
     without stacking them (`top` = max(compute, memory))."""
-    if np.isnan(top).any():
+    if np.isnan(np.max(top, initial=-np.inf)):  # max propagates NaN: one pass, no mask
         compute, memory = np.nan_to_num(compute, nan=-1.0), np.nan_to_num(memory, nan=-1.0)
         top = np.maximum(compute, memory)
     code = (compute < memory).astype(np.int8)  # 0 compute, 1 memory

@@ -49,7 +49,10 @@ def _same(a: Any, b: Any) -> bool:
         return True
     if np.ndim(a) == 0 and np.ndim(b) == 0:
         return bool(a == b)
-    return np.shape(a) == np.shape(b) and bool(np.array_equal(a, b))
+    if np.shape(a) != np.shape(b):
+        return False
+    fa, fb = np.asarray(a).flat, np.asarray(b).flat  # the last entries first: most rows
+    return bool(fa[-1] == fb[-1]) and bool(np.array_equal(a, b))  # differ there already
 
 
 @dataclasses.dataclass(slots=True)
@@ -134,18 +137,13 @@ def _buckets(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]) -> li
 
 def _fixed(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]
            ) -> dict[str, np.ndarray]:
-    """The device-independent figures of the unfused blocks (FLOPs, parameters, memory,
-    tokens; fusion sums FLOPs and keeps memory, so they hold fused too), over `full`."""
-    flops: Any = 0.0
-    for blk in blocks:
-        copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
-        for ops, w in ((blk.rows, copies), (blk.later, later)):
-            for op in ops:
-                flops = flops + np.asarray(op.flops, dtype=float) * w
+    """The device-independent figures of the unfused blocks (parameters, memory, tokens;
+    fusion keeps memory, so they hold fused too), over `full`. FLOPs are summed with the
+    times (`_time_sums`), slice by slice."""
     mem = memory_parts(m, run, blocks)
     static = mem["weights"] + mem["master_weights"] + mem["gradients"] + mem["optimizer_states"]
     peak = static + mem["activations"] + np.floor(mem["transient"])
-    fixed = {"flops": flops, "params": parameter_count(m), "memory_bytes": peak,
+    fixed = {"params": parameter_count(m), "memory_bytes": peak,
              "tokens": run.tokens}
     return {k: np.broadcast_to(np.asarray(v, dtype=float), full) for k, v in fixed.items()}
 
@@ -225,7 +223,11 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
                 continue
             keep = np.broadcast_to(mask[..., None], shape)
             for k, v in got.items():
-                sums[k] = np.where(keep, v, sums.get(k, 0.0))
+                sums[k] = np.where(keep if k != "flops" else mask[..., None], v,
+                                   sums.get(k, 0.0))
+        flops = sums.pop("flops")[..., 0]  # (fusion sums FLOPs: equal in every variant)
+        if "flops" not in fixed_v:
+            fixed_v["flops"] = flops.reshape(-1) if whole else flops[valid]
         out = {k: (v.reshape(-1) if whole else v[valid].ravel()) for k, v in sums.items()}
         out.update({k: np.repeat(v, len(idx)) for k, v in {**fixed_v, **axes}.items()})
         out["gemm_peak_flops"] = np.tile(peaks.gemm_flops, n)
@@ -247,40 +249,59 @@ def _time_sums(shape: tuple[int, ...],
                overhead_scale: np.ndarray) -> dict[str, np.ndarray]:
     """Time summed over the rows per category ("cat:<c>"), per bound ("bound:<b>") and in
     the optimizer phase ("optimizer_s"), plus the total ("time_s"), as arrays of `shape`
-    (the group's axes, then the targets); timed slice by slice along the longest axis."""
+    (the group's axes, then the targets), and the FLOPs x weights ("flops", the group's
+    axes and one target); timed slice by slice along the outermost axis that varies."""
     keys = {f"cat:{cat}" for _, _, spans in stacked for cat, _, _, _ in spans}
     keys |= {"optimizer_s", f"bound:{Bound.COMPUTE.value}", f"bound:{Bound.MEMORY.value}"}
     acc = {k: np.zeros(shape) for k in sorted(keys)}
     grid = shape[:-1]
-    ax = int(np.argmax(grid))
+    flops = np.zeros((*grid, 1))  # FLOPs x weights, device-independent
+    # the outermost axis that varies: its slices are contiguous blocks (slicing an inner
+    # axis made every slice strided, several times slower)
+    ax = next((i for i, s in enumerate(grid) if s > 1), 0)
     n = grid[ax]
-    rows = max(len(cols["flops"]) for cols, _, _ in stacked)
-    step = max(1, SUB // max(1, rows * (math.prod(shape) // n)))
-    for lo in range(0, n, step):
-        cut = slice(lo, min(n, lo + step))
+    for cols, weights, spans in stacked:
+        own = np.broadcast_shapes(weights.shape, *(v.shape for _, v in cols.items()))
+        entries = math.prod(own) * shape[-1]
+        if own[1 + ax] == 1 or entries <= SUB:  # timed once, added where it broadcasts
+            _add(acc, flops, (...,), cols, weights, spans, profile, peaks, overhead_scale)
+            continue
+        step = max(1, SUB // max(1, entries // n))
+        for lo in range(0, n, step):
+            cut = (slice(None),) * (1 + ax) + (slice(lo, min(n, lo + step)),)
 
-        def part(v: np.ndarray, cut: slice = cut) -> np.ndarray:
-            """A stacked (rows, *axes) array's slice (whole where it does not vary)."""
-            return v[(slice(None),) * (1 + ax) + (cut,)] if v.shape[1 + ax] > 1 else v
+            def part(v: np.ndarray, cut: tuple[slice, ...] = cut) -> np.ndarray:
+                """A stacked (rows, *axes) array's slice (whole where it does not vary)."""
+                return v[cut] if v.shape[1 + ax] > 1 else v
 
-        at = (slice(None),) * ax + (cut,)
-        for cols, weights, spans in stacked:
-            t = row_times(Columns({c: part(v)[..., None] for c, v in cols.items()}), profile,
-                          peaks, overhead_scale=overhead_scale)
-            timed = t["time_s"] * part(weights)[..., None]
-            for cat, is_opt, a, b in spans:
-                sums = timed[a:b].sum(axis=0)
-                acc[f"cat:{cat}"][at] += sums
-                if is_opt:
-                    acc["optimizer_s"][at] += sums
-            code = t["bound_code"]
-            for i, bound in enumerate((Bound.COMPUTE, Bound.MEMORY)):  # overhead: the rest
-                sel = np.broadcast_to(code == i, timed.shape)
-                acc[f"bound:{bound.value}"][at] += timed.sum(axis=0, where=sel)
+            _add(acc, flops, cut[1:], Columns({c: part(v) for c, v in cols.items()}),
+                 part(weights), spans, profile, peaks, overhead_scale)
     acc["time_s"] = sum(v for k, v in acc.items() if k.startswith("cat:"))
     rest = acc["time_s"] - acc["bound:compute"] - acc["bound:memory"]
     acc["bound:overhead"] = np.maximum(rest, 0.0)  # rounding never makes it negative
+    acc["flops"] = flops
     return acc
+
+
+def _add(acc: dict[str, np.ndarray], flops: np.ndarray, at: tuple[Any, ...], cols: Columns,
+         weights: np.ndarray, spans: list[tuple[str, bool, int, int]], profile: DeviceProfile,
+         peaks: Peaks, overhead_scale: np.ndarray) -> None:
+    """Time stacked rows (a bucket, or a slice of one) on the targets and add their sums per
+    category, per bound and in the optimizer, and their FLOPs, to `acc` and `flops` at `at`
+    (the sums broadcast there: a bucket varying along fewer axes is timed on its own size)."""
+    t = row_times(Columns({c: v[..., None] for c, v in cols.items()}), profile, peaks,
+                  overhead_scale=overhead_scale)
+    flops[at] += (cols["flops"] * weights).sum(axis=0)[..., None]
+    timed = t["time_s"] * weights[..., None]
+    for cat, is_opt, a, b in spans:
+        sums = timed[a:b].sum(axis=0)
+        acc[f"cat:{cat}"][at] += sums
+        if is_opt:
+            acc["optimizer_s"][at] += sums
+    code = t["bound_code"]
+    for i, bound in enumerate((Bound.COMPUTE, Bound.MEMORY)):  # overhead: the rest
+        sel = np.broadcast_to(code == i, timed.shape)
+        acc[f"bound:{bound.value}"][at] += timed.sum(axis=0, where=sel)
 
 
 __all__ = ["CHUNK", "SUB", "chunks", "evaluate_piece", "same_models"]
