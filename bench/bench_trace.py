@@ -6,7 +6,13 @@
    memory). HTA is optional: `pip install HolisticTraceAnalysis`; without it that side is
    skipped and a whole-file `json.load` + DataFrame (the usual way, HTA's included) is
    measured instead as a reference, labeled as such.
-2. With --big: a generated 1 GB trace read with peak RSS under 1 GB (target < 1.0 GiB).
+2. --small: the same side by side on a generated trace gzipped to 1-5 MB (default ~2 MB),
+   timed as whole processes (interpreter start to exit, `python -c`), 5 runs each, median:
+   what a user waits for on a trace of one training step (targets: >= 3x faster, <= 1/4 of
+   HTA's peak memory).
+3. --startup: `bertscope trace` (the command, a whole process, the terminal report) on a
+   ~2 KB trace, 9 runs, median (target: under 0.25 s).
+4. With --big: a generated 1 GB trace read with peak RSS under 1 GB (target < 1.0 GiB).
 
 Traces are generated in a temporary folder (deleted afterwards) with Kineto's layout and
 formatting: CPU ops, runtime launches, kernels on two streams with Kineto's kernel args,
@@ -14,13 +20,17 @@ ac2g flows, ProfilerStep#N annotations, distributedInfo.
 
     .venv/bin/python bench/bench_trace.py                  # 100 MB, vs HTA if installed
     .venv/bin/python bench/bench_trace.py --size-mb 300 --big
+    .venv/bin/python bench/bench_trace.py --size-mb 0 --small --startup   # only those
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -146,7 +156,7 @@ import resource, sys, time
 t0 = time.perf_counter()
 from bertscope.trace import analyze_trace
 r = analyze_trace(sys.argv[1])
-b = r.by("category")
+b = r.table.grouped("category")  # the breakdown `bertscope trace` prints, without pandas
 t1 = time.perf_counter()
 print(t1 - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, len(r.table))
 """
@@ -177,21 +187,39 @@ print(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, 0)
 """
 
 
-def measure(script: str, arg: str) -> tuple[float, float]:
+HTA_PATH = os.environ.get("HTA_PATH", "")
+"""Extra sys.path entries for the HTA side (HTA installed with pip --target elsewhere, so
+its dependencies stay out of the project's environment)."""
+
+
+def measure(script: str, arg: str, *, hta: bool = False) -> tuple[float, float]:
     """(seconds, peak RSS bytes) of `script` run on `arg` in a fresh Python (imports
     included)."""
+    secs, rss, _ = _run(script, arg, hta=hta)
+    return secs, rss
+
+
+def _run(script: str, arg: str, *, hta: bool = False) -> tuple[float, float, float]:
+    """(seconds inside, peak RSS bytes, whole-process wall seconds) of one run."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if hta and HTA_PATH:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (HTA_PATH, env.get("PYTHONPATH")) if p)
+    t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", script, arg], capture_output=True, text=True,
-                         check=False, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                         check=False, env=env)
+    wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "failed")
     secs, rss, _ = out.stdout.strip().splitlines()[-1].split()
-    return float(secs), float(rss)
+    return float(secs), float(rss), wall
 
 
 def _hta_installed() -> bool:
-    out = subprocess.run([sys.executable, "-c", "import hta.trace_analysis"],
-                         capture_output=True, check=False)
-    return out.returncode == 0
+    try:
+        _run("import sys, hta.trace_analysis; print(0, 0, 0)", "", hta=True)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _gib(x: float) -> str:
@@ -211,7 +239,7 @@ def versus(size_mb: int) -> None:
         print(f"[bertscope] load + breakdown {ours_s:.2f} s, peak RSS {_gib(ours_rss)} "
               f"(of which {_gib(base)} is Python + imports)")
         if _hta_installed():
-            hta_s, hta_rss = measure(_HTA, tmp)
+            hta_s, hta_rss = measure(_HTA, tmp, hta=True)
             print(f"[HTA] load + get_gpu_kernel_breakdown {hta_s:.2f} s, peak RSS "
                   f"{_gib(hta_rss)}")
             print(f"[vs HTA] speed {hta_s / ours_s:.2f}x (target >= 3), memory "
@@ -223,6 +251,54 @@ def versus(size_mb: int) -> None:
             print(f"[reference: json.load + DataFrame, not HTA] {ref_s:.2f} s, peak RSS "
                   f"{_gib(ref_rss)}; bertscope: {ref_s / ours_s:.2f}x faster, "
                   f"{ours_rss / ref_rss:.3f} of its memory")
+
+
+def small(gz_mb: float, runs: int = 5) -> None:
+    """bertscope vs HTA on a generated trace gzipped to about `gz_mb` MB, whole processes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        raw, path = Path(tmp) / "raw.json", Path(tmp) / "rank0.json.gz"
+        n = generate(raw, int(gz_mb * 14 * 2**20))  # Kineto JSON gzips about 14:1
+        with raw.open("rb") as src, gzip.open(path, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+        raw.unlink()
+        print(f"[small] {path.stat().st_size / 2**20:.2f} MiB gzipped, {n:,} events")
+        ours = [_run(_OURS, str(path)) for _ in range(runs)]
+        ours_wall = statistics.median(w for _, _, w in ours)
+        ours_rss = statistics.median(r for _, r, _ in ours)
+        print(f"[bertscope] whole process {ours_wall:.2f} s (median of {runs}), peak RSS "
+              f"{_gib(ours_rss)}")
+        if not _hta_installed():
+            print("[HTA] not installed: skipping the HTA side")
+            return
+        hta = [_run(_HTA, tmp, hta=True) for _ in range(runs)]
+        hta_wall = statistics.median(w for _, _, w in hta)
+        hta_rss = statistics.median(r for _, r, _ in hta)
+        print(f"[HTA] whole process {hta_wall:.2f} s (median of {runs}), peak RSS "
+              f"{_gib(hta_rss)}")
+        print(f"[small vs HTA] speed {hta_wall / ours_wall:.2f}x (target >= 3), memory "
+              f"{ours_rss / hta_rss:.3f} of HTA's (target <= 0.25)")
+
+
+_TINY = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+          "ts": 10.0 + 10 * i, "dur": 5.0, "args": {"Input Dims": [[4, 4], [4, 4]]}}
+         for i in range(12)]
+
+
+def startup(runs: int = 9) -> None:
+    """`bertscope trace` on a ~2 KB trace: the whole command's wall time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tiny.json"
+        path.write_text(json.dumps({"traceEvents": _TINY}))
+        env = {**os.environ, "BERTSCOPE_STORE": "off"}
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "bertscope.cli", "trace", str(path)],
+                           capture_output=True, check=True, env=env)
+            times.append(time.perf_counter() - t0)
+        print(f"[startup] bertscope trace on a {path.stat().st_size / 1024:.1f} KB trace: "
+              f"median {statistics.median(times):.3f} s, min {min(times):.3f} s of {runs} "
+              f"(target < 0.25 s)")
 
 
 def big(size_gb: float) -> None:
@@ -246,8 +322,18 @@ def main() -> None:
     ap.add_argument("--size-mb", type=int, default=100, help="trace size for the comparison")
     ap.add_argument("--big", action="store_true", help="also read a generated 1 GiB trace")
     ap.add_argument("--big-gb", type=float, default=1.0, help="size of the --big trace")
+    ap.add_argument("--small", action="store_true",
+                    help="also compare on a trace gzipped to --small-mb, whole processes")
+    ap.add_argument("--small-mb", type=float, default=2.0, help="gzipped size of --small")
+    ap.add_argument("--startup", action="store_true",
+                    help="also time `bertscope trace` on a 2 KB trace")
     args = ap.parse_args()
-    versus(args.size_mb)
+    if args.size_mb > 0:
+        versus(args.size_mb)
+    if args.small:
+        small(args.small_mb)
+    if args.startup:
+        startup()
     if args.big:
         big(args.big_gb)
     print(json.dumps({"python": sys.version.split()[0]}))

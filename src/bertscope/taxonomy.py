@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from bertscope.errors import BertscopeError, expect
+from bertscope.errors import BertscopeError, expect, parse_enum
 from bertscope.io import read_text
 
 
@@ -266,6 +266,10 @@ class Pattern:
     regex: re.Pattern[str]
     category: Category
     note: str = ""
+    phase: Phase | None = None
+    """For kernels of an op that computes both gradients (a convolution's backward): the
+    backward phase a kernel matching this row computes (`wgrad` kernels the weight
+    gradient); applied only when the launching op runs in a backward phase."""
 
 
 def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
@@ -283,6 +287,7 @@ def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
             raise BertscopeError(f"{where}: expected a table of regex and category, got "
                                  f"{type(row).__name__}")
         note = expect(row, "note", str, where, "")
+        phase_name = expect(row, "phase", str, where, "")
         pattern, name = expect(row, "regex", str, where), expect(row, "category", str, where)
         try:
             regex = re.compile(pattern)
@@ -293,7 +298,10 @@ def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
             cats = ", ".join(c.value for c in Category)
             raise BertscopeError(f"{origin}: pattern {i}: unknown category "
                                  f"{row['category']!r}; use one of {cats}") from None
-        out.append(Pattern(regex, category, note))
+        phase = parse_enum(Phase, phase_name, "phase", where) if phase_name else None
+        if phase is not None and not phase.is_backward:
+            raise BertscopeError(f"{where}: phase: expected a backward phase, got {phase}")
+        out.append(Pattern(regex, category, note, phase))
     return tuple(out)
 
 
@@ -316,19 +324,109 @@ class Classifier:
     with user patterns tried before the built-in ones. Results are cached per name."""
 
     def __init__(self, extra: Sequence[Pattern] = ()) -> None:
-        self.patterns = (*extra, *builtin_patterns())
+        self.extra = tuple(extra)
+        self.patterns = (*self.extra, *builtin_patterns())
         self._cache: dict[str, Category] = {}
+        self._match: dict[str, Pattern | None] = {}
 
     def __call__(self, name: str) -> Category:
         """The category of `name`; `Category.OTHER` when no pattern matches."""
         hit = self._cache.get(name)
         if hit is None:
-            hit = next((p.category for p in self.patterns if p.regex.search(name)),
-                       Category.OTHER)
-            self._cache[name] = hit
+            row = self.match(name)
+            hit = self._cache[name] = row.category if row is not None else Category.OTHER
+        return hit
+
+    def match(self, name: str) -> Pattern | None:
+        """The row that decides `name`'s category: the user's patterns first, then a
+        torch.compile kernel by the ops it fuses (`fused_kernel`), then the built-in table;
+        None when nothing matches (an unknown name)."""
+        if name in self._match:
+            return self._match[name]
+        hit = next((p for p in self.extra if p.regex.search(name)), None)
+        if hit is None:
+            hit = fused_kernel(name)
+        if hit is None:
+            hit = next((p for p in self.patterns[len(self.extra):] if p.regex.search(name)),
+                       None)
+        self._match[name] = hit
         return hit
 
 
+# --- torch.compile (Inductor) kernels: classified by the ops they fuse ---------------------
+
+_INDUCTOR = re.compile(r"^triton_(poi|red|per|for|tem)_(?:fused_)?(\w*?)_?(\d+)$")
+"""Inductor's kernel names: triton_<kind>_fused_<op>_<op>..._<n>, or triton_<kind>_<n> without
+descriptive names (kind: poi pointwise, red looped reduction, per persistent reduction, for
+foreach, tem template)."""
+_FUSED_RANK: tuple[Category, ...] = (
+    Category.BATCHED_GEMM, Category.GEMM, Category.CONVOLUTION, Category.LOSS,
+    Category.SOFTMAX, Category.LAYERNORM, Category.RMSNORM, Category.BATCHNORM,
+    Category.DROPOUT, Category.ACTIVATION, Category.EMBEDDING, Category.OPTIMIZER,
+    Category.REDUCTION, Category.ELEMENTWISE, Category.DATA_MOVEMENT)
+"""Which fused op names a kernel's category: the first of these any of its ops has (a
+layernorm fused with its residual add is layernorm work)."""
+_KIND_DEFAULT = {"poi": Category.ELEMENTWISE, "red": Category.REDUCTION,
+                 "per": Category.REDUCTION, "for": Category.OPTIMIZER, "tem": Category.GEMM}
+"""An Inductor kernel whose ops are all unknown: its kind's category."""
+
+
+@cache
+def aten_category(op: str) -> Category:
+    """The category the ATen rows of the built-in table (those anchored at `^aten::`) give
+    `aten::<op>`; `Category.OTHER` when none matches."""
+    name = "aten::" + op
+    return next((p.category for p in builtin_patterns()
+                 if p.regex.pattern.startswith("^aten::") and p.regex.search(name)),
+                Category.OTHER)
+
+
+def fused_ops(name: str) -> tuple[str, ...]:
+    """The ATen ops an Inductor kernel name says it fuses, in order
+    (`triton_per_fused_add_native_layer_norm_5` -> add, native_layer_norm): the words after
+    `fused_` split greedily into the longest runs that name an op the ATen rows of the
+    pattern table know (`aten_category`); words no run covers are kept one by one. () for a
+    name that is not an Inductor kernel."""
+    m = _INDUCTOR.match(name)
+    if m is None:
+        return ()
+    words: list[str] = []
+    for w in m.group(2).split("_"):  # an empty word: the next one had a leading underscore
+        if words and words[-1] == "_":
+            words[-1] += w
+        else:
+            words.append(w or "_")
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        for j in range(len(words), i, -1):  # the longest run of words that names an op
+            run = "_".join(words[i:j])
+            if aten_category(run) is not Category.OTHER:
+                out.append(run)
+                i = j
+                break
+        else:
+            if words[i] != "_":
+                out.append(words[i])
+            i += 1
+    return tuple(out)
+
+
+def fused_kernel(name: str) -> Pattern | None:
+    """The row deciding an Inductor kernel's category from its fused ops (see
+    `_FUSED_RANK`), its note listing them; None for other names."""
+    m = _INDUCTOR.match(name)
+    if m is None:
+        return None
+    ops = fused_ops(name)
+    cats = {aten_category(op) for op in ops}
+    cat = next((c for c in _FUSED_RANK if c in cats), _KIND_DEFAULT[m.group(1)])
+    if m.group(1) == "tem" and not cat.is_gemm:
+        cat = Category.GEMM  # a GEMM template with a fused epilogue
+    return Pattern(re.compile(re.escape(name)), cat, "fuses: " + ", ".join(ops))
+
+
 __all__ = ["NORMALIZATIONS", "Category", "Classifier", "Pattern", "Phase", "PhaseFamily",
-           "PipelineStage", "Sublayer", "SublayerGroup", "TensorSplit", "builtin_patterns",
-           "gemm_mask", "load_patterns", "phase_families"]
+           "PipelineStage", "Sublayer", "SublayerGroup", "TensorSplit", "aten_category",
+           "builtin_patterns", "fused_kernel", "fused_ops", "gemm_mask", "load_patterns",
+           "phase_families"]

@@ -225,7 +225,13 @@ def test_kernel_place_rules() -> None:
     emb = _Place(-1, S.EMBEDDING, C.EMBEDDING, P.FORWARD)
     assert kernel_place(C.DATA_MOVEMENT, emb).category == C.EMBEDDING
     assert kernel_place(C.DATA_MOVEMENT, emb, memory_op=True).category == C.DATA_MOVEMENT
-    assert kernel_place(C.GEMM, emb).category == C.GEMM  # specific kernels keep their own
+    # the launching op's kind first: a GEMM-named kernel under an embedding op is embedding
+    # work (cuDNN's sgemm under a convolution, a sort under an embedding-bag backward)
+    assert kernel_place(C.GEMM, emb).category == C.EMBEDDING
+    assert kernel_place(C.GEMM, emb, user=True).category == C.GEMM  # the user's rule wins
+    assert kernel_place(C.ELEMENTWISE, emb, user=True).category == C.EMBEDDING  # generic
+    mm = _Place(-1, S.OTHER, C.ELEMENTWISE, P.FORWARD)  # a generic launcher: the name says
+    assert kernel_place(C.ACTIVATION, mm).category == C.ACTIVATION
     assert kernel_place(None, emb).category == C.EMBEDDING  # unknown: the launcher's
     assert kernel_place(None, None).category == C.OTHER
     opt = _Place(-1, S.OPTIMIZER, C.OPTIMIZER, P.OPTIMIZER)

@@ -96,3 +96,45 @@ def test_wired_into_the_bertscope_command(capsys: pytest.CaptureFixture[str],
     err = capsys.readouterr().err
     assert err.startswith("bertscope: error: ") and "truncated" in err
     assert err.count("\n") == 1
+
+
+def test_trace_by_module_prints_the_module_tree() -> None:
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+
+    path = Path(__file__).parents[1] / "data" / "traces" / "hf" / "gpt2_cpu_train.json.gz"
+    res = CliRunner().invoke(app, ["trace", str(path), "--by", "module", "--no-store"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    # each block nested under the model, its attention under the block (two more spaces)
+    block = next(i for i, line in enumerate(lines) if "GPT2Block_0" in line)
+    attn = next(i for i, line in enumerate(lines) if "GPT2Attention_0" in line)
+    indent = lines[block].index("GPT2Block_0")
+    assert attn > block and lines[attn].index("GPT2Attention_0") == indent + 2
+    assert "By category" not in res.output  # only the breakdown asked for
+
+
+@pytest.mark.parametrize("args", [["--by", "modules"], ["--by", "module", "--format", "csv"]])
+def test_trace_by_refuses_bad_values(args: list[str], capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    from bertscope.cli import main
+
+    path = Path(__file__).parents[1] / "data" / "traces" / "hf" / "gpt2_cpu_train.json.gz"
+    assert main(["trace", str(path), *args, "--no-store"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--by" in err and "Traceback" not in err
+
+
+def test_the_terminal_report_imports_no_pandas() -> None:
+    # pandas is imported when a DataFrame is asked for, not for the report (start-up time)
+    import subprocess
+    import sys
+
+    path = Path(__file__).parents[1] / "data" / "traces" / "multirank"
+    code = ("import sys\nfrom bertscope.cli import main\n"
+            f"rc = main(['trace', {str(path)!r}, '--no-store'])\n"
+            "print(rc, 'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split()[-2:] == ["0", "False"], out.stdout[-300:]

@@ -8,22 +8,13 @@ exit code 2.
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
+from typing import Any
 
 import typer
 
-from bertscope.cli import (
-    calibrate,
-    distributed,
-    ops,
-    predict,
-    profile,
-    runs,
-    study,
-    sweep,
-    trace,
-)
 from bertscope.errors import STOP, BertscopeError
 
 try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itself
@@ -31,15 +22,46 @@ try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itse
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
 
-app = typer.Typer(
-    name="bertscope",
-    help="Where the time, bytes and FLOPs of Transformer training go.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-for _module in (study, ops, profile, predict, calibrate, distributed, trace, sweep, runs):
-    _module.register(app)
+MODULES = ("study", "ops", "profile", "predict", "calibrate", "distributed", "trace", "sweep",
+           "runs")
+"""The command modules, in the order help lists their commands."""
+COMMANDS = {"study": "study", "models": "ops", "ops": "ops", "profile": "profile",
+            "predict": "predict", "devices": "predict", "calibrate": "calibrate",
+            "validate": "calibrate", "distributed": "distributed", "trace": "trace",
+            "sweep": "sweep", "runs": "runs"}
+"""Command name -> the module that registers it: a command imports only its own module
+(`bertscope trace` does not load the distributed model), help imports them all."""
+
+
+def build_app(modules: tuple[str, ...] = MODULES) -> typer.Typer:
+    """The typer app with the commands of `modules` (all of them by default)."""
+    built = typer.Typer(
+        name="bertscope",
+        help="Where the time, bytes and FLOPs of Transformer training go.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    built.callback()(_group)  # a group even with one command: `bertscope trace FILE`
+    for name in modules:
+        importlib.import_module(f"bertscope.cli.{name}").register(built)
+    return built
+
+
+def _group() -> None:
+    """Where the time, bytes and FLOPs of Transformer training go."""
+
+
+_FULL: typer.Typer | None = None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the whole app, built on first use
+        global _FULL
+        if _FULL is None:
+            _FULL = build_app()
+        return _FULL
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    module = COMMANDS.get(args[0]) if args else None
     try:
-        rv = app(args=argv, standalone_mode=False)
+        runner = build_app((module,)) if module is not None else __getattr__("app")
+        rv = runner(args=args, standalone_mode=False)
     except BertscopeError as e:
         print(f"bertscope: error: {e}", file=sys.stderr)
         return 2

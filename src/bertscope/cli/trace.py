@@ -16,6 +16,8 @@ from bertscope.io import Format, atomic_write, check_output, export_format
 
 TABLE = "table"
 """`--format table`: the terminal report (the default without a file-format suffix)."""
+VIEWS = ("category", "sublayer", "phase", "module")
+"""`--by`: the one breakdown the terminal report shows (module: the module tree)."""
 
 
 def trace_cmd(
@@ -31,6 +33,9 @@ def trace_cmd(
              "ones.")] = None,
     output: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
     top: TopOpt = 10,
+    by: Annotated[str | None, typer.Option(
+        help="Show only this breakdown: category, sublayer, phase, or module (the tree of "
+             "module calls and record_function scopes, with times).")] = None,
     store: StoreOpt = None,
     no_store: NoStoreOpt = False,
 ) -> None:
@@ -38,6 +43,8 @@ def trace_cmd(
     from bertscope.trace import analyze_trace
 
     check_top(top)
+    if by is not None and by not in VIEWS:
+        raise BertscopeError(f"--by: expected one of {', '.join(VIEWS)}, got {by!r}")
     if rank is not None and rank < 0:
         raise BertscopeError(f"--rank must be >= 0, got {rank}")
     where = output if output is not None else Path("stdout")
@@ -47,6 +54,9 @@ def trace_cmd(
     file_format = None if fmt.lower() == TABLE else export_format(fmt, where)
     if file_format is Format.PARQUET and output is None:
         raise BertscopeError("parquet is binary: give --output FILE.parquet")
+    if by is not None and file_format is not None:
+        raise BertscopeError("--by shapes the terminal report (--format table); exported rows "
+                             "carry every column, module included")
     check_output(output)
     st = open_store(store, no_store)
     result = analyze_trace(path, rank=rank, patterns=patterns)
@@ -55,7 +65,7 @@ def trace_cmd(
         from bertscope.report.trace import print_trace
 
         console = Console(record=True, width=132) if output is not None else make_console()
-        print_trace(result, console, top=top)
+        print_trace(result, console, top=top, by=by)
         if output is not None:
             atomic_write(output, console.export_text().encode())
         _record(st, result, path, to_stdout=False)

@@ -26,7 +26,9 @@ from bertscope.optable.table import OpTable
 
 KEY: tuple[str, ...] = Op._fields[:Op._fields.index("count")]
 """The columns that name a row: name, layer, sublayer, category, phase, m, n, k, batch,
-elements."""
+elements; and `module` where every table has it (`OPTIONAL_KEY`)."""
+OPTIONAL_KEY: tuple[str, ...] = ("module",)
+"""Key columns a table read back from an older file may lack."""
 
 AVERAGED: tuple[str, ...] = ("flops", "bytes_read", "bytes_written", "saved_bytes", "time_s")
 """Columns the mean combinations average over the tables."""
@@ -66,11 +68,12 @@ def combine(tables: Sequence[OpTable], how: Combine | str = Combine.MEAN, *,
         raise BertscopeError(f"cannot combine op tables without column(s) {', '.join(missing)}")
     values = {f: _concat([c[f] for c in cols]) for f in Op._fields if all(f in c for c in cols)}
     source = np.repeat(np.arange(len(tables)), n_rows)
-    keys, codes = group_rows(values, KEY)
+    key = (*KEY, *(f for f in OPTIONAL_KEY if f in values))
+    keys, codes = group_rows(values, key)
     if how is Combine.MEDIAN:
-        ops = _median(values, codes, source, len(keys), len(tables))
+        ops = _median(values, codes, source, len(keys), len(tables), key)
     else:
-        ops = _mean(values, codes, len(keys), len(tables),
+        ops = _mean(values, codes, len(keys), len(tables), key,
                     max_count=how is Combine.MEAN_MAX_COUNT)
     return OpTable.from_ops(ops, meta, job=job)
 
@@ -112,8 +115,8 @@ def _row(values: dict[str, np.ndarray], pos: int, fields: Sequence[str]) -> list
     return [_plain(values[f][pos]) for f in fields]
 
 
-def _mean(values: dict[str, np.ndarray], codes: np.ndarray, groups: int, tables: int, *,
-          max_count: bool) -> list[Op]:
+def _mean(values: dict[str, np.ndarray], codes: np.ndarray, groups: int, tables: int,
+          key: Sequence[str], *, max_count: bool) -> list[Op]:
     sums = {c: _kahan(codes, groups, values[c]) for c in AVERAGED if c in values}
     count: list[Any] = [None] * groups
     for g, c in zip(codes.tolist(), values["count"].tolist(), strict=True):
@@ -123,19 +126,19 @@ def _mean(values: dict[str, np.ndarray], codes: np.ndarray, groups: int, tables:
             count[g] = c if count[g] is None else count[g] + c
     if not max_count:
         count = [max(1, round(c / tables)) for c in count]
-    return [Op(*_row(values, pos, KEY), count=count[g], **{c: s[g] / tables
-                                                           for c, s in sums.items()})
+    return [Op(**dict(zip(key, _row(values, pos, key), strict=True)), count=count[g],
+               **{c: s[g] / tables for c, s in sums.items()})
             for g, pos in enumerate(_first(codes, groups))]
 
 
 def _median(values: dict[str, np.ndarray], codes: np.ndarray, source: np.ndarray, groups: int,
-            tables: int) -> list[Op]:
+            tables: int, key: Sequence[str]) -> list[Op]:
     per_table = _kahan(codes * tables + source, groups * tables, values["time_s"])
     med = np.median(np.reshape(per_table, (groups, tables)), axis=1).tolist() if groups else []
-    rest = [f for f in Op._fields if f in values and f not in KEY and f != "time_s"]
-    return [Op(*_row(values, pos, KEY), **dict(zip(rest, _row(values, pos, rest), strict=True)),
-               time_s=med[g])
+    rest = [f for f in Op._fields if f in values and f not in key and f != "time_s"]
+    return [Op(**dict(zip(key, _row(values, pos, key), strict=True)),
+               **dict(zip(rest, _row(values, pos, rest), strict=True)), time_s=med[g])
             for g, pos in enumerate(_first(codes, groups))]
 
 
-__all__ = ["AVERAGED", "KEY", "Combine", "combine"]
+__all__ = ["AVERAGED", "KEY", "OPTIONAL_KEY", "Combine", "combine"]

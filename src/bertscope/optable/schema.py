@@ -50,6 +50,9 @@ class Op(NamedTuple):
     """Role under tensor parallelism (column, row, split, replicated)."""
     pp_stage: PipelineStage = PipelineStage.STACK
     """Role under pipeline parallelism (first stage, the layer stack, last stage)."""
+    module: str = ""
+    """Module path where a producer knows it ("BertModel_0/BertEncoder_0/BertLayer_3/...":
+    a trace recorded with modules or record_function scopes); "" where it does not."""
 
 
 _INT_FIELDS = ("layer", "m", "n", "k", "batch", "elements", "count")
@@ -77,6 +80,8 @@ def op_from_dict(row: Any, origin: str) -> Op:
             out[f] = expect(row, f, float, origin, minimum=0)
     time_s = expect(row, "time_s", float, origin, math.nan, nullable=True, minimum=0)
     out["time_s"] = math.nan if time_s is None else time_s
+    if "module" in row:
+        out["module"] = expect(row, "module", str, origin)
     for f, kind in _ENUM_FIELDS.items():
         if f in row or f in ("sublayer", "category", "phase"):
             out[f] = parse_enum(kind, expect(row, f, str, origin), f, origin)

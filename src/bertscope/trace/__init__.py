@@ -22,6 +22,15 @@ from typing import TYPE_CHECKING, Any
 from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable
 from bertscope.taxonomy import Classifier, Pattern, load_patterns
+from bertscope.trace.summaries import (
+    Record,
+    frame,
+    fused_records,
+    module_records,
+    shares,
+    top_records,
+    unknown_records,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,61 +43,69 @@ if TYPE_CHECKING:
 
 @dataclass
 class TraceResult:
-    """A read trace: the op table (mean over ranks) and each rank's breakdown."""
+    """A read trace: the op table (mean over ranks) and each rank's breakdown. The methods
+    give DataFrames (pandas imported then); `trace.summaries` has the same as records."""
 
     table: OpTable
     ranks: dict[int, RankBreakdown] = field(default_factory=dict)
 
-    def _frames(self, attr: str) -> pd.DataFrame:
-        import pandas as pd
-
-        parts = [getattr(r, attr).assign(rank=k) for k, r in self.ranks.items()
-                 if not getattr(r, attr).empty]
-        if not parts:
-            return pd.DataFrame()
-        d = pd.concat(parts, ignore_index=True)
-        return d[["rank", *[c for c in d.columns if c != "rank"]]]
+    def device_records(self, attr: str = "device_rows") -> list[Record]:
+        """`devices()` as records (`attr` "stream_rows": `streams()`)."""
+        return [{"rank": k, **row} for k, r in self.ranks.items() for row in getattr(r, attr)]
 
     def devices(self) -> pd.DataFrame:
         """Per rank and device: active window, busy, idle, compute, communication, overlap
         and exposed communication (seconds over the whole capture)."""
-        return self._frames("devices")
+        rows = self.device_records()
+        return frame(rows, rows[0] if rows else ())
 
     def streams(self) -> pd.DataFrame:
         """Per rank, device and stream: busy and idle seconds, busy share, events."""
-        return self._frames("streams")
+        rows = self.device_records("stream_rows")
+        return frame(rows, rows[0] if rows else ())
+
+    def unknown_names(self) -> set[str]:
+        """Names no pattern matched, on any rank."""
+        return set().union(*(r.unknown for r in self.ranks.values())) if self.ranks else set()
 
     def unknown(self) -> pd.DataFrame:
         """Names no pattern matched, with their time per iteration (mean over ranks), count
         and the category they got from the launching op: what to add to a pattern file."""
-        names = set().union(*(r.unknown for r in self.ranks.values())) if self.ranks else set()
-        d = self.table.df
-        d = d[d["name"].isin(names)]
-        g = d.groupby("name", sort=False).agg(
-            time_s=("time_s", "sum"), count=("count", "sum"),
-            category=("category", lambda c: ",".join(sorted({str(x) for x in c}))))
-        return g.sort_values("time_s", ascending=False).reset_index()
+        return frame(unknown_records(self.table, self.unknown_names()),
+                     ("name", "time_s", "count", "category"))
 
     def by(self, column: str, rank: int | None = None) -> pd.DataFrame:
         """Time, share and count per `column` (category, sublayer, phase, group), for one
         rank or the mean over ranks."""
-        t = self.table if rank is None else self._rank(rank).table
-        return t.summary(column)[["time_s", "time_share", "count"]]
+        return self.rank_table(rank).summary(column)[["time_s", "time_share", "count"]]
 
     def top(self, n: int = 10, rank: int | None = None) -> pd.DataFrame:
         """The n names with the most time (summed over places), with category and count."""
-        t = self.table if rank is None else self._rank(rank).table
-        d = t.df.groupby(["name", "category"], sort=False, observed=True)[
-            ["time_s", "count"]].sum().reset_index()
-        total = d["time_s"].sum()
-        d["time_share"] = d["time_s"] / total if total > 0 else 0.0
-        return d.nlargest(n, "time_s").reset_index(drop=True)
+        return frame(top_records(self.rank_table(rank), n),
+                     ("name", "category", "time_s", "count", "time_share"))
 
-    def _rank(self, rank: int) -> RankBreakdown:
+    def modules(self, rank: int | None = None) -> pd.DataFrame:
+        """The module tree: per module path (every prefix of a row's `module`, parents before
+        children in the order they ran), its depth, the last element's name, time per
+        iteration (its own rows and all below), share of all time and launches. Rows without
+        a module path are not in it; the shares are of all time, so they say how much of
+        the run the tree covers."""
+        return frame(module_records(self.rank_table(rank)),
+                     ("module", "depth", "name", "time_s", "time_share", "count"))
+
+    def fused(self) -> pd.DataFrame:
+        """torch.compile (Inductor) kernels: name, category, the ATen ops the name says it
+        fuses, time per iteration (mean over ranks) and count."""
+        return frame(fused_records(self.table), ("name", "category", "fuses", "time_s", "count"))
+
+    def rank_table(self, rank: int | None = None) -> OpTable:
+        """One rank's op table, or (None) the mean over ranks."""
+        if rank is None:
+            return self.table
         if rank not in self.ranks:
             raise BertscopeError(f"no rank {rank} in this trace; ranks: "
                                  f"{', '.join(map(str, sorted(self.ranks)))}")
-        return self.ranks[rank]
+        return self.ranks[rank].table
 
 
 def analyze_trace(path: str | Path, *, rank: int | None = None,
@@ -126,11 +143,12 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
     ranks = dict(sorted(ranks.items()))
     result = TraceResult(table=mean_table((b.table for b in ranks.values()), {}), ranks=ranks)
     result.table.meta = _meta(result, path)
-    unknown = result.unknown()
-    total = float(result.table.df["time_s"].sum())
+    unknown = unknown_records(result.table, result.unknown_names())
+    total = float(result.table.columns["time_s"].sum())
+    unknown_s = sum(r["time_s"] for r in unknown)
     result.table.meta["trace"].update(
-        unknown=_records(unknown), unknown_s=float(unknown["time_s"].sum()),
-        unknown_share=float(unknown["time_s"].sum()) / total if total > 0 else 0.0)
+        fused=fused_records(result.table), unknown=unknown, unknown_s=unknown_s,
+        unknown_share=unknown_s / total if total > 0 else 0.0)
     return result
 
 
@@ -149,30 +167,17 @@ def read_trace(path: str | Path, *, rank: int | None = None,
     return analyze_trace(path, rank=rank, patterns=patterns).table
 
 
-def _records(d: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
-            for r in d.to_dict(orient="records")]
-
-
-def _shares(t: OpTable, by: str) -> dict[str, dict[str, float]]:
-    if t.df.empty:
-        return {}
-    s = t.summary(by)
-    return {str(k): {"time_s": float(r["time_s"]), "share": float(r["time_share"]),
-                     "count": int(r["count"])} for k, r in s.iterrows()}
-
-
 def _meta(result: TraceResult, path: str | Path) -> dict[str, Any]:
     per_rank = {}
     for r, b in result.ranks.items():
         per_rank[str(r)] = {
             "path": str(b.path), "iterations": b.iterations, "time_source": b.time_source,
-            "busy_s": float(b.table.df["time_s"].sum()),
-            "by_category": _shares(b.table, "category"),
-            "by_sublayer": _shares(b.table, "sublayer"),
-            "by_phase": _shares(b.table, "phase"),
-            "top": _records(result.top(10, rank=r)),
-            "devices": _records(b.devices), "streams": _records(b.streams),
+            "busy_s": float(b.table.columns["time_s"].sum()),
+            "by_category": shares(b.table, "category"),
+            "by_sublayer": shares(b.table, "sublayer"),
+            "by_phase": shares(b.table, "phase"),
+            "top": top_records(b.table, 10),
+            "devices": b.device_rows, "streams": b.stream_rows,
             **b.header,
         }
     sources = sorted({b.time_source for b in result.ranks.values()})

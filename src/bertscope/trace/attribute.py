@@ -23,6 +23,7 @@ from bertscope.errors import parse_enum
 from bertscope.optable import Op
 from bertscope.taxonomy import Category, Classifier, Phase, Sublayer
 from bertscope.trace.gemm_ops import gemm_shape  # the one GEMM shape registry, re-exported
+from bertscope.trace.modules import ModuleMap, builtin_modules, module_class
 
 SCOPE = "bertscope::"
 PHASE = "bertscope.phase::"
@@ -32,7 +33,20 @@ ATTN_CORE = "attn_core"
 their ops are split into score / softmax / context by category and order."""
 _EVAL = "autograd::engine::evaluate_function: "
 _LINEAR_BWD = ("AddmmBackward0", "MmBackward0", "LinearBackward0")
-_WEIGHT_GRAD_NODES = ("EmbeddingBackward0", "torch::autograd::AccumulateGrad")
+_WEIGHT_GRAD_NODES = ("EmbeddingBackward0", "EmbeddingBagBackward0",
+                      "torch::autograd::AccumulateGrad")
+_NODE_PHASES: tuple[tuple[str, Phase], ...] = (
+    ("SplitLookupFunction_", Phase.BACKWARD_WEIGHT),
+    ("NativeLayerNormBackward", Phase.BACKWARD), ("ConvolutionBackward", Phase.BACKWARD),
+    ("CudnnConvolutionBackward", Phase.BACKWARD), ("MkldnnConvolutionBackward", Phase.BACKWARD),
+    ("SlowConv2DBackward", Phase.BACKWARD), ("ConvDepthwise2DBackward", Phase.BACKWARD),
+    ("NativeBatchNormBackward", Phase.BACKWARD), ("CudnnBatchNormBackward", Phase.BACKWARD),
+    ("MiopenBatchNormBackward", Phase.BACKWARD), ("NativeGroupNormBackward", Phase.BACKWARD),
+    ("CompiledFunctionBackward", Phase.BACKWARD))
+"""Backward nodes (by name prefix) whose one op computes the data and weight gradients
+together (phase backward; on a GPU the kernel names split it: `wgrad` kernels; a
+torch.compile backward graph computes both in its kernels), or only the weight gradient
+(FBGEMM's table-batched embedding backward, with its fused optimizer)."""
 _TRANSPARENT = frozenset({"DistributedDataParallel.forward"})
 """Wrapper scopes walked through like an iteration scope (DDP's forward holds the model's)."""
 _GRAD_SYNC = ("torch::distributed::reducer::", "torch.distributed.ddp.reducer::")
@@ -59,10 +73,17 @@ _SCOPE_RE = re.compile(rf"^{re.escape(SCOPE)}(-?\d+)::(\w+)$")
 class _Where:
     layer: int
     sublayer: Sublayer
-    core: int | None = None
+    core: int | str | None = None
     """Id of an attention-core scope whose ops are split by category and order."""
     category: Category | None = None
     """Category of the forward op a backward node belongs to."""
+    module: str = ""
+    """Module path ("BertModel_0/BertEncoder_0/BertLayer_3/..."), from module-call events
+    and record_function annotations; "" outside any."""
+    place: str = ""
+    """The same calls as the module table reads them (Class#ordinal/...; `modules.py`)."""
+    last: str = ""
+    """The module the innermost module called last before this point ("" when none)."""
 
 
 _SPECIFIC = (Category.DROPOUT, Category.ACTIVATION, Category.SOFTMAX, Category.LAYERNORM,
@@ -74,6 +95,8 @@ embedding and MLM decoder), elementwise work as in the analytic table."""
 
 
 _NOWHERE = _Where(-1, Sublayer.OTHER)
+_MODULE_KIND_OF = (Category.ELEMENTWISE, Category.REDUCTION, Category.DATA_MOVEMENT)
+"""Op categories a module's `[[kind]]` row replaces (`modules.ModuleMap.kind`)."""
 
 
 def numel(shape: Any) -> int:
@@ -105,6 +128,8 @@ class Attributor:
 
     classify: Classifier
     use_device_time: bool = False
+    modules: ModuleMap = field(default_factory=builtin_modules)
+    """Module paths -> layer and sublayer (`data/modules.toml`)."""
     rows: dict[tuple[Any, ...], list[float]] = field(default_factory=dict)
     """Row key -> [launches, FLOPs] over all walked iterations."""
     iteration: int = 0
@@ -147,11 +172,51 @@ class Attributor:
             return sum(self.walk(c, Phase.OPTIMIZER, where) for c in evt.cpu_children)
         if name.startswith(ITER) or name in _TRANSPARENT:
             return sum(self.walk(c, phase, where) for c in evt.cpu_children)
+        scope = self.scope_of(evt)
+        if scope is not None:
+            return self._scope(evt, phase, where or _NOWHERE, *scope, 0)
         return self._add(evt, phase, where or _NOWHERE)[1]
+
+    def scope_of(self, evt: Any) -> tuple[str, str] | None:
+        """(display name, class) of an event that is a scope of the module path (a module
+        call), None for an op. The trace reader adds record_function annotations."""
+        return module_class(evt.name)
+
+    def _scope(self, evt: Any, phase: Phase, where: _Where, display: str, cls: str,
+               ordinal: int) -> float:
+        """Walk a module call (or annotation): its children get the path, the layer index of
+        a layer class (its ordinal among its parent's calls), and each op the module its
+        module called last before it."""
+        token = f"{cls}#{ordinal}"
+        layer = where.layer
+        if where.sublayer is Sublayer.OTHER and where.core is None:
+            if self.modules.is_layer(cls):
+                layer = ordinal
+            elif (n := self.modules.dotted_layer(display)) is not None:
+                layer = n
+        inner = replace(where, layer=layer, last="",
+                        module=f"{where.module}/{display}" if where.module else display,
+                        place=f"{where.place}/{token}" if where.place else token)
+        counts: dict[str, int] = {}
+        total = 0.0
+        for c in evt.cpu_children:
+            sc = self.scope_of(c)
+            if sc is None:
+                total += self.walk(c, phase, inner)
+                continue
+            n = counts.get(sc[1], 0)
+            counts[sc[1]] = n + 1
+            total += self._scope(c, phase, inner, *sc, n)
+            inner = replace(inner, last=f"{sc[1]}#{n}")
+        return total
 
     def _backward_node(self, evt: Any) -> float:
         node = evt.name[len(_EVAL):]
-        hit = self._seq.get(evt.sequence_nr)
+        seq = evt.sequence_nr
+        if seq is None or seq < 0:  # linked by a fwdbwd flow: the node's own op holds it
+            seq = next((c.sequence_nr for c in evt.cpu_children
+                        if c.name == node and (c.sequence_nr or -1) >= 0), -1)
+        hit = self._seq.get(seq)
         # nodes without a forward op (AccumulateGrad of a parameter) run right after the node
         # that produced the parameter's gradient: they inherit its place, not its category
         # (a tied weight's gradient sum is an elementwise add, not part of the embedding)
@@ -183,7 +248,7 @@ class Attributor:
             self._add_time(max(emitted, key=lambda kt: kt[1])[0], rest)
         else:  # a node that ran no ATen op of its own
             key = (node, where.layer, where.sublayer, Category.OTHER, Phase.BACKWARD,
-                   0, 0, 0, 0, 0)
+                   0, 0, 0, 0, 0, where.module)
             self._accumulate(key, 0.0, rest)
         return total + rest
 
@@ -200,6 +265,8 @@ class Attributor:
         if cat is Category.ELEMENTWISE and phase.is_backward and where.category in _SPECIFIC \
                 and not name.startswith(_GRAD_SYNC):
             cat = where.category
+        if cat in _MODULE_KIND_OF and where.place:  # a norm written in Python, say
+            cat = self.modules.kind(where.place.rpartition("/")[2].partition("#")[0]) or cat
         sub = self._sublayer(where, cat)
         if cat is Category.COMMUNICATION or name.startswith(_GRAD_SYNC):
             # a collective (DDP's all-reduce) or DDP's bucket copies, wherever they run
@@ -212,8 +279,9 @@ class Attributor:
             sub = Sublayer.LOSS
         if phase in (Phase.FORWARD, Phase.RECOMPUTE):  # backward nodes will look these up
             for seq, e in _seqs(evt):
-                self._seq[seq] = (_Where(where.layer, sub, category=cat), e)
-        key = (name, where.layer, sub, cat, phase, m, n, k, b, elements)
+                self._seq[seq] = (_Where(where.layer, sub, category=cat, module=where.module),
+                                  e)
+        key = (name, where.layer, sub, cat, phase, m, n, k, b, elements, where.module)
         t = self.time_us(evt)
         self._accumulate(key, _flops(evt), t)
         return key, t
@@ -221,6 +289,12 @@ class Attributor:
     def _sublayer(self, where: _Where, cat: Category) -> Sublayer:
         """The row's sublayer; an attention-core scope is split into score (first GEMM and
         the scaling/masking before softmax), softmax (+ dropout) and context (second GEMM)."""
+        if where.core is None and where.sublayer is Sublayer.OTHER and where.place:
+            hit = self.modules.place(f"{where.place}|{where.last}")
+            if hit is not None:
+                if hit.core is None:
+                    return hit.sublayer
+                where = replace(where, core=hit.core)
         if where.core is None:
             return where.sublayer
         if cat in (Category.SOFTMAX, Category.DROPOUT):
@@ -246,7 +320,7 @@ class Attributor:
         the iterations 0 .. iterations - 1 (a row absent from an iteration took 0 there)."""
         out = []
         for key, (cnt, fl) in self.rows.items():
-            name, layer, sub, cat, phase, m, n, k, b, el = key
+            name, layer, sub, cat, phase, m, n, k, b, el, module = key
             per = self.times[key]
             if statistic is Statistic.MEDIAN:
                 t = statistics.median(per.get(i, 0.0) for i in range(iterations))
@@ -254,7 +328,7 @@ class Attributor:
                 t = sum(per.values()) / iterations
             out.append(Op(name, layer, sub, cat, phase, m=m, n=n, k=k, batch=b, elements=el,
                           count=max(1, round(cnt / iterations)), flops=fl / iterations,
-                          time_s=t * 1e-6))
+                          time_s=t * 1e-6, module=module))
         return out
 
 
@@ -274,6 +348,9 @@ def _backward_phase(node: str, op: str, evt: Any, fwd: tuple[int, int, int] | No
     autograd's order does (derivatives.yaml computes mat1's gradient first)."""
     if node in _WEIGHT_GRAD_NODES or op in _WEIGHT_GRAD_NODES:
         return Phase.BACKWARD_WEIGHT
+    for prefix, phase in _NODE_PHASES:
+        if node.startswith(prefix):
+            return phase
     if node in _LINEAR_BWD:
         cat = classify(op)
         if cat is Category.REDUCTION:
@@ -287,8 +364,6 @@ def _backward_phase(node: str, op: str, evt: Any, fwd: tuple[int, int, int] | No
                 if dgrad != wgrad:
                     return Phase.BACKWARD_WEIGHT if wgrad else Phase.BACKWARD_DATA
             return Phase.BACKWARD_DATA if nth_gemm == 0 else Phase.BACKWARD_WEIGHT
-    if node.startswith("NativeLayerNormBackward"):
-        return Phase.BACKWARD  # one kernel computes data and weight gradients
     return Phase.BACKWARD_DATA
 
 

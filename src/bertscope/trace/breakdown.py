@@ -19,13 +19,13 @@
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from bertscope.optable import Combine, Op, OpTable, combine
 from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Sublayer
@@ -34,14 +34,18 @@ from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
 
 _STEP = "ProfilerStep#"
 _OPTIMIZER = "Optimizer."
+_OWN = (_STEP, _OPTIMIZER, SCOPE, PHASE, ITER)
+"""Annotations the profiler and bertscope write (not scopes of a module path)."""
 
 GENERIC = frozenset({Category.ELEMENTWISE, Category.DATA_MOVEMENT, Category.REDUCTION})
-"""Kernel categories of general-purpose kernels (an elementwise, copy, index or reduce kernel)
-that many ops launch: such a kernel takes its launching op's category when that is one of
-`SPECIFIC` (the copy inside an embedding, the reduction inside a loss)."""
-SPECIFIC = frozenset({Category.EMBEDDING, Category.DROPOUT, Category.LOSS, Category.SOFTMAX,
-                      Category.LAYERNORM, Category.RMSNORM, Category.BATCHNORM,
-                      Category.ACTIVATION, Category.OPTIMIZER})
+"""Launching-op categories that say little about the kernels under them (an elementwise,
+copy or reduce op): their kernels keep the category of their own name, unless that is only
+elementwise (the catch-all of PyTorch's native kernels: a pooling kernel under a max-pool
+op is the op's reduction). Under any other launcher (a convolution, batch norm, embedding
+bag, GEMM, loss, ...) a kernel takes the launcher's category: the op says what the work is,
+whatever the kernel is called (cuDNN's `..._relu_...` convolution kernels, the sorts and
+copies inside an embedding-bag backward). Under an op no pattern knows, the kernel's name
+decides."""
 
 
 class _Node:
@@ -72,6 +76,26 @@ class _Placer(Attributor):
         self.place = np.full(n, -1, dtype=np.int32)
         """Per sorted CPU position: index into `keys` of the row that claimed it."""
         self.key_ids: dict[tuple[Any, ...], int] = {}
+        self.steps = 0
+        """ProfilerStep#N annotations walked."""
+
+    def walk(self, evt: Any, phase: Phase = Phase.FORWARD, where: Any = None) -> float:
+        """As the `Attributor`'s walk; a ProfilerStep#N annotation (wherever it sits: a
+        user's annotation may wrap it) starts an iteration and is transparent."""
+        if evt.kind == Kind.ANNOTATION and evt.name.startswith(_STEP):
+            self.new_iteration()
+            self.steps += 1
+            return sum(self.walk(c, phase, where) for c in evt.cpu_children)
+        return super().walk(evt, phase, where)
+
+    def scope_of(self, evt: Any) -> tuple[str, str] | None:
+        """Module calls, and record_function annotations other than the profiler's own
+        (ProfilerStep#N, Optimizer.*, bertscope scopes), are scopes of the module path."""
+        hit = super().scope_of(evt)
+        if hit is None and evt.kind == Kind.ANNOTATION and not evt.name.startswith(_OWN):
+            name = evt.name.replace("/", ":").replace("|", ":")
+            return name, name
+        return hit
 
     def _add(self, evt: Any, phase: Phase, where: Any) -> tuple[tuple[Any, ...], float]:
         key, t = super()._add(evt, phase, where)
@@ -157,7 +181,32 @@ class _Walk:
     """True when the trace has bertscope iteration scopes (a `bertscope profile` trace)."""
 
 
+LINKED = 1 << 50
+"""Sequence numbers given from `fwdbwd` flows start here (above any autograd counter)."""
+
+
+def _link_sequences(ev: Events) -> None:
+    """Give the CPU ops at both ends of a `fwdbwd` flow (forward op, backward node) the same
+    sequence number where they lack one, so the backward node finds its forward op as with
+    Kineto's `Sequence number` arg."""
+    s_ts, s_id, f_ts, f_id = ev.links
+    cpu = np.flatnonzero((ev.kind == Kind.CPU_OP) & (ev.seq < 0))
+    if not len(s_ts) or not len(cpu):
+        return
+    at = {}
+    for i, t in zip(cpu.tolist(), ev.ts[cpu].tolist(), strict=True):
+        at.setdefault(t, i)  # the first op starting there: the outermost
+    seq = ev.seq.copy()
+    for ts, fid in zip([*s_ts.tolist(), *f_ts.tolist()], [*s_id.tolist(), *f_id.tolist()],
+                       strict=True):
+        i = at.get(ts)
+        if i is not None:
+            seq[i] = LINKED + fid
+    ev.seq = seq
+
+
 def _walk(ev: Events, classify: Classifier) -> _Walk:
+    _link_sequences(ev)
     tr = _trees(ev)
     names = ev.names
     roots = np.flatnonzero(tr.parent == -1)
@@ -183,24 +232,10 @@ def _walk(ev: Events, classify: Classifier) -> _Walk:
             placer.walk(_build(ev, tr, p))
             placer.end_tree()
         return _Walk(placer, tr, len(iters), True)
-    steps = 0
-    for p in roots.tolist():
-        steps += _walk_generic(ev, tr, placer, _build(ev, tr, p))
+    for p in roots.tolist():  # a trace without bertscope iterations: every root
+        placer.walk(_build(ev, tr, p))
         placer.end_tree()
-    return _Walk(placer, tr, max(steps, 1), False)
-
-
-def _walk_generic(ev: Events, tr: _Trees, placer: _Placer, node: _Node) -> int:
-    """Walk a root of a trace without bertscope iterations; annotations that are not
-    bertscope's or the optimizer's are transparent. Returns ProfilerStep#N annotations seen."""
-    name = node.name
-    if node.kind == Kind.ANNOTATION and not name.startswith((SCOPE, PHASE, _OPTIMIZER)):
-        step = name.startswith(_STEP)
-        if step:
-            placer.new_iteration()
-        return step + sum(_walk_generic(ev, tr, placer, c) for c in node.cpu_children)
-    placer.walk(node)
-    return 0
+    return _Walk(placer, tr, max(placer.steps, 1), False)
 
 
 # --- rows -------------------------------------------------------------------------------------
@@ -211,50 +246,52 @@ class _Place:
     sublayer: Sublayer
     category: Category
     phase: Phase
+    module: str = ""
 
 
 _NOWHERE = _Place(-1, Sublayer.OTHER, Category.OTHER, Phase.FORWARD)
 
 
-def kernel_place(category: Category | None, launcher: _Place | None, *,
-                 memory_op: bool = False) -> _Place:
-    """Layer, sublayer, category and phase of a device event from its own category (None
-    when no pattern matched its name) and the place of the CPU op that launched it.
-    Memcpy and memset (`memory_op`) stay data movement wherever they run."""
+def kernel_place(pattern: Pattern | Category | None, launcher: _Place | None, *,
+                 memory_op: bool = False, user: bool = False) -> _Place:
+    """Layer, sublayer, category and phase of a device event from the pattern its name
+    matched (or just its category; None when no pattern matched) and the place of the CPU op
+    that launched it. The launcher's category wins unless it is `GENERIC`; collectives stay
+    communication and memcpy/memset (`memory_op`) data movement wherever they run, and a
+    name the user's pattern file gives a category other than elementwise, data movement or
+    reduction (`user`) keeps it. In a
+    backward phase, a pattern's phase (a convolution's `wgrad` kernels: the weight gradient)
+    says which gradient the kernel computes."""
+    if isinstance(pattern, Category):
+        pattern = Pattern(_ANY, pattern)
     at = launcher or _NOWHERE
+    category = pattern.category if pattern is not None else None
     cat = category if category is not None else at.category
-    if category is not None and launcher is not None and not memory_op:
-        if category in GENERIC and at.category in SPECIFIC:
-            cat = at.category
-        elif category is Category.GEMM and at.category is Category.BATCHED_GEMM:
-            cat = Category.BATCHED_GEMM  # cuBLAS runs bmm with the same kernels as mm
-    layer, sub, phase = at.layer, at.sublayer, at.phase
+    # a user's rule for this kernel name, unless it only says "elementwise / copy / reduce"
+    own = user and (category is Category.OTHER or category not in GENERIC)
+    says = at.category is not Category.OTHER and (
+        at.category not in GENERIC or category in (None, Category.ELEMENTWISE))
+    if launcher is not None and not memory_op and not own and says \
+            and category is not Category.COMMUNICATION:
+        cat = at.category
+        if category is Category.BATCHED_GEMM and at.category is Category.GEMM:
+            cat = category  # a fused attention kernel under a plain-GEMM-shaped op
+    layer, sub, phase, module = at.layer, at.sublayer, at.phase, at.module
+    if pattern is not None and pattern.phase is not None and phase.is_backward:
+        phase = pattern.phase
     if phase is Phase.OPTIMIZER and cat is Category.ELEMENTWISE:
         cat = Category.OPTIMIZER
     if cat is Category.COMMUNICATION:
-        layer, sub, phase = -1, Sublayer.OTHER, Phase.COMMUNICATION
+        layer, sub, phase, module = -1, Sublayer.OTHER, Phase.COMMUNICATION, ""
     elif sub is Sublayer.OTHER and cat is Category.LOSS:
         sub = Sublayer.LOSS
-    return _Place(layer, sub, cat, phase)
+    return _Place(layer, sub, cat, phase, module)
 
 
-class Matcher:
-    """The first pattern matching a name (None when none does), cached per name."""
-
-    def __init__(self, classify: Classifier) -> None:
-        self.patterns: tuple[Pattern, ...] = tuple(classify.patterns)
-        self._cache: dict[str, Pattern | None] = {}
-
-    def __call__(self, name: str) -> Pattern | None:
-        """The pattern that decides `name`'s category."""
-        if name in self._cache:
-            return self._cache[name]
-        hit = next((p for p in self.patterns if p.regex.search(name)), None)
-        self._cache[name] = hit
-        return hit
+_ANY = re.compile("")
 
 
-def _device_rows(ev: Events, w: _Walk, match: Matcher) -> tuple[list[Op], set[str]]:
+def _device_rows(ev: Events, w: _Walk, classify: Classifier) -> tuple[list[Op], set[str]]:
     """One row per device-event name and place; also the names no pattern matched."""
     dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
     launcher = _launchers(ev, w.trees, dev)
@@ -269,6 +306,7 @@ def _device_rows(ev: Events, w: _Walk, match: Matcher) -> tuple[list[Op], set[st
     memory_op = (ev.kind[dev[first]] != Kind.KERNEL).tolist()
     rows: dict[tuple[Any, ...], list[float]] = {}
     unknown: set[str] = set()
+    match, user = classify.match, set(classify.extra)
     for u, t, c, mem in zip(uniq.tolist(), time_us.tolist(), count.tolist(), memory_op,
                             strict=True):
         name = ev.names[u // (len(keys) + 1)]
@@ -278,16 +316,17 @@ def _device_rows(ev: Events, w: _Walk, match: Matcher) -> tuple[list[Op], set[st
             unknown.add(name)
         at = None
         if k >= 0:
-            _n, layer, sub, cat, phase, *_ = keys[k]
-            at = _Place(layer, sub, cat, phase)
-        pl = kernel_place(hit.category if hit else None, at, memory_op=mem)
-        acc = rows.setdefault((name, pl.layer, pl.sublayer, pl.category, pl.phase), [0, 0.0])
+            _n, layer, sub, cat, phase, *_, module = keys[k]
+            at = _Place(layer, sub, cat, phase, module)
+        pl = kernel_place(hit, at, memory_op=mem, user=hit is not None and hit in user)
+        acc = rows.setdefault((name, pl.layer, pl.sublayer, pl.category, pl.phase, pl.module),
+                              [0, 0.0])
         acc[0] += c
         acc[1] += t
     its = w.iterations
     ops = [Op(name, layer, sub, cat, phase, count=max(1, round(c / its)),
-              time_s=t * 1e-6 / its)
-           for (name, layer, sub, cat, phase), (c, t) in rows.items()]
+              time_s=t * 1e-6 / its, module=module)
+           for (name, layer, sub, cat, phase, module), (c, t) in rows.items()]
     return ops, unknown
 
 
@@ -352,14 +391,16 @@ def _length(iv: tuple[np.ndarray, np.ndarray]) -> float:
     return float(np.sum(iv[1] - iv[0]))
 
 
-def timeline(ev: Events, comm_names: set[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per device and per stream: active window, busy and idle time (seconds over the whole
-    capture), and per device the compute/communication overlap. `comm_names` are the name
-    indices of communication kernels."""
+def timeline(ev: Events, comm_names: set[int]
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per device and per stream (records): active window, busy and idle time (seconds over
+    the whole capture), and per device the compute/communication overlap. `comm_names` are
+    the name indices of communication kernels."""
     dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
-    devices, streams = [], []
+    devices: list[dict[str, Any]] = []
+    streams: list[dict[str, Any]] = []
     if not len(dev):
-        return pd.DataFrame(), pd.DataFrame()
+        return devices, streams
     ts, end = ev.ts[dev], ev.end[dev]
     is_comm = np.isin(ev.name[dev], np.fromiter(comm_names, dtype=np.int64, count=len(comm_names)))
     is_kernel = ev.kind[dev] == Kind.KERNEL
@@ -384,7 +425,7 @@ def timeline(ev: Events, comm_names: set[int]) -> tuple[pd.DataFrame, pd.DataFra
                             "busy_s": b * 1e-6, "idle_s": (window - b) * 1e-6,
                             "busy_share": b / window if window > 0 else 0.0,
                             "events": int(sel.sum())})
-    return pd.DataFrame(devices), pd.DataFrame(streams)
+    return devices, streams
 
 
 # --- one rank ---------------------------------------------------------------------------------
@@ -400,9 +441,9 @@ class RankBreakdown:
     iterations: int
     time_source: str
     """"device" (kernel, memcpy and memset time) or "cpu" (CPU op time: no device events)."""
-    devices: pd.DataFrame = field(default_factory=pd.DataFrame)
+    device_rows: list[dict[str, Any]] = field(default_factory=list)
     """Per device: window_s, busy_s, idle_s, compute_s, comm_s, overlap_s, exposed_comm_s."""
-    streams: pd.DataFrame = field(default_factory=pd.DataFrame)
+    stream_rows: list[dict[str, Any]] = field(default_factory=list)
     """Per device and stream: busy_s, idle_s, busy_share, events."""
     unknown: frozenset[str] = frozenset()
     """Names that no pattern matched (their rows' categories come from the launching op)."""
@@ -412,24 +453,24 @@ class RankBreakdown:
 def break_down(ev: Events, rank: int, classify: Classifier) -> RankBreakdown:
     """Attribute and break down one rank's events."""
     w = _walk(ev, classify)
-    match = Matcher(classify)
+    match = classify.match
     has_device = bool(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)).any())
     if has_device:
-        ops, unknown = _device_rows(ev, w, match)
+        ops, unknown = _device_rows(ev, w, classify)
         comm = {i for i, n in enumerate(ev.names)
                 if (hit := match(n)) is not None and hit.category is Category.COMMUNICATION}
         devices, streams = timeline(ev, comm)
     else:
         ops = w.placer.ops(w.iterations)
         unknown = {o.name for o in ops if match(o.name) is None}
-        devices, streams = pd.DataFrame(), pd.DataFrame()
+        devices, streams = [], []
     table = OpTable.from_ops(ops, {"producer": "trace", "rank": rank, "path": str(ev.path),
                                    "iterations": w.iterations,
                                    "time_source": "device" if has_device else "cpu",
                                    "bertscope_scopes": w.scoped})
     return RankBreakdown(rank=rank, path=ev.path, table=table, iterations=w.iterations,
-                         time_source="device" if has_device else "cpu", devices=devices,
-                         streams=streams, unknown=frozenset(unknown),
+                         time_source="device" if has_device else "cpu", device_rows=devices,
+                         stream_rows=streams, unknown=frozenset(unknown),
                          header={k: v for k, v in ev.header.items()
                                  if k in ("schemaVersion", "distributedInfo", "traceName")})
 
@@ -440,5 +481,5 @@ def mean_table(parts: Iterable[OpTable], meta: dict[str, Any]) -> OpTable:
     return combine(list(parts), Combine.MEAN, meta=meta)
 
 
-__all__ = ["GENERIC", "SPECIFIC", "Matcher", "RankBreakdown", "break_down", "kernel_place",
+__all__ = ["GENERIC", "RankBreakdown", "break_down", "kernel_place",
            "mean_table", "overlap", "timeline", "union"]

@@ -41,6 +41,10 @@ from bertscope.trace.events import (
 
 _FLOW = "ac2g"
 """Category of Kineto's launch -> kernel flow events."""
+_FWDBWD = "fwdbwd"
+"""Category of Kineto's forward op -> backward node flow events."""
+_MODULE = "nn.Module: "
+"""Name prefix of the python_function events kept (module calls)."""
 _MAX_SPELLINGS = 1024
 """Category spellings remembered (a trace has a handful; this bounds a malformed one)."""
 
@@ -51,6 +55,7 @@ class Columns:
     def __init__(self, keep_dims: Callable[[str], bool]) -> None:
         self.cols = {c: array(code) for c, (code, _) in COLUMNS.items()}
         self.flows = tuple(array(code) for code, _ in FLOW_COLUMNS)
+        self.links = tuple(array(code) for code, _ in FLOW_COLUMNS)
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
         self.ids: list[Any] = []
@@ -113,12 +118,14 @@ class Columns:
                                       c["tid"].append)
         ts_app, d_app, c_app, s_app, e_app = (c["ts"].append, c["dur"].append, c["corr"].append,
                                               c["seq"].append, c["numel"].append)
-        fs_ts, fs_id, fe_ts, fe_id = (a.append for a in self.flows)
+        sinks = {cat: tuple(a.append for a in arrays)  # (start ts, start id, end ts, end id)
+                 for cat, arrays in ((_FLOW, self.flows), (_FWDBWD, self.links))}
         intern = self._intern_shapes
         odd = self._odd
         num = (float, int)
         empty: dict[str, Any] = {}
         cpu, runtime, device = int(Kind.CPU_OP), int(Kind.RUNTIME), int(Kind.KERNEL)
+        module = int(Kind.MODULE)
         ts_key, dur_key, dur_none = TS.key, DUR.key, DUR.default
         corr_key, corr_none = CORRELATION.key, CORRELATION.default
         seq_key, seq_none = SEQUENCE.key, SEQUENCE.default
@@ -131,20 +138,21 @@ class Columns:
             if ph != "X":
                 if ph == "s" or ph == "f":
                     fid, ts = e.get("id"), e.get(ts_key)
-                    if e.get("cat") != _FLOW or type(fid) is not int or type(ts) not in num:
+                    if type(fid) is not int or type(ts) not in num:
                         return odd(e, add)
-                    if ph == "s":
-                        fs_ts(ts)
-                        fs_id(fid)
-                    else:
-                        fe_ts(ts)
-                        fe_id(fid)
+                    sink = sinks.get(e.get("cat"))  # type: ignore[arg-type]
+                    if sink is not None:
+                        at = 0 if ph == "s" else 2
+                        sink[at](ts)
+                        sink[at + 1](fid)
                     return None
                 return odd(e, add)
             kind = kind_of_cat(e.get("cat"))
             if not kind:
                 return None if kind == 0 else odd(e, add)  # a dropped category, or new
             name, ts, dur = e.get("name"), e.get(ts_key), e.get(dur_key, dur_none)
+            if kind == module and (type(name) is not str or not name.startswith(_MODULE)):
+                return None  # a Python stack frame, not a module call
             args = e.get("args", empty)
             if type(args) is not dict or type(ts) not in num or type(dur) not in num:
                 return odd(e, add)
@@ -155,7 +163,7 @@ class Columns:
                 nid = new_name(name)
             corr, seq = corr_none, seq_none
             numel = 0
-            if kind >= device:
+            if device <= kind < module:
                 # the device and stream are in args; pid/tid are display lanes in some writers
                 lane, sub = args.get(device_key), args.get(stream_key)
                 if lane is None:
@@ -213,8 +221,8 @@ class Columns:
                 add(plain)
         elif ph in ("s", "f"):
             fid = as_id(e.get("id"))
-            if e.get("cat") == _FLOW and fid >= 0:
-                add({"ph": ph, "cat": _FLOW, "id": fid, TS.key: as_time(e.get(TS.key))})
+            if e.get("cat") in (_FLOW, _FWDBWD) and fid >= 0:
+                add({"ph": ph, "cat": e["cat"], "id": fid, TS.key: as_time(e.get(TS.key))})
         elif ph == "B":
             self._open.setdefault((e.get("pid"), e.get("tid")), []).append(e)
         elif ph == "E":
@@ -233,9 +241,11 @@ class Columns:
         cols = {c: np_(self.cols[c], dtype) for c, (_, dtype) in COLUMNS.items()}
         flows = tuple(np_(a, dtype) for a, (_, dtype) in zip(self.flows, FLOW_COLUMNS,
                                                                strict=True))
-        _check_times(path, cols["ts"], cols["dur"], flows[0], flows[2])
+        links = tuple(np_(a, dtype) for a, (_, dtype) in zip(self.links, FLOW_COLUMNS,
+                                                               strict=True))
+        _check_times(path, cols["ts"], cols["dur"], flows[0], flows[2], links[0], links[2])
         return Events(path=path, **cols, names=self.names, ids=self.ids, dims=self.dims,
-                      header=header, flows=flows)  # type: ignore[arg-type]
+                      header=header, flows=flows, links=links)  # type: ignore[arg-type]
 
 
 MAX_TIME_US = 1e18

@@ -27,15 +27,19 @@ class Kind(IntEnum):
     KERNEL = 4
     MEMCPY = 5
     MEMSET = 6
+    MODULE = 7
+    """A module call (`nn.Module: BertLayer_3`, a python_function event): a scope of the
+    module path. Other python_function events (stack frames) are dropped."""
 
 
-CPU_KINDS = (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME)
+CPU_KINDS = (Kind.CPU_OP, Kind.ANNOTATION, Kind.RUNTIME, Kind.MODULE)
 DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 
 CATEGORIES: dict[str, int] = {
     # Kineto (torch >= 1.8) spellings, then the older profiler's and other tools'
     "cpu_op": Kind.CPU_OP, "operator": Kind.CPU_OP,
     "user_annotation": Kind.ANNOTATION,
+    "python_function": Kind.MODULE,
     "cuda_runtime": Kind.RUNTIME, "cuda_driver": Kind.RUNTIME, "runtime": Kind.RUNTIME,
     "hip_runtime": Kind.RUNTIME, "cuda runtime": Kind.RUNTIME, "hip runtime": Kind.RUNTIME,
     "kernel": Kind.KERNEL, "gpu kernel": Kind.KERNEL,
@@ -164,6 +168,10 @@ class Events:
         default_factory=_no_flows)  # type: ignore[arg-type]
     """`ac2g` flows (start ts, start id, end ts, end id): launch -> kernel links, used where
     runtime calls or kernels lack a `correlation` arg."""
+    links: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = field(
+        default_factory=_no_flows)  # type: ignore[arg-type]
+    """`fwdbwd` flows, same layout: forward op -> its backward node, used where CPU ops lack
+    a `Sequence number` arg."""
     header: dict[str, Any] = field(default_factory=dict)
     """Top-level keys other than traceEvents (schemaVersion, distributedInfo, ...)."""
 
