@@ -47,6 +47,7 @@ class Precision(StrEnum):
     `torch.backends.cuda.matmul.allow_tf32 = True`): fp32 everywhere but the GEMM rate."""
     FP16 = "fp16"
     BF16 = "bf16"
+    FP8 = "fp8"  # TE-style: linear GEMMs in FP8 with cast/amax rows (analytic/fp8.py), bf16 else
 
     @property
     def act_bytes(self) -> int:
@@ -56,7 +57,7 @@ class Precision(StrEnum):
     @property
     def mixed(self) -> bool:
         """True for 16-bit mixed precision (fp32 master weights kept)."""
-        return self in (Precision.FP16, Precision.BF16)
+        return self in (Precision.FP16, Precision.BF16, Precision.FP8)
 
 
 class Optimizer(StrEnum):

@@ -40,7 +40,7 @@ def test_models_lists_presets(capsys) -> None:
         (["ops", "bert-bse"], "did you mean bert-base"),
         (["ops", "bert-base", "--batch", "0"], "batch must be a positive integer"),
         (["ops", "bert-base", "--batch", "many"], "--batch"),
-        (["ops", "bert-base", "--precision", "fp8"], "--precision"),
+        (["ops", "bert-base", "--precision", "fp64"], "--precision"),
         (["ops", "bert-base", "--seq", "4096"], "exceeds"),
         (["ops", "bert-base", "--format", "csv"], "--format needs --output"),
         (["ops", "bert-base", "--output", "x.xlsx"], "unknown format 'xlsx'"),

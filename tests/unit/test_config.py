@@ -53,8 +53,8 @@ def test_invalid_model_sizes_raise_clear_errors(changes: dict, needle: str) -> N
 def test_run_config_validation() -> None:
     with pytest.raises(BertscopeError, match="batch must be a positive integer"):
         RunConfig(batch=0, seq=128)
-    with pytest.raises(BertscopeError, match="unknown precision 'fp8'"):
-        RunConfig(batch=1, seq=128, precision="fp8")
+    with pytest.raises(BertscopeError, match="unknown precision 'fp64'"):
+        RunConfig(batch=1, seq=128, precision="fp64")
     assert RunConfig(batch=2, seq=8, precision="bf16").precision is Precision.BF16
     with pytest.raises(BertscopeError, match="exceeds bert-base's 512 positions"):
         RunConfig(batch=1, seq=513).check(PRESETS["bert-base"])

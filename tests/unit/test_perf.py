@@ -338,7 +338,10 @@ def test_fusion_keeps_recompute_apart_from_forward_and_elides_its_writes() -> No
 @pytest.mark.parametrize("device", catalog(), ids=lambda d: d.name)
 def test_default_profiles_round_trip_through_json(device, tmp_path) -> None:
     prof = default_profile(device)
-    assert all(s == "assumed default" for s in prof.sources.values())
+    assert prof.sources["bandwidth"] == prof.sources["overhead"] == "assumed default"
+    # GPUs with an SM count get the first-principles GEMM model (tests/unit/test_perf_gpu_gemm.py)
+    assert (prof.sources["gemm"] == "assumed default"
+            or prof.sources["gemm"].startswith("tile/wave quantization"))
     again = DeviceProfile.from_json(prof.to_json())
     assert again == prof
     assert again.device.sources == device.sources

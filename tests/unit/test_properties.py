@@ -25,6 +25,7 @@ from bertscope.perf import (
     select_peaks,
 )
 from bertscope.perf.fusion import FUSED_COLUMN
+from bertscope.perf.gpu_gemm import TileWaveGemmEfficiency
 from bertscope.taxonomy import Phase, Sublayer, gemm_mask, phase_families
 from tests.conftest import MODELLED, sized, tiny
 
@@ -110,9 +111,11 @@ def test_lamb_moves_at_least_what_adam_does(family, a, d, b, s, prec):
 # -- the performance model: predicted time never falls below the roofline bound, never rises
 # when peak or bandwidth rise, and fusion never makes an iteration slower, over random
 # devices, efficiency figures and tiny models
-# every set has tf32: a tf32 run needs it (no stand-in) and no other chain reads it
-peak_sets = st.sampled_from([("fp32", "bf16", "fp16", "tf32"), ("fp32", "fp16", "tf32"),
-                             ("bf16", "tf32"), ("fp32", "tf32"), ("bf16", "fp16", "tf32")])
+# every set has tf32 and fp8: a tf32 or fp8 run needs it (no stand-in) and no other chain
+# reads it
+peak_sets = st.sampled_from([("fp32", "bf16", "fp16", "tf32", "fp8"),
+                             ("fp32", "fp16", "tf32", "fp8"), ("bf16", "tf32", "fp8"),
+                             ("fp32", "tf32", "fp8"), ("bf16", "fp16", "tf32", "fp8")])
 
 
 @st.composite
@@ -138,10 +141,15 @@ def profiles(draw) -> DeviceProfile:
     host = draw(st.sampled_from([0.0, 0.0, 2e-6, 2e-4]))
     per_phase = draw(st.sampled_from([{}, {"forward": 0.9, "backward_weight": 1.1},
                                       {"backward_data": 3.0}]))
+    shaped = TileWaveGemmEfficiency(  # the first-principles GPU model (perf/gpu_gemm.py)
+        sm_count=draw(st.sampled_from([1, 7, 108])), max_fraction=gemm,
+        mma_k=draw(st.sampled_from([1, 16])),
+        operand_intensity=draw(st.sampled_from([0.0, 86.4])), source="test")
     return DeviceProfile(
         device=device,
-        gemm=GemmEfficiency(max_fraction=gemm, half_saturation_flops=w0,
-                            half_saturation_dim=d0, per_phase=dict(per_phase), source="test"),
+        gemm=shaped if draw(st.booleans()) else GemmEfficiency(
+            max_fraction=gemm, half_saturation_flops=w0, half_saturation_dim=d0,
+            per_phase=dict(per_phase), source="test"),
         bandwidth=BandwidthEfficiency(max_fraction=bw, half_saturation_bytes=b0,
                                       source="test"),
         overhead=Overhead(seconds_per_launch=launch, host_seconds_per_launch=host,

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from bertscope.analytic.blocks import Block, expand
 from bertscope.analytic.decoder import decoder_blocks, decoder_layout
 from bertscope.analytic.encoder import encoder_blocks
+from bertscope.analytic.fp8 import to_fp8
 from bertscope.analytic.params import GroupLayout, encoder_layout
 from bertscope.analytic.t5 import t5_blocks, t5_layout
 from bertscope.analytic.vit import vit_blocks, vit_layout
-from bertscope.config import Family, ModelConfig, RunConfig
+from bertscope.config import Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.optable import Op
 
@@ -70,8 +71,10 @@ def layout(m: ModelConfig) -> Layout:
 def model_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     """All rows of one training iteration (one optimizer step) of `m`, as blocks in
     execution order (the pair is checked where it is made: `Job`, `parallel.Workload`,
-    `sweep.grid`)."""
-    return producer(m)(m, run)
+    `sweep.grid`). An fp8 run is its family's bf16 blocks with the FP8 recipe's rows
+    (`fp8.to_fp8`), so every producer gets fp8 from this one place."""
+    blocks = producer(m)(m, run)
+    return to_fp8(blocks, m.num_layers) if run.precision is Precision.FP8 else blocks
 
 
 def model_ops(m: ModelConfig, run: RunConfig) -> list[Op]:

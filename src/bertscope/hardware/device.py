@@ -7,6 +7,12 @@ device per file) carry the unit in each field name at the edge, as published:
     memory_bandwidth_GBps = 2039       # or _TBps
     on_chip_MiB = 40                   # optional; or _MB, _KiB, _GB, _GiB
     interconnect_GBps = 600            # optional; or _TBps, _Gbitps
+    sm_count = 108                     # optional (GPUs): SMs (NVIDIA) / compute units (AMD)
+    boost_clock_MHz = 1410             # optional: the clock the published peaks assume
+    mma_tile = [16, 8, 16]             # optional: M, N, K of one tensor-core instruction
+    l2_bytes_per_clock = 5120          # optional: L2 read bandwidth per clock, whole chip
+    [gemm_attainable_fraction]         # optional: measured large-GEMM rate / peak, per format
+    fp16 = 0.664
     [peak_TFLOPS]                      # DENSE peaks (no 2:4 structured sparsity); int8 in TOPS
     bf16 = 312
     [sources]                          # one citation per figure, keyed by the field name
@@ -91,6 +97,21 @@ class Device:
     """Citation per figure, keyed by `figures()` keys ("peaks.bf16", "memory_bytes", ...)."""
     aliases: tuple[str, ...] = ()
     """Other lowercase names `load_device` accepts, e.g. ("a100",)."""
+    sm_count: int | None = None
+    """Streaming multiprocessors (NVIDIA) or compute units (AMD): the processors a GEMM's
+    thread-block tiles are spread over (wave quantization); None where it does not apply
+    (TPUs: a few large systolic arrays) or is not published."""
+    boost_clock: float | None = None
+    """Clock the published peaks are computed at, Hz (peak = units x ops/clock x clock)."""
+    mma_tile: tuple[int, int, int] | None = None
+    """(M, N, K) of one tensor/matrix-core instruction (e.g. A100 mma.sync m16n8k16): GEMM
+    dimensions are padded to multiples of it."""
+    l2_bytes_per_clock: float | None = None
+    """Whole-chip L2 read bandwidth per clock, bytes (what feeds the SMs' operand tiles)."""
+    gemm_fractions: dict[NumberFormat, float] = field(default_factory=dict)
+    """Per format: the fraction of that format's dense peak large library GEMMs were
+    measured to reach (a microbenchmark figure, cited; file table
+    `[gemm_attainable_fraction]`); formats without a cited figure are absent."""
     notes: str = field(default="", repr=False)
     """Caveats: which figures were omitted and why, how dense figures were derived."""
     origin: str = field(default="", compare=False, repr=False)
@@ -103,6 +124,26 @@ class Device:
         object.__setattr__(self, "peaks", peaks)
         object.__setattr__(self, "sources", dict(self.sources))
         object.__setattr__(self, "aliases", tuple(self.aliases))
+        if self.mma_tile is not None:
+            tile = tuple(self.mma_tile)
+            if len(tile) != 3 or not all(isinstance(v, int) and not isinstance(v, bool)
+                                         and 0 < v <= 4096 for v in tile):
+                raise BertscopeError(f"device {self.name!r}: mma_tile must be three positive "
+                                     f"integers [M, N, K], got {self.mma_tile!r}")
+            object.__setattr__(self, "mma_tile", tile)
+            if not str(self.sources.get("mma_tile", "")).strip():
+                raise BertscopeError(f"device {self.name!r}: mma_tile has no source; cite "
+                                     f"where the figure comes from")
+        if self.sm_count is not None and (isinstance(self.sm_count, bool)
+                                          or not isinstance(self.sm_count, int)):
+            raise BertscopeError(f"device {self.name!r}: sm_count must be a whole number, "
+                                 f"got {self.sm_count!r}")
+        fractions = {_number_format(f, self.name): v for f, v in dict(self.gemm_fractions).items()}
+        object.__setattr__(self, "gemm_fractions", fractions)
+        for fmt, value in fractions.items():
+            if not (is_positive_number(value) and value <= 1):
+                raise BertscopeError(f"device {self.name!r}: gemm_attainable_fraction.{fmt.value} "
+                                     f"must lie in (0, 1], got {value!r}")
         if not isinstance(self.kind, DeviceKind):
             if self.kind not in set(DeviceKind):
                 kinds = ", ".join(k.value for k in DeviceKind)
@@ -136,6 +177,11 @@ class Device:
             out["on_chip_bytes"] = self.on_chip_bytes
         if self.interconnect_bandwidth is not None:
             out["interconnect_bandwidth"] = self.interconnect_bandwidth
+        for key in _COMPUTE_FIELDS:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        for fmt, value in self.gemm_fractions.items():
+            out[f"gemm_fractions.{fmt.value}"] = value
         return out
 
     @property
@@ -178,12 +224,20 @@ _QUANTITIES: dict[str, tuple[str, dict[str, int], bool]] = {
     "on_chip_bytes": ("on_chip", _CAPACITY_UNITS, False),
     "interconnect_bandwidth": ("interconnect", _BANDWIDTH_UNITS, False),
 }
+# Optional compute-structure figures (used by the GPU GEMM model, `perf/gpu_gemm.py`):
+# Device field -> (data-file key, scale to SI). mma_tile (a list) is handled apart.
+_COMPUTE_FILE = {"sm_count": ("sm_count", 1), "boost_clock": ("boost_clock_MHz", 10**6),
+                 "l2_bytes_per_clock": ("l2_bytes_per_clock", 1)}
+_FRACTIONS_TABLE = "gemm_attainable_fraction"
+_COMPUTE_FIELDS = tuple(_COMPUTE_FILE)
 _PEAKS_TABLE = "peak_TFLOPS"
 _TEXT_FIELDS = ("name", "sku", "vendor", "kind", "memory_kind", "on_chip_note",
                 "interconnect_note", "notes")
 _REQUIRED_TEXT = ("name", "vendor", "kind")
 _KNOWN_KEYS = frozenset(
-    [*_TEXT_FIELDS, "aliases", _PEAKS_TABLE, "sources", "references"]
+    [*_TEXT_FIELDS, "aliases", _PEAKS_TABLE, "sources", "references", "mma_tile",
+     _FRACTIONS_TABLE,
+     *(key for key, _ in _COMPUTE_FILE.values())]
     + [f"{stem}_{unit}" for stem, units, _ in _QUANTITIES.values() for unit in units]
 )
 _SUFFIXES = (".toml", ".json")
@@ -319,6 +373,40 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
         quantities[attr] = number(file_key, raw[file_key], units[given[0]])
         sources[attr] = cite(file_key)
         used.add(file_key)
+    compute: dict[str, Any] = {}
+    for attr, (file_key, scale) in _COMPUTE_FILE.items():
+        if file_key in raw:
+            value = raw[file_key]
+            if attr == "sm_count" and (isinstance(value, bool) or not isinstance(value, int)
+                                       or not 0 < value <= 100_000):
+                raise fail(f"sm_count must be a whole number of SMs/CUs, got {value!r}")
+            compute[attr] = value if attr == "sm_count" else number(file_key, value, scale)
+            sources[attr] = cite(file_key)
+            used.add(file_key)
+    if "mma_tile" in raw:
+        tile = raw["mma_tile"]
+        if not (isinstance(tile, list) and len(tile) == 3 and all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 4096 for v in tile)):
+            raise fail(f"mma_tile must be three positive integers [M, N, K], got {tile!r}")
+        compute["mma_tile"] = tuple(tile)
+        sources["mma_tile"] = cite("mma_tile")
+        used.add("mma_tile")
+    fractions_raw = raw.get(_FRACTIONS_TABLE, {})
+    if not isinstance(fractions_raw, dict):
+        raise fail(f"[{_FRACTIONS_TABLE}] must map number formats to fractions, e.g. fp16 = 0.66")
+    fractions: dict[NumberFormat, float] = {}
+    for fmt_name, value in fractions_raw.items():
+        if fmt_name not in set(NumberFormat):
+            raise fail(f"unknown number format {fmt_name!r} in [{_FRACTIONS_TABLE}]; "
+                       f"use one of: {formats}")
+        file_key = f"{_FRACTIONS_TABLE}.{fmt_name}"
+        if not (is_positive_number(value) and value <= 1):
+            raise fail(f"{file_key} must be a fraction in (0, 1], got {value!r}")
+        fractions[NumberFormat(fmt_name)] = float(value)
+        sources[f"gemm_fractions.{fmt_name}"] = cite(file_key)
+        used.add(file_key)
+    if fractions:
+        compute["gemm_fractions"] = fractions
     stray = sorted(set(sources_raw) - used)
     if stray:
         raise fail(f"[sources] has {stray[0]!r}, which is not a figure in this file; "
@@ -345,6 +433,7 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
             aliases=tuple(a.lower() for a in aliases),
             notes=text.get("notes", ""),
             origin=origin,
+            **compute,
         )
     except BertscopeError as e:
         raise fail(str(e)) from None

@@ -265,6 +265,10 @@ def profile(
                              f"or sdpa; ops, predict and sweep model it")
     if hf and m.family is Family.ALBERT and not m.share_layers:
         raise BertscopeError("Hugging Face ALBERT shares its layers; set share_layers")
+    if run.precision is Precision.FP8:
+        raise BertscopeError("--precision fp8 is not measured: the reference models have no "
+                             "Transformer Engine FP8 GEMMs; ops, predict and sweep model it "
+                             "(profile --precision bf16 instead)")
     dev = resolve_device(device)
     if run.precision is Precision.TF32 and dev.type != "cuda":
         raise BertscopeError(f"--precision tf32 runs fp32 matmuls on a GPU's TF32 tensor "

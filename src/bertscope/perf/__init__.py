@@ -9,7 +9,8 @@
 Each piece is small and swappable: `roofline.py` (which peak a row is held to, the bound),
 `efficiency.py` (the efficiency models' contract, defaults per device kind and every model
 name: `device_profile.py` holds the protocols, registry and `DeviceProfile` = device + models
-with its JSON round trip, `gemm_models.py` the GEMM model, `memory_models.py` the bandwidth
+with its JSON round trip, `gemm_models.py` the fitted GEMM models, `gpu_gemm.py` the
+first-principles tile/wave GEMM model of catalog GPUs, `memory_models.py` the bandwidth
 and overhead models), `predict.py` (time per row and its bound), `fusion.py` (what fusion
 would buy), `calibrate.py` (fitting the models to measurements).
 """
@@ -25,11 +26,13 @@ from bertscope.perf.efficiency import (
     GemmEfficiency,
     Overhead,
     OverheadModel,
+    TileWaveGemmEfficiency,
     default_profile,
     load_profile,
     register_model,
 )
 from bertscope.perf.fusion import fuse
+from bertscope.perf.gemm_models import FormatGemmEfficiency
 from bertscope.perf.predict import Bound, by_bound, predict
 from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
 
@@ -40,11 +43,13 @@ __all__ = [
     "CategoryBandwidthEfficiency",
     "DeviceProfile",
     "EfficiencyModel",
+    "FormatGemmEfficiency",
     "GemmEfficiency",
     "Knobs",
     "Overhead",
     "OverheadModel",
     "Peaks",
+    "TileWaveGemmEfficiency",
     "by_bound",
     "default_profile",
     "fuse",

@@ -16,7 +16,10 @@ spread over its key's other categories.
 
 Fits (closed form):
 
-- GEMM: per launch t = (W + W0) / (P x max) x (D + D0) / D, which is `GemmEfficiency`; for
+- GEMM, per number format the measured runs' GEMMs ran in (fp32, bf16, fp16: each relative
+  to its own peak; several formats give a `FormatGemmEfficiency`, which predictions read
+  for their run's format): per launch t = (W + W0) / (P x max) x (D + D0) / D, which is
+  `GemmEfficiency`; for
   each D0 on a grid, t D / (D + D0) = a W + c is linear, so max = 1 / (P a), W0 = c / a.
   From measured op tables, then one factor per phase (`gemm_phase`: forward, which covers
   recompute by `Phase.family`; data and weight gradient): the median of predicted /
@@ -53,6 +56,8 @@ from bertscope.perf.efficiency import (
     Overhead,
     gemm_phase,
 )
+from bertscope.perf.gemm_models import FormatGemmEfficiency
+from bertscope.perf.roofline import select_peaks
 from bertscope.taxonomy import Phase, PhaseFamily, gemm_mask, phase_families
 
 KEYS = ["layer", "sublayer", "phase", "kind", "category"]
@@ -168,18 +173,52 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
     return GemmFit(model=model, mape=err, points=len(p), peak_flops=peak)
 
 
-def with_gemm_peak(profile: DeviceProfile, fit: GemmFit) -> DeviceProfile:
-    """`profile` with its fp32 peak raised to `fit.peak_flops` where the fit needed a higher
+def with_gemm_peak(profile: DeviceProfile, fit: GemmFit,
+                   fmt: NumberFormat = NumberFormat.FP32) -> DeviceProfile:
+    """`profile` with its `fmt` peak raised to `fit.peak_flops` where the fit needed a higher
     one (measured GEMMs beat the microbenchmark); the source says why."""
     dev = profile.device
-    old = dev.peak_flops("fp32")
+    old = dev.peak_flops(fmt)
     if fit.peak_flops <= old:
         return profile
+    key = f"peaks.{fmt.value}"
     note = (f"fastest fitted GEMM rate ({fit.model.source}); the microbenchmark measured "
-            f"{old:.4g} FLOP/s: {dev.sources['peaks.fp32']}")
-    device = replace(dev, peaks={**dev.peaks, NumberFormat.FP32: fit.peak_flops},
-                     sources={**dev.sources, "peaks.fp32": note})
+            f"{old:.4g} FLOP/s: {dev.sources[key]}")
+    device = replace(dev, peaks={**dev.peaks, fmt: fit.peak_flops},
+                     sources={**dev.sources, key: note})
     return replace(profile, device=device)
+
+
+def _gemm_format(profile: DeviceProfile, table: OpTable) -> NumberFormat:
+    """The number format a measured run's GEMMs ran in on the profile's device."""
+    return select_peaks(profile.device, table.run.precision).gemm_format
+
+
+def fit_gemm_per_format(keys: pd.DataFrame, profile: DeviceProfile,
+                        source: str) -> tuple[DeviceProfile, Any, dict[str, Any]]:
+    """GEMM fits per number format (column `format` of the joined keys), each relative to
+    its format's peak (raised where measured GEMMs beat it). One format: a `GemmEfficiency`;
+    several: a `FormatGemmEfficiency` whose default is fp32 where fitted (else the format with
+    the most points). Formats with fewer than 3 GEMM points are left to the default."""
+    fits: dict[NumberFormat, GemmFit] = {}
+    for fmt in sorted({NumberFormat(f) for f in keys["format"]}, key=list(NumberFormat).index):
+        points = keys[(keys["kind"] == "gemm") & (keys["format"] == fmt.value)]
+        if int(((points["flops"] > 0) & (points["time_s"] > 0)).sum()) < 3 and fits:
+            continue
+        fit = fit_gemm(points, profile.device.peak_flops(fmt), f"{source} ({fmt.value} GEMMs)")
+        profile = with_gemm_peak(profile, fit, fmt)
+        fits[fmt] = fit
+    report = {"gemm_points": sum(f.points for f in fits.values()),
+              "gemm_fit_mape": {f.value: fit.mape for f, fit in fits.items()}}
+    if len(fits) == 1:
+        (fmt, fit), = fits.items()
+        report["gemm_fit_mape"] = fit.mape
+        return profile, fit.model, report
+    default = (NumberFormat.FP32 if NumberFormat.FP32 in fits
+               else max(fits, key=lambda f: fits[f].points))
+    model = FormatGemmEfficiency(per_format={f.value: fit.model for f, fit in fits.items()},
+                                 default=default.value, source=source)
+    return profile, model, report
 
 
 def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
@@ -233,16 +272,14 @@ def fit_from_tables(pairs: Iterable[tuple[OpTable, OpTable]], profile: DevicePro
     carry iteration times), from (measured, analytic) table pairs of the same runs; returns
     the profile with the fitted models and a report of the fits."""
     pairs = list(pairs)
-    keys = pd.concat([joined(m, a) for m, a in pairs], ignore_index=True)
+    keys = pd.concat([joined(m, a).assign(format=_gemm_format(profile, a).value)
+                      for m, a in pairs], ignore_index=True)
     keys = keys.rename(columns={"measured_s": "time_s"})
-    peak = profile.device.peak_flops("fp32")
-    gemm = fit_gemm(keys[keys["kind"] == "gemm"], peak, source)
-    profile = with_gemm_peak(profile, gemm)
+    profile, gemm, report = fit_gemm_per_format(keys, profile, source)
     mem = fit_memory(keys[keys["kind"] == "memory"], profile.device.memory_bandwidth, source)
-    report = {"gemm_points": gemm.points, "gemm_fit_mape": gemm.mape,
-              "memory_points": int((keys["kind"] == "memory").sum()),
-              "memory_categories": sorted(mem.per_category)}
-    models: dict[str, Any] = {"gemm": gemm.model, "bandwidth": mem}
+    report |= {"memory_points": int((keys["kind"] == "memory").sum()),
+               "memory_categories": sorted(mem.per_category)}
+    models: dict[str, Any] = {"gemm": gemm, "bandwidth": mem}
     host = fit_host_gap(pairs)
     if host is not None and isinstance(profile.overhead, Overhead):
         models["overhead"] = replace(
@@ -273,6 +310,7 @@ __all__ = [
     "fit_from_microbench",
     "fit_from_tables",
     "fit_gemm",
+    "fit_gemm_per_format",
     "fit_host_gap",
     "fit_memory",
     "join_keys",

@@ -254,6 +254,9 @@ _FILE_KEYS = {
     "memory_bandwidth": ("memory_bandwidth_GBps", 1e9),
     "on_chip_bytes": ("on_chip_MB", 1e6),
     "interconnect_bandwidth": ("interconnect_GBps", 1e9),
+    "sm_count": ("sm_count", 1),
+    "boost_clock": ("boost_clock_MHz", 1e6),
+    "l2_bytes_per_clock": ("l2_bytes_per_clock", 1),
 }
 
 
@@ -272,8 +275,15 @@ def device_to_dict(d: Device) -> dict[str, Any]:
     for attr, (key, scale) in _FILE_KEYS.items():
         value = getattr(d, attr)
         if value is not None:
-            out[key] = value / scale
+            out[key] = value if attr == "sm_count" else value / scale
             sources[key] = d.sources[attr]
+    if d.mma_tile is not None:
+        out["mma_tile"] = list(d.mma_tile)
+        sources["mma_tile"] = d.sources["mma_tile"]
+    if d.gemm_fractions:
+        out["gemm_attainable_fraction"] = {f.value: v for f, v in d.gemm_fractions.items()}
+        for f in d.gemm_fractions:
+            sources[f"gemm_attainable_fraction.{f.value}"] = d.sources[f"gemm_fractions.{f.value}"]
     out["sources"] = sources
     return out
 

@@ -16,21 +16,29 @@ them):
   fall when a launch does more work w, and the time it implies, w / f(w), does not fall
   either (so merging ops, as fusion does, never costs time: with f non-decreasing, w / f(w)
   is subadditive; with w / f(w) non-decreasing, eliding bytes never adds time). The
-  saturating built-in models give w / f(w) = (w + w0) / max, which is both;
+  saturating built-in models give w / f(w) = (w + w0) / max, which is both. The GPU
+  tile/wave GEMM model (`gpu_gemm.py`) keeps the second (a bigger GEMM never takes fewer
+  waves) but not the first (one tile past a full wave lowers the fraction, as NVIDIA's GEMM
+  guide shows); fusion never merges GEMM rows, so only the time's monotonicity is needed;
 - an `OverheadModel` charges a row (floor and host time alike) no more than the sum of what
   its members' rows would be charged separately;
 - models depend on the rows only, never on the device's peaks (a faster chip is never slower);
 - a model that keys figures by phase does so through `Phase.family` (recompute is forward
   work run again, so it takes the forward figures).
 
-The default figures are *assumed defaults* per device kind (`source` says so); calibration
+The default figures are *assumed defaults* per device kind (`source` says so), except the
+GEMM model of GPUs with an SM count (first principles, `gpu_gemm.for_device`); calibration
 replaces them with fitted figures and records where they came from in `source`. Models are
 registered by class name so a `DeviceProfile` JSON file can name any of them.
 
 Where things live (every name below is importable from here):
 
 - `device_profile.py`: the protocols, the registry, `DeviceProfile` and its JSON round trip;
-- `gemm_models.py`: `GemmEfficiency` and `gemm_phase` (its per-phase key);
+- `gemm_models.py`: `GemmEfficiency`, `gemm_phase` (its per-phase key) and
+  `FormatGemmEfficiency` (one fitted model per GEMM number format; a model offering
+  `for_format(fmt)` is asked for the run's format by `predict.row_times`);
+- `gpu_gemm.py`: `TileWaveGemmEfficiency`, the first-principles tile/wave quantization model
+  catalog GPUs with an SM count get by default (`for_device`);
 - `memory_models.py`: `BandwidthEfficiency`, the fitted `CategoryBandwidthEfficiency`,
   `Overhead`;
 - this module: the assumed defaults per device kind, `default_profile`, `load_profile`.
@@ -53,6 +61,7 @@ from bertscope.perf.device_profile import (
     register_model,
 )
 from bertscope.perf.gemm_models import GemmEfficiency, gemm_phase
+from bertscope.perf.gpu_gemm import TileWaveGemmEfficiency, for_device
 from bertscope.perf.memory_models import (
     BandwidthEfficiency,
     CategoryBandwidthEfficiency,
@@ -88,8 +97,16 @@ _DEFAULTS: dict[DeviceKind, tuple[GemmEfficiency, BandwidthEfficiency, Overhead]
 
 
 def default_profile(device: Device) -> DeviceProfile:
-    """The device with the assumed default efficiency models of its kind."""
+    """The device with the default efficiency models of its kind: a GPU with an SM/CU count
+    gets the first-principles tile/wave GEMM model (`gpu_gemm.for_device`), everything
+    else (TPUs, CPUs, GPUs without the figures) the assumed defaults."""
     gemm, bandwidth, overhead = _DEFAULTS[device.kind]
+    shaped = for_device(device)
+    if shaped is not None:
+        return DeviceProfile(device=device, gemm=shaped, bandwidth=bandwidth,
+                             overhead=overhead,
+                             notes="first-principles GEMM model (tile/wave quantization); "
+                                   "assumed default bandwidth and overhead")
     return DeviceProfile(device=device, gemm=gemm, bandwidth=bandwidth, overhead=overhead,
                          notes=f"assumed defaults for a {device.kind.value}")
 
@@ -117,6 +134,7 @@ __all__ = [
     "GemmEfficiency",
     "Overhead",
     "OverheadModel",
+    "TileWaveGemmEfficiency",
     "default_profile",
     "device_to_dict",
     "gemm_phase",

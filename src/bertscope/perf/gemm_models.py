@@ -10,7 +10,7 @@ their own (a data gradient and a weight gradient run at different rates).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -19,6 +19,7 @@ from bertscope.errors import BertscopeError, is_positive_number
 from bertscope.perf.device_profile import (
     ASSUMED,
     ModelBase,
+    model_from_dict,
     per_launch,
     register_model,
     saturating,
@@ -100,4 +101,59 @@ class GemmEfficiency(ModelBase):
         return np.where(w > 0, f, 1.0)
 
 
-__all__ = ["GemmEfficiency", "gemm_phase"]
+@register_model
+@dataclass(kw_only=True, frozen=True, slots=True)
+class FormatGemmEfficiency(ModelBase):
+    """One fitted `GemmEfficiency` per GEMM number format (calibration from measured tables
+    of several precisions: a bf16 GEMM's shape of efficiency differs from an fp32 one's);
+    `for_format` gives the model of a run's GEMM format (`predict.row_times` asks), the
+    `default` format's where a format was not fitted (its `source` says so)."""
+
+    per_format: dict[str, Any]
+    """Number format -> `GemmEfficiency` (or its `to_dict()` form, as read from a file)."""
+    default: str
+    """The format whose model other formats use."""
+    source: str = "fitted"
+    """Where the figures come from."""
+
+    def __post_init__(self) -> None:
+        self._check()
+        if not isinstance(self.per_format, Mapping) or not self.per_format:
+            raise BertscopeError("FormatGemmEfficiency.per_format: expected an object of "
+                                 "number format -> GemmEfficiency")
+        models = {}
+        for fmt, m in self.per_format.items():
+            if isinstance(m, Mapping):
+                m = model_from_dict(dict(m), where=f"FormatGemmEfficiency.per_format[{fmt!r}]")
+            if not isinstance(m, GemmEfficiency):
+                raise BertscopeError(f"FormatGemmEfficiency.per_format[{fmt!r}] must be a "
+                                     f"GemmEfficiency, got {type(m).__name__}")
+            models[str(fmt)] = m
+        if self.default not in models:
+            raise BertscopeError(f"FormatGemmEfficiency.default {self.default!r} is not one of "
+                                 f"the fitted formats ({', '.join(models)})")
+        object.__setattr__(self, "per_format", models)
+
+    def __hash__(self) -> int:
+        return self._hash()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields (each format's model in its own `to_dict()` form) plus `"model"`."""
+        return {"model": type(self).__name__, "default": self.default, "source": self.source,
+                "per_format": {f: m.to_dict() for f, m in self.per_format.items()}}
+
+    def for_format(self, fmt: Any) -> GemmEfficiency:
+        """The model fitted for `fmt`, else the default format's, its source saying so."""
+        model = self.per_format.get(str(fmt))
+        if model is not None:
+            return model
+        base = self.per_format[self.default]
+        return replace(base, source=f"{base.source} (fitted on {self.default} GEMMs; "
+                                    f"{fmt} not calibrated)")
+
+    def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """The default format's fractions (`for_format` picks a run's own)."""
+        return self.per_format[self.default].fraction(rows)
+
+
+__all__ = ["FormatGemmEfficiency", "GemmEfficiency", "gemm_phase"]

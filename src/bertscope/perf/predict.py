@@ -68,6 +68,14 @@ def _fraction(values: np.ndarray, what: str) -> np.ndarray:
     return f
 
 
+def gemm_for(profile: DeviceProfile, peaks: Peaks) -> Any:
+    """The profile's GEMM model for the run's GEMM format: a model with per-format figures
+    (`gpu_gemm.TileWaveGemmEfficiency`, `gemm_models.FormatGemmEfficiency`) offers
+    `for_format`; any other model is used as it is."""
+    pick = getattr(profile.gemm, "for_format", None)
+    return profile.gemm if pick is None else pick(peaks.gemm_format)
+
+
 def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
               overhead_scale: float = 1.0) -> dict[str, np.ndarray]:
     """The formulas of the module docstring for op-table columns `rows`: compute_s,
@@ -76,6 +84,7 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
     sweep engine (rows x configurations) numeric columns with (rows, 1) category and phase
     columns. `overhead_scale` multiplies the launch floor and host time (a what-if knob)."""
     roof = roofline(rows, peaks)
+    gemm_model = gemm_for(profile, peaks)
     cats = np.asarray(rows["category"], dtype=object)
     gemm = gemm_mask(cats.reshape(len(cats), -1)[:, 0])  # one flag per row (the first axis)
     compute = np.asarray(roof["compute_s"], dtype=float)
@@ -86,7 +95,7 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
         # contiguous GEMM rows (the sweep sorts them so) are a view, not a copy
         sel = slice(at[0], at[-1] + 1) if at[-1] - at[0] + 1 == len(at) else gemm
         subset = Columns({c: np.asarray(v)[sel] for c, v in rows.items()})
-        compute[sel] = compute[sel] / _fraction(profile.gemm.fraction(subset), "GEMM")
+        compute[sel] = compute[sel] / _fraction(gemm_model.fraction(subset), "GEMM")
     f_bw = _fraction(profile.bandwidth.fraction(rows), "bandwidth")
     memory = roof["memory_s"] / f_bw
     overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)
@@ -175,7 +184,8 @@ def _summary(cols: Mapping[str, Any], meta: dict[str, Any], profile: DeviceProfi
         "vector_peak_flops": peaks.vector_flops,
         "bandwidth": peaks.bandwidth,
         "notes": list(peaks.notes),
-        "models": {"gemm": profile.gemm.to_dict(), "bandwidth": profile.bandwidth.to_dict(),
+        "models": {"gemm": gemm_for(profile, peaks).to_dict(),
+                   "bandwidth": profile.bandwidth.to_dict(),
                    "overhead": profile.overhead.to_dict()},
         "time_s": time_s,
         "roofline_s": _total(cols["roofline_s"]),

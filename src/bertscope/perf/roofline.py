@@ -8,7 +8,9 @@ Multicore Architectures, CACM 52(4), 2009.) The peak depends on the row:
 - GEMM and batched-GEMM rows run on the tensor / matrix units in the run's precision: fp32
   runs use the fp32 peak (PyTorch does not use TF32 for matmuls by default since 1.12:
   `torch.backends.cuda.matmul.allow_tf32 = False`), tf32 runs (that flag on) the tf32 peak,
-  fp16/bf16 runs that format's peak.
+  fp16/bf16 runs that format's peak. fp8 runs hold linear layers' GEMMs (category GEMM) to
+  the fp8 peak and attention's batched GEMMs, which stay bf16 (`analytic/fp8.py`), to the
+  bf16 peak.
 - Every other row (softmax, layernorm, GELU, optimizer...) runs on the vector units in fp32
   arithmetic, so it uses the fp32 peak.
 
@@ -48,6 +50,11 @@ _GEMM_FORMATS: dict[Precision, tuple[NumberFormat, ...]] = {
     Precision.TF32: (F.TF32,),  # no stand-in: a chip without TF32 units refuses the run
     Precision.BF16: (F.BF16, F.FP32, F.FP16),
     Precision.FP16: (F.FP16, F.BF16, F.FP32),
+    Precision.FP8: (F.FP8,),  # no stand-in: a chip without FP8 tensor math refuses the run
+}
+_REFUSED = {  # precision -> (who has the format, what to run instead)
+    Precision.TF32: ("TF32 tensor math: NVIDIA Ampere and newer, AMD MI300", "fp32 or bf16"),
+    Precision.FP8: ("FP8 tensor math: NVIDIA Hopper and newer, AMD MI300, TPU v5p", "bf16"),
 }
 _WHY = {
     (Precision.FP32, F.BF16): "no fp32 matrix peak: fp32 matmuls run as bf16 passes (XLA default)",
@@ -75,6 +82,9 @@ class Peaks:
     """Link bytes/s for communication rows (None: not published)."""
     notes: tuple[str, ...] = field(default=())
     """Stand-ins used where the chip lacks a format."""
+    batched_gemm_flops: float | None = None
+    """FLOP/s of batched-GEMM rows where it differs from `gemm_flops` (fp8 runs: attention's
+    batched GEMMs stay bf16); None: the same."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +117,10 @@ class Knobs:
         if self.gemm_peak == 1 and self.bandwidth == 1:
             return peaks
         note = f"what-if: GEMM peak x{self.gemm_peak:g}, bandwidth x{self.bandwidth:g}"
+        batched = (None if peaks.batched_gemm_flops is None
+                   else peaks.batched_gemm_flops * self.gemm_peak)
         return replace(peaks, gemm_flops=peaks.gemm_flops * self.gemm_peak,
+                       batched_gemm_flops=batched,
                        bandwidth=peaks.bandwidth * self.bandwidth,
                        notes=(*peaks.notes, note))
 
@@ -125,10 +138,10 @@ def select_peaks(device: Device, precision: Precision | str,
     else:
         chain = _GEMM_FORMATS[prec]
         have = [f for f in chain if device.has(f)]
-        if not have and prec is Precision.TF32:
-            raise BertscopeError(f"{device.sku} ({device.name}) has no tf32 peak (TF32 tensor "
-                                 f"math: NVIDIA Ampere and newer, AMD MI300); use "
-                                 f"--precision fp32 or bf16")
+        if not have and prec in _REFUSED:
+            who, instead = _REFUSED[prec]
+            raise BertscopeError(f"{device.sku} ({device.name}) has no {prec.value} peak "
+                                 f"({who}); use --precision {instead}")
         if not have:
             formats = ", ".join(f.value for f in device.formats)
             raise BertscopeError(f"{device.sku} ({device.name}) has no floating-point peak "
@@ -141,9 +154,12 @@ def select_peaks(device: Device, precision: Precision | str,
     else:
         v, vector = g, gemm
         notes.append(f"other ops at the {g.value} peak: no published fp32 vector rate")
+    batched = None
+    if prec is Precision.FP8 and gemm_format is None:  # attention's batched GEMMs stay bf16
+        batched = select_peaks(device, Precision.BF16).gemm_flops
     return Peaks(gemm_format=g, gemm_flops=gemm, vector_format=v, vector_flops=vector,
                  bandwidth=device.memory_bandwidth, interconnect=device.interconnect_bandwidth,
-                 notes=tuple(notes))
+                 notes=tuple(notes), batched_gemm_flops=batched)
 
 
 def row_peaks(rows: Mapping[str, Any] | pd.DataFrame,
@@ -153,6 +169,9 @@ def row_peaks(rows: Mapping[str, Any] | pd.DataFrame,
     cat = np.asarray(rows["category"], dtype=object)
     gemm = gemm_mask(cat)
     flops_peak = np.where(gemm, peaks.gemm_flops, peaks.vector_flops)
+    if peaks.batched_gemm_flops is not None:
+        flops_peak = np.where(cat == Category.BATCHED_GEMM, peaks.batched_gemm_flops,
+                              flops_peak)
     comm = cat == Category.COMMUNICATION
     link = peaks.interconnect if peaks.interconnect is not None else np.nan
     bytes_peak = np.where(comm, link, peaks.bandwidth)

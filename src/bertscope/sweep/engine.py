@@ -35,7 +35,7 @@ CHUNK = 1 << 15
 """Most configurations evaluated at once (per device and knob set); larger groups are cut
 along their longest axis, so memory stays bounded whatever the grid."""
 
-NUMERIC = ("flops", "bytes_read", "bytes_written", "count", "m", "n", "k")
+NUMERIC = ("flops", "bytes_read", "bytes_written", "count", "m", "n", "k", "batch")
 """Numeric op-table columns a sweep passes to the efficiency models (the contract of
 `perf.device_profile.EfficiencyModel`)."""
 LABELS = ("category", "phase")
@@ -177,7 +177,9 @@ def _stacked_peaks(targets: list[tuple[DeviceProfile, Knobs]], precision: Any) -
                  gemm_flops=np.array([x.gemm_flops for x in each]),  # type: ignore[arg-type]
                  vector_flops=np.array([x.vector_flops for x in each]),  # type: ignore[arg-type]
                  bandwidth=np.array([x.bandwidth for x in each]),  # type: ignore[arg-type]
-                 interconnect=np.array(link))  # type: ignore[arg-type]
+                 interconnect=np.array(link),  # type: ignore[arg-type]
+                 batched_gemm_flops=(None if each[0].batched_gemm_flops is None else np.array(
+                     [x.batched_gemm_flops for x in each])))  # type: ignore[arg-type]
 
 
 def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],

@@ -1,0 +1,220 @@
+"""A shape-aware GPU GEMM efficiency model from first principles: tile and wave quantization.
+
+A GPU GEMM library (cuBLAS, rocBLAS/hipBLASLt, CUTLASS) splits the M x N output into
+thread-block (CTA / workgroup) tiles of Tm x Tn and spreads them over the chip's SMs (CUs);
+each tile steps through all of K. Every tile costs a whole tile's work, and the chip runs in
+waves of one tile per SM, so (NVIDIA, *Matrix Multiplication Background User's Guide*,
+DU-09799-001, section 3 "Dimension Quantization Effects"; *GPU Performance Background*):
+
+- **tile quantization**: a 257 x 256 output with 128 x 128 tiles launches 6 tiles, not 4;
+  the useful share of the launched work is M N / (ceil(M/Tm) Tm ceil(N/Tn) Tn);
+- **wave quantization**: with `sm_count` SMs the tiles run in ceil(tiles / sm_count) waves;
+  the share of SM-slots doing work is tiles / (waves x sm_count). The guide's example: an
+  A100 (108 SMs) runs one 256 x 128 tile per SM, so a wave is 108 tiles and M = 2304,
+  N = 1536 (9 x 12 = 108 tiles) fills one wave while N = 1664 (117 tiles) needs two.
+
+For each candidate tile (the guide's section 2.3 list of typical cuBLAS tiles) and split-K
+factor (K cut into s slices run as separate tiles, as libraries do when the output tiles
+alone do not fill one wave):
+
+    utilization = tile share x wave share x K share (K padded to the tensor-core
+                  instruction's K, `mma_k`)
+    reuse       = min(1, 2 Tm Tn / (Tm + Tn) / operand_intensity)
+
+The reuse term is the operand feed: a tile does 2 Tm Tn FLOPs per (Tm + Tn) operand elements
+it loads per K step; an SM keeps its tensor units busy only when that is at least
+`operand_intensity` = 2 x (16-bit tensor FLOP/clock per SM) / (L2 bytes/clock per SM)
+(element bytes and tensor rate scale together across fp8/16-bit/tf32, so the ratio is format
+free). 0 = not limiting (no published L2 bandwidth). The library is taken to pick the best
+candidate (cuBLAS heuristics choose tiles per shape), and
+
+    fraction = max_fraction x max over candidates (utilization x reuse)
+
+with `max_fraction` the attainable fraction of the dense peak large GEMMs reach: per number
+format where the catalog cites a microbenchmark (`Device.gemm_fractions`, e.g. V100 fp16
+0.664 and fp32 0.755 from Markidis et al. 2018), picked by `for_format` for the run's GEMM
+format (`predict.row_times` asks), else the assumed default. Unlike the
+saturating default, the fraction can *fall* as a GEMM grows (one tile past a full wave), as
+the guide shows; the time it implies never falls (more tiles never take fewer waves).
+Everything is numpy arithmetic on the row columns: elementwise for any broadcast shape (the
+sweep's (rows, configs...) arrays), with a Python loop only over the fixed candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from bertscope.errors import BertscopeError
+from bertscope.hardware import Device, DeviceKind, NumberFormat
+from bertscope.perf.device_profile import ModelBase, per_launch, register_model
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+GUIDE_TILES: tuple[tuple[int, int], ...] = (
+    (256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (64, 128), (64, 64))
+"""Thread-block tiles the Matrix Multiplication Background guide (section 2.3, "Typical Tile
+Dimensions In cuBLAS And Performance") lists as cuBLAS's."""
+
+SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16)
+"""Split-K factors considered (CUTLASS's split-K / parallel reduction), each only where the
+split tiles still fit in one wave (tiles x s <= SMs): split-K is how a library fills a GPU
+that the output tiles alone leave idle, not a way to even out multi-wave tails, and its
+partial-sum reduction (not charged) would make that a loss."""
+
+ASSUMED_FRACTION = 0.85
+"""Attainable fraction used where the catalog cites no measurement: the assumed default of
+`efficiency._DEFAULTS` (not a cited figure; the profile's source says so)."""
+
+
+_ASSUMED_CAP = f"cap {ASSUMED_FRACTION:g} (assumed default, not cited)"
+
+
+def _ceil_div(a: np.ndarray, b: float) -> np.ndarray:
+    return np.ceil(a / b)
+
+
+@register_model
+@dataclass(kw_only=True, frozen=True, slots=True)
+class TileWaveGemmEfficiency(ModelBase):
+    """GEMM fraction of the tensor peak from tile, wave and K quantization over `sm_count`
+    SMs, a tile-reuse term and an attainable cap (module docstring)."""
+
+    sm_count: int
+    """SMs (NVIDIA) or CUs (AMD): tiles run in waves of this many."""
+    max_fraction: float
+    """Fraction of the dense peak large, well-shaped GEMMs reach."""
+    tiles: tuple[tuple[int, int], ...] = GUIDE_TILES
+    """Candidate thread-block tiles (Tm, Tn)."""
+    splits: tuple[int, ...] = SPLITS
+    """Candidate split-K factors."""
+    mma_k: int = 1
+    """K of one tensor-core instruction: K is padded to a multiple of it."""
+    operand_intensity: float = 0.0
+    """FLOPs per operand element a tile must do to keep an SM's tensor units fed from L2
+    (0: not limiting)."""
+    format_fractions: tuple[tuple[str, float, str], ...] = ()
+    """(number format, attainable fraction, its citation) triples: the fraction replaces
+    `max_fraction` for a run whose GEMMs use that format (`for_format`), the citation the
+    assumed cap in `source`."""
+    source: str = "first principles"
+    """Where the figures come from."""
+
+    _bounds: ClassVar[dict[str, tuple[float, float]]] = {
+        "sm_count": (1, 100_000), "max_fraction": (1e-6, 1.0), "mma_k": (1, 4096),
+        "operand_intensity": (0.0, 1e6)}
+
+    def __post_init__(self) -> None:
+        self._check()
+        for name in ("sm_count", "mma_k"):
+            if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
+                raise BertscopeError(f"TileWaveGemmEfficiency.{name} must be a whole number, "
+                                     f"got {getattr(self, name)!r}")
+        tiles = tuple(tuple(t) for t in self.tiles) if isinstance(self.tiles, list | tuple) else ()
+        if not tiles or not all(len(t) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                    and 0 < v <= 4096 for v in t) for t in tiles):
+            raise BertscopeError(f"TileWaveGemmEfficiency.tiles must be a list of [Tm, Tn] "
+                                 f"positive integers, got {self.tiles!r}")
+        splits = tuple(self.splits) if isinstance(self.splits, list | tuple) else ()
+        if not splits or not all(isinstance(s, int) and not isinstance(s, bool) and 0 < s <= 1024
+                                 for s in splits):
+            raise BertscopeError(f"TileWaveGemmEfficiency.splits must be a list of positive "
+                                 f"integers, got {self.splits!r}")
+        object.__setattr__(self, "tiles", tiles)
+        object.__setattr__(self, "splits", splits)
+        raw = self.format_fractions if isinstance(self.format_fractions, list | tuple) else None
+        triples = tuple((str(p[0]), p[1], str(p[2])) for p in raw or ()
+                        if isinstance(p, list | tuple) and len(p) == 3)
+        if raw is None or len(triples) != len(raw) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and 0 < v <= 1
+                for _, v, _ in triples):
+            raise BertscopeError(f"TileWaveGemmEfficiency.format_fractions must be [format, "
+                                 f"fraction in (0, 1], citation] triples, got "
+                                 f"{self.format_fractions!r}")
+        object.__setattr__(self, "format_fractions", triples)
+
+    def for_format(self, fmt: NumberFormat | str) -> TileWaveGemmEfficiency:
+        """The model with the attainable fraction of GEMMs in `fmt`, its source naming that
+        figure's citation (itself when none is given for `fmt`)."""
+        cited = {f: (v, why) for f, v, why in self.format_fractions}.get(str(fmt))
+        if cited is None:
+            return self
+        base = self.source.replace(_ASSUMED_CAP, f"{fmt} cap {cited[0]:g} ({cited[1]})")
+        return replace(self, max_fraction=cited[0], format_fractions=(), source=base)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields (tiles and splits as JSON lists) plus `"model"`."""
+        out = ModelBase.to_dict(self)
+        out["tiles"] = [list(t) for t in self.tiles]
+        out["splits"] = list(self.splits)
+        out["format_fractions"] = [list(t) for t in self.format_fractions]
+        return out
+
+    def utilization(self, m: Any, n: Any, k: Any, batch: Any = 1) -> np.ndarray:
+        """max over candidates of tile x wave x K share x reuse, per GEMM shape (arrays
+        broadcast): the fraction before the `max_fraction` cap."""
+        m, n, k, b = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (m, n, k, batch))
+        k_pad = _ceil_div(k, self.mma_k) * self.mma_k
+        useful = b * m * n * k
+        sms = float(self.sm_count)
+        best = np.zeros(np.broadcast_shapes(m.shape, n.shape, k.shape, b.shape))
+        for tm, tn in self.tiles:
+            reuse = (1.0 if self.operand_intensity <= 0
+                     else min(1.0, 2.0 * tm * tn / (tm + tn) / self.operand_intensity))
+            tiles = b * _ceil_div(m, tm) * _ceil_div(n, tn)
+            for s in self.splits:
+                depth = _ceil_div(k_pad, s)  # K of one slice
+                waves = _ceil_div(tiles * s, sms)
+                launched = waves * sms * (tm * tn) * depth
+                util = useful / launched * reuse
+                if s > 1:  # split-K only fills an under-filled first wave (see SPLITS)
+                    util = np.where(tiles * s <= sms, util, 0.0)
+                best = np.maximum(best, util)
+        return np.minimum(best, 1.0)
+
+    def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+        """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""
+        w = per_launch(rows, "flops")
+        batch = np.where(np.asarray(rows["batch"], dtype=float) > 0, rows["batch"], 1.0)
+        f = self.max_fraction * self.utilization(rows["m"], rows["n"], rows["k"], batch)
+        return np.where(w > 0, np.maximum(f, 1e-12), 1.0)
+
+
+def operand_intensity(device: Device) -> float:
+    """2 x (16-bit tensor FLOP/clock per SM) / (L2 bytes/clock per SM): the FLOPs per operand
+    element a tile must do to be fed from L2; 0 where the device lacks a figure."""
+    fmt = next((f for f in (NumberFormat.FP16, NumberFormat.BF16) if device.has(f)), None)
+    if (fmt is None or device.boost_clock is None or device.l2_bytes_per_clock is None):
+        return 0.0
+    return 2.0 * device.peak_flops(fmt) / (device.boost_clock * device.l2_bytes_per_clock)
+
+
+def for_device(device: Device) -> TileWaveGemmEfficiency | None:
+    """The first-principles GEMM model of a GPU from its catalog figures (SM count, tensor
+    instruction K, L2 bandwidth, attainable fraction); None where the device has no SM count
+    (TPUs: a few large systolic arrays, not waves of tiles over many SMs; or not
+    published)."""
+    if device.kind is not DeviceKind.GPU or device.sm_count is None:
+        return None
+    cited = tuple((f.value, v, device.sources[f"gemm_fractions.{f.value}"])
+                  for f, v in device.gemm_fractions.items())
+    parts = [f"tile/wave quantization over {device.sm_count} SMs/CUs (NVIDIA Matrix "
+             f"Multiplication Background guide, section 3)", _ASSUMED_CAP]
+    if cited:
+        parts.append("cited caps for " + ", ".join(f for f, _, _ in cited))
+    intensity = operand_intensity(device)
+    parts.append(f"L2 operand feed {intensity:.1f} FLOP/element" if intensity > 0
+                 else "no published L2 bandwidth: tile reuse not limiting")
+    mma_k = device.mma_tile[2] if device.mma_tile is not None else 1
+    return TileWaveGemmEfficiency(sm_count=device.sm_count, max_fraction=ASSUMED_FRACTION,
+                                  mma_k=mma_k, operand_intensity=intensity,
+                                  format_fractions=cited,
+                                  source="; ".join(parts))
+
+
+__all__ = ["ASSUMED_FRACTION", "GUIDE_TILES", "SPLITS", "TileWaveGemmEfficiency", "for_device",
+           "operand_intensity"]

@@ -1,0 +1,81 @@
+"""GEMM calibration per number format (perf/calibrate.py: fit_gemm_per_format): measured
+tables of fp32 and bf16 runs give one GEMM model per format, each relative to its own peak,
+and a prediction reads the model of its run's format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertscope import build, get_model
+from bertscope.config import RunConfig
+from bertscope.hardware import Device
+from bertscope.perf import predict
+from bertscope.perf.calibrate import fit_from_tables
+from bertscope.perf.device_profile import DeviceProfile, model_from_dict
+from bertscope.perf.efficiency import default_profile
+from bertscope.perf.gemm_models import FormatGemmEfficiency, GemmEfficiency
+from bertscope.taxonomy import gemm_mask
+
+# a made-up CPU: fp32 1 TFLOP/s, bf16 4 TFLOP/s, 100 GB/s
+CHIP = Device(name="chip", sku="Chip", vendor="Test", kind="cpu",
+              peaks={"fp32": 1e12, "bf16": 4e12}, memory_bytes=64e9, memory_bandwidth=100e9,
+              sources={"peaks.fp32": "t", "peaks.bf16": "t", "memory_bytes": "t",
+                       "memory_bandwidth": "t"})
+RATE = {"fp32": 0.5e12, "bf16": 1e12}  # measured GEMM rates: 0.5 of fp32, 0.25 of bf16 peak
+STREAM = 50e9  # measured memory-bound rate: 0.5 of the bandwidth
+
+
+def _measured(precision: str, batch: int, seq: int):
+    """A synthetic measurement: the analytic table with every GEMM at RATE[precision] and
+    every other row at STREAM bytes/s."""
+    analytic = build(get_model("bert-tiny"), RunConfig(batch=batch, seq=seq,
+                                                       precision=precision))
+    c = analytic.columns
+    gemm = gemm_mask(np.asarray(c["category"], dtype=object))
+    time = np.where(gemm, c["flops"] / RATE[precision],
+                    (c["bytes_read"] + c["bytes_written"]) / STREAM)
+    return analytic.with_columns({"time_s": time}), analytic
+
+
+def test_one_gemm_model_per_format_each_against_its_own_peak(tmp_path) -> None:
+    pairs = [_measured(p, b, s) for p in ("fp32", "bf16") for b, s in ((2, 32), (4, 64))]
+    profile, report = fit_from_tables(pairs, default_profile(CHIP), "synthetic")
+    gemm = profile.gemm
+    assert isinstance(gemm, FormatGemmEfficiency) and gemm.default == "fp32"
+    # 0.5e12 / 1e12 and 1e12 / 4e12
+    assert gemm.for_format("fp32").max_fraction == pytest.approx(0.5)
+    assert gemm.for_format("bf16").max_fraction == pytest.approx(0.25)
+    assert set(report["gemm_fit_mape"]) == {"fp32", "bf16"}
+    # a format not fitted falls back to the default's model and says so
+    assert "fp16 not calibrated" in gemm.for_format("fp16").source
+    # the fitted profile predicts a held-out bf16 run's GEMM time (same synthetic rates)
+    held, analytic = _measured("bf16", 8, 16)
+    pred = predict(analytic, profile).columns
+    sel = gemm_mask(np.asarray(pred["category"], dtype=object))
+    want = float(np.sum(held.columns["time_s"][sel]))
+    assert float(np.sum(pred["compute_s"][sel])) == pytest.approx(want, rel=1e-6)
+    # and survives a JSON round trip
+    again = DeviceProfile.load(profile.save(tmp_path / "p.json"))
+    assert again.gemm == gemm
+    assert model_from_dict(gemm.to_dict()) == gemm
+
+
+def test_a_single_format_keeps_the_plain_model() -> None:
+    pairs = [_measured("fp32", b, s) for b, s in ((2, 32), (4, 64))]
+    profile, report = fit_from_tables(pairs, default_profile(CHIP), "synthetic")
+    assert isinstance(profile.gemm, GemmEfficiency)
+    assert profile.gemm.max_fraction == pytest.approx(0.5)
+    assert isinstance(report["gemm_fit_mape"], float)
+
+
+def test_bad_format_models_are_refused() -> None:
+    from bertscope.errors import BertscopeError
+
+    plain = GemmEfficiency(max_fraction=0.5, half_saturation_flops=0.0, source="t")
+    with pytest.raises(BertscopeError, match="default 'bf16' is not one of"):
+        FormatGemmEfficiency(per_format={"fp32": plain}, default="bf16")
+    with pytest.raises(BertscopeError, match="per_format"):
+        FormatGemmEfficiency(per_format={}, default="fp32")
+    with pytest.raises(BertscopeError, match="unknown model"):
+        FormatGemmEfficiency(per_format={"fp32": {"model": "Nope"}}, default="fp32")

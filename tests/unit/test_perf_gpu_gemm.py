@@ -1,0 +1,165 @@
+"""The first-principles GPU GEMM model (perf/gpu_gemm.py) against the worked examples of
+NVIDIA's Matrix Multiplication Background User's Guide (DU-09799-001, section 3), and the
+catalog figures it reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertscope.errors import BertscopeError
+from bertscope.hardware import NumberFormat, load_device, parse_device_text
+from bertscope.perf.device_profile import DeviceProfile, model_from_dict
+from bertscope.perf.efficiency import GemmEfficiency, default_profile
+from bertscope.perf.gpu_gemm import TileWaveGemmEfficiency, for_device
+
+
+def _one_tile(tm: int, tn: int, sms: int) -> TileWaveGemmEfficiency:
+    return TileWaveGemmEfficiency(sm_count=sms, max_fraction=1.0, tiles=((tm, tn),),
+                                  splits=(1,))
+
+
+def test_tile_quantization_example_of_the_guide() -> None:
+    # Guide 3.1: a 256 x 256 output in 128 x 128 tiles is 4 tiles, 257 x 256 is 6. With one
+    # SM (no wave effect) the useful share is M N / (tiles x 128 x 128):
+    model = _one_tile(128, 128, sms=1)
+    assert model.utilization(256, 256, 4096) == pytest.approx(1.0)
+    # 257 * 256 / (6 * 128 * 128) = 65792 / 98304
+    assert model.utilization(257, 256, 4096) == pytest.approx(65792 / 98304)
+
+
+def test_wave_quantization_example_of_the_guide_on_a100() -> None:
+    # Guide 3.2: A100, 108 SMs, one 256 x 128 tile per SM: a wave is 108 tiles. M = 2304,
+    # K = 4096: N = 1536 gives 9 x 12 = 108 tiles (one full wave), N = 1664 gives
+    # 9 x 13 = 117 tiles: two waves, 117 of 216 slots busy.
+    model = _one_tile(256, 128, sms=load_device("a100").sm_count)
+    assert model.utilization(2304, 1536, 4096) == pytest.approx(1.0)
+    # 2304 * 1664 / (2 waves * 108 * 256 * 128) = 3833856 / 7077888
+    assert model.utilization(2304, 1664, 4096) == pytest.approx(3833856 / 7077888)
+    # the duration doubles (two waves), though the work grew by 1664 / 1536 only
+    t = [n / model.utilization(2304, n, 4096) for n in (1536, 1664)]
+    assert t[1] / t[0] == pytest.approx(2.0)
+
+
+def test_duration_never_falls_as_a_gemm_grows() -> None:
+    model = for_device(load_device("a100"))
+    n = np.arange(8, 4097, 8, dtype=float)
+    for m, k in ((512, 1024), (4096, 1024), (16384, 4096), (64, 64)):
+        f = model.utilization(m, n, k)
+        duration = m * n * k / f
+        assert np.all(np.diff(duration) >= -1e-9 * duration[1:])
+        assert np.all((f > 0) & (f <= 1))
+
+
+def test_split_k_lets_a_thin_long_gemm_fill_the_chip() -> None:
+    # M = N = 128, K = 65536: one 128x128 tile fills 1 of 108 SMs; split 16 ways it fills 16.
+    plain = _one_tile(128, 128, sms=108)
+    split = TileWaveGemmEfficiency(sm_count=108, max_fraction=1.0, tiles=((128, 128),),
+                                   splits=(1, 16))
+    assert plain.utilization(128, 128, 65536) == pytest.approx(1 / 108)
+    assert split.utilization(128, 128, 65536) == pytest.approx(16 / 108)
+    # 117 tiles already spill into a second wave: no split (it would only even out the
+    # tail, at the cost of a partial-sum reduction): 117 / 216 slots busy
+    assert split.utilization(128 * 117, 128, 65536) == pytest.approx(117 / 216)
+
+
+def test_tile_reuse_term_from_the_l2_feed() -> None:
+    # A100: 2 x 312e12 / (1.41e9 x 5120 B/clk) = 86.44 FLOP per operand element; a 64x64 tile
+    # does 2*64*64/(64+64) = 64 per element: 64 / 86.44 = 0.7404 of the SM's rate.
+    a100 = load_device("a100")
+    model = for_device(a100)
+    assert model.operand_intensity == pytest.approx(2 * 312e12 / (1.41e9 * 5120))
+    only_64 = TileWaveGemmEfficiency(sm_count=108, max_fraction=1.0, tiles=((64, 64),),
+                                     splits=(1,), operand_intensity=model.operand_intensity)
+    # M = 64 * 108 = 6912, N = 64: 108 tiles of 64 x 64, exactly one wave
+    assert only_64.utilization(6912, 64, 4096) == pytest.approx(
+        64 / (2 * 312e12 / (1.41e9 * 5120)))
+
+
+def test_catalog_peaks_agree_with_units_clock_and_per_unit_rate() -> None:
+    # dense 16-bit tensor FLOP per clock per SM/CU from the vendors' whitepapers: V100 8 TCs x
+    # 64 FMA x 2 = 1024; A100 4 x 256 x 2 = 2048; H100 twice A100's = 4096; CDNA 1/2 1024,
+    # CDNA 3 2048 per CU; MI50 (no matrix cores) 128 lanes x 2 (packed fp16) = 256.
+    rate = {"v100": 1024, "a100": 2048, "h100": 4096, "h200-sxm-141gb": 4096, "mi100": 1024,
+            "mi250x": 1024, "mi300x": 2048, "mi50-32gb": 256}
+    for name, per_clock in rate.items():
+        d = load_device(name)
+        assert d.sm_count * d.boost_clock * per_clock == pytest.approx(
+            d.peak_flops(NumberFormat.FP16), rel=0.005), name
+
+
+def test_catalog_gpus_default_to_the_model_and_tpus_do_not() -> None:
+    for name in ("v100", "a100", "h100", "mi300x"):
+        assert isinstance(default_profile(load_device(name)).gemm, TileWaveGemmEfficiency)
+    for name in ("tpu-v4", "b200"):  # TPUs: systolic arrays; B200: no SM count published
+        assert isinstance(default_profile(load_device(name)).gemm, GemmEfficiency)
+    v100 = for_device(load_device("v100"))
+    # Markidis et al. 2018: 83 of 125 Tflops/s on Tensor Cores, 7x the single precision rate
+    assert v100.for_format("fp16").max_fraction == pytest.approx(83 / 125, abs=1e-3)
+    assert v100.for_format("fp32").max_fraction == pytest.approx(83 / 7 / 15.7, abs=1e-3)
+    assert v100.for_format("bf16") is v100 and v100.max_fraction == 0.85  # not cited
+    assert v100.mma_k == 4 and "Markidis" in v100.for_format("fp16").source
+    assert "assumed" not in v100.for_format("fp16").source and "assumed" in v100.source
+    assert "assumed" in for_device(load_device("a100")).source
+
+
+def test_prediction_uses_the_cap_of_the_runs_gemm_format() -> None:
+    # one large GEMM row on the V100 in fp16 and in fp32: same shape, so the same tile/wave
+    # utilization; the time ratio is the peak ratio x the inverse cap ratio
+    from bertscope.optable import Op, OpTable
+    from bertscope.perf import predict
+    from bertscope.taxonomy import Category, Phase, Sublayer
+
+    n = 8192
+    row = Op("g", 0, Sublayer.FFN1, Category.GEMM, Phase.FORWARD, m=n, n=n, k=n, batch=1,
+             flops=2 * n**3, bytes_read=4 * n * n, bytes_written=2 * n * n)
+    profile = default_profile(load_device("v100"))
+    t = {p: float(predict(OpTable.from_ops([row]), profile, p).columns["compute_s"][0])
+         for p in ("fp16", "fp32")}
+    util = for_device(load_device("v100")).utilization(n, n, n)
+    assert t["fp16"] == pytest.approx(2 * n**3 / (125e12 * 0.664 * util))
+    assert t["fp32"] == pytest.approx(2 * n**3 / (15.7e12 * 0.755 * util))
+
+
+def test_model_and_profile_round_trip(tmp_path) -> None:
+    model = for_device(load_device("h100"))
+    assert model_from_dict(model.to_dict()) == model
+    profile = default_profile(load_device("a100"))
+    path = profile.save(tmp_path / "a100.json")
+    back = DeviceProfile.load(path)
+    assert back.gemm == profile.gemm
+    assert back.device.sm_count == 108 and back.device.mma_tile == (16, 8, 16)
+    assert back.device.boost_clock == pytest.approx(1.41e9)
+
+
+def test_fraction_is_elementwise_over_broadcast_columns() -> None:
+    model = for_device(load_device("v100"))
+    m = np.array([[128.0], [4096.0], [33.0]])  # (rows, 1) against a configuration axis
+    n = np.array([64.0, 1024.0, 3000.0])
+    rows = {"m": m, "n": n, "k": np.full((3, 1), 1024.0), "batch": np.ones((3, 1)),
+            "flops": 2 * m * n * 1024, "count": np.ones((3, 1))}
+    f = model.fraction(rows)
+    assert f.shape == (3, 3)
+    for i in range(3):
+        for j in range(3):
+            assert f[i, j] == pytest.approx(model.max_fraction * model.utilization(
+                m[i, 0], n[j], 1024.0))
+
+
+def test_device_file_needs_a_source_for_the_sm_count() -> None:
+    text = ('name = "x"\nvendor = "v"\nkind = "gpu"\nmemory_GB = 1\nmemory_bandwidth_GBps = 1\n'
+            'sm_count = 10\n[peak_TFLOPS]\nfp16 = 1\n[sources]\n"peak_TFLOPS.fp16" = "s"\n'
+            'memory_GB = "s"\nmemory_bandwidth_GBps = "s"\n')
+    with pytest.raises(BertscopeError, match="sm_count has no source"):
+        parse_device_text(text)
+    with pytest.raises(BertscopeError, match="mma_tile must be three"):
+        parse_device_text(text.replace("sm_count = 10", "mma_tile = [1, 2]"))
+    table = text.replace("[sources]", "[gemm_attainable_fraction]\nfp16 = 1.5\n[sources]")
+    with pytest.raises(BertscopeError, match=r"gemm_attainable_fraction.fp16 must be a fraction"):
+        parse_device_text(table + 'sm_count = "s"\n')
+    with pytest.raises(BertscopeError, match="unknown number format 'fp64'"):
+        parse_device_text(table.replace("fp16 = 1.5", "fp64 = 0.5") + 'sm_count = "s"\n')
+    with pytest.raises(BertscopeError, match=r"gemm_attainable_fraction\.fp16 has no source"):
+        parse_device_text(table.replace("1.5", "0.5") + 'sm_count = "s"\n')
+    ok = parse_device_text(text + 'sm_count = "s"\n')
+    assert ok.sm_count == 10 and isinstance(default_profile(ok).gemm, TileWaveGemmEfficiency)
