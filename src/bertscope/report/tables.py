@@ -121,7 +121,9 @@ def print_models(models: list[tuple[ModelConfig, int]], console: Console) -> Non
         t.add_row(escape(m.name), m.family.value, str(m.num_layers), str(m.hidden), str(m.heads),
                   str(m.intermediate), str(m.vocab_size), f"{params / 1e6:.1f} M")
     console.print(t)
-    console.print("Any Hugging Face config.json (bert, roberta, albert) works too: "
+    from bertscope.hf_config import READERS
+
+    console.print(f"Any Hugging Face config.json ({', '.join(READERS)}) works too: "
                   "bertscope ops path/to/config.json")
 
 
