@@ -158,6 +158,11 @@ class TileWaveGemmEfficiency(ModelBase):
         """max over candidates of tile x wave x K share x reuse, per GEMM shape (arrays
         broadcast): the fraction before the `max_fraction` cap."""
         m, n, k, b = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (m, n, k, batch))
+        return self._utilization(m, n, k, b)
+
+    def _utilization(self, m: np.ndarray, n: np.ndarray, k: np.ndarray,
+                     b: np.ndarray) -> np.ndarray:
+        """`utilization` of shapes already floats >= 1 (broadcasting)."""
         k_pad = _ceil_div(k, self.mma_k) * self.mma_k
         useful = b * m * n * k
         sms = float(self.sm_count)
@@ -167,6 +172,8 @@ class TileWaveGemmEfficiency(ModelBase):
                      else min(1.0, 2.0 * tm * tn / (tm + tn) / self.operand_intensity))
             tiles = b * _ceil_div(m, tm) * _ceil_div(n, tn)
             for s in self.splits:
+                if s > 1 and not np.any(tiles * s <= sms):
+                    continue  # no shape fits this split in one wave
                 depth = _ceil_div(k_pad, s)  # K of one slice
                 waves = _ceil_div(tiles * s, sms)
                 launched = waves * sms * (tm * tn) * depth
