@@ -28,10 +28,10 @@ adds and hidden dropouts replicated.
 from __future__ import annotations
 
 from bertscope.analytic.attention import attention_core
-from bertscope.analytic.blocks import Block, Repeat
-from bertscope.analytic.optimizer import accumulates, accumulation_blocks, optimizer_blocks
+from bertscope.analytic.blocks import Block
+from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup
-from bertscope.analytic.section import Section, recompute
+from bertscope.analytic.section import Section
 from bertscope.config import Family, ModelConfig, Positions, RunConfig
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
@@ -73,8 +73,10 @@ def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     return sec
 
 
-def _layer(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    """One pre-norm decoder layer (see the module docstring for each family's layout)."""
+def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = True) -> Section:
+    """One pre-norm layer (see the module docstring for each family's layout): causal
+    self-attention with its additive mask for the decoders; `causal=False` is a pre-norm
+    encoder layer with no mask at all (ViT)."""
     sec = Section(0, ab, PipelineStage.STACK)
     b, s, h, a, f = run.batch, run.seq, m.hidden, m.heads, m.intermediate
     kv, d = m.kv_head_count, m.head_dim
@@ -93,7 +95,8 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     if m.family.positions is Positions.ROTARY:
         sec.rotary("rotary_q", g * s * d, s, d)
         sec.rotary("rotary_k", b * kv * s * d, s, d)
-    attention_core(sec, run, b, s, g, d, kv_groups=m.kv_groups, causal=True, dropout=drop)
+    attention_core(sec, run, b, s, g, d, kv_groups=m.kv_groups, causal=causal, mask=causal,
+                   dropout=drop)
     sec.linear("attn_out", S.ATTN_OUTPUT, t, a * d, h, bias=bias, split=T.ROW)
     if drop:
         sec.dropout("attn_out_dropout", S.ATTN_ADD_NORM, t * h)
@@ -138,15 +141,8 @@ def decoder_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     loss (forward and backward), the layers' backward (last layer first; recompute first when
     checkpointing), the embeddings' backward, gradient accumulation, the optimizer."""
     ab = run.precision.act_bytes
-    emb, layer0, heads = _embeddings(m, run, ab), _layer(m, run, ab), _heads(m, run, ab)
-    backward = (recompute(layer0.fwd) if run.checkpointing else []) + layer0.bwd()
-    blocks = [Block(emb.fwd, micro=True), Block(layer0.fwd, Repeat.EACH_LAYER, micro=True),
-              Block(heads.fwd + heads.bwd(), micro=True),
-              Block(backward, Repeat.EACH_LAYER_REVERSED, micro=True),
-              Block(emb.bwd(), micro=True)]
-    if accumulates(run):
-        blocks += accumulation_blocks(m, run)
-    return blocks + optimizer_blocks(m, run)
+    return one_stack_blocks(m, run, _embeddings(m, run, ab), prenorm_layer(m, run, ab),
+                            _heads(m, run, ab))
 
 
 def _norm_params(m: ModelConfig) -> tuple[int, int]:
@@ -191,4 +187,5 @@ def decoder_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:
                        [StackGroup(decoder_layer_params(m))], after)
 
 
-__all__ = ["decoder_blocks", "decoder_layer_params", "decoder_layout", "has_dropout"]
+__all__ = ["decoder_blocks", "decoder_layer_params", "decoder_layout", "has_dropout",
+           "prenorm_layer"]

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from bertscope.analytic.attention import attention_core
-from bertscope.analytic.blocks import Block, Repeat, expand
-from bertscope.analytic.optimizer import accumulates, accumulation_blocks, optimizer_blocks
+from bertscope.analytic.blocks import Block, expand
+from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import layer_params
-from bertscope.analytic.section import INDEX_BYTES, Section, recompute
+from bertscope.analytic.section import INDEX_BYTES, Section
 from bertscope.config import Family, ModelConfig, RunConfig
 from bertscope.optable import Op
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
@@ -139,18 +139,9 @@ def encoder_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     backward, gradient accumulation, the optimizer. The pair is checked where it is made
     (`Job`, `parallel.Workload`, `sweep.grid`), not here."""
     ab = run.precision.act_bytes
-    emb = _embeddings(m, run, ab)
-    heads = _heads(m, run, ab)
-    layer0 = _layer(m, run, ab, 0)
-    backward = (recompute(layer0.fwd) if run.checkpointing else []) + layer0.bwd()
     later = [_shared_grad_sum(m, ab)] if m.share_layers else []
-    micro = [Block(emb.fwd, micro=True), Block(layer0.fwd, Repeat.EACH_LAYER, micro=True),
-             Block(heads.fwd + heads.bwd(), micro=True),
-             Block(backward, Repeat.EACH_LAYER_REVERSED, later, micro=True),
-             Block(emb.bwd(), micro=True)]
-    if accumulates(run):
-        micro += accumulation_blocks(m, run)
-    return micro + optimizer_blocks(m, run)
+    return one_stack_blocks(m, run, _embeddings(m, run, ab), _layer(m, run, ab, 0),
+                            _heads(m, run, ab), later)
 
 
 def encoder_ops(m: ModelConfig, run: RunConfig) -> list[Op]:

@@ -78,8 +78,9 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
             if op.phase is not Phase.OPTIMIZER:
                 transient = np.maximum(transient, op.bytes_written / op.count)
         if blk.repeat is Repeat.EACH_LAYER:
-            saved = sum(op.saved_bytes for op in blk.rows if op.phase is Phase.FORWARD)
-            if not isinstance(saved, (int, float)) or saved:
+            fwd = [op for op in blk.rows if op.phase is Phase.FORWARD]
+            if fwd:  # a stack's forward (the optimizer's per-layer blocks have none)
+                saved = sum(op.saved_bytes for op in fwd)
                 layers = m.num_layers if blk.layers is None else blk.layers
                 per_layer = np.maximum(per_layer, saved)
                 stacked = stacked + layers * saved

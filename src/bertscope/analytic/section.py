@@ -208,19 +208,7 @@ class Section:
 
     def layernorm(self, name: str, sub: Sublayer, t: int, d: int) -> None:
         """LayerNorm over d for t rows; keeps its input (mean/rstd omitted, as Korthikanti)."""
-        a, e = self.ab, t * d
-        ff, fb = _FLOPS["layernorm"]
-        stats = STAT_BYTES * 2 * t
-        self.fwd.append(self.row(name, sub, C.LAYERNORM, P.FORWARD, elements=e, flops=ff * e,
-                                 bytes_read=a * (e + 2 * d), bytes_written=a * e + stats,
-                                 saved_bytes=a * e))
-        fw, _ = _FLOPS["layernorm_weight"]
-        self.on_backward(
-            self.row(f"{name}.grad", sub, C.LAYERNORM, P.BACKWARD_DATA, elements=e,
-                     flops=fb * e, bytes_read=a * (2 * e + d) + stats, bytes_written=a * e),
-            self.row(f"{name}.weight_grad", sub, C.REDUCTION, P.BACKWARD_WEIGHT, elements=e,
-                     flops=fw * e, bytes_read=2 * a * e + stats, bytes_written=a * 2 * d),
-        )
+        self.norm(False, name, sub, t, d)
 
     def lookup(self, name: str, rows: int, table_rows: int, d: int, *,
                sub: Sublayer = S.EMBEDDING, split: TensorSplit = T.REPLICATED) -> None:
@@ -256,23 +244,27 @@ class Section:
         """RMSNorm over d for t rows (Zhang & Sennrich 2019; Llama's LlamaRMSNorm, T5's
         T5LayerNorm): y = x / rms(x) * gamma, no mean and no bias; keeps its input; computes
         in fp32 and keeps the fp32 rstd per row (as the layernorm's statistics)."""
-        a, e = self.ab, t * d
-        ff, fb = _FLOPS["rmsnorm"]
-        stats = STAT_BYTES * t
-        self.fwd.append(self.row(name, sub, C.RMSNORM, P.FORWARD, elements=e, flops=ff * e,
-                                 bytes_read=a * (e + d), bytes_written=a * e + stats,
-                                 saved_bytes=a * e))
-        fw, _ = _FLOPS["rmsnorm_weight"]
-        self.on_backward(
-            self.row(f"{name}.grad", sub, C.RMSNORM, P.BACKWARD_DATA, elements=e,
-                     flops=fb * e, bytes_read=a * (2 * e + d) + stats, bytes_written=a * e),
-            self.row(f"{name}.weight_grad", sub, C.REDUCTION, P.BACKWARD_WEIGHT, elements=e,
-                     flops=fw * e, bytes_read=2 * a * e + stats, bytes_written=a * d),
-        )
+        self.norm(True, name, sub, t, d)
 
     def norm(self, rms: bool, name: str, sub: Sublayer, t: int, d: int) -> None:
-        """The family's normalization: RMSNorm when `rms`, else LayerNorm."""
-        (self.rmsnorm if rms else self.layernorm)(name, sub, t, d)
+        """The family's normalization over d for t rows: RMSNorm when `rms` (one fp32
+        statistic per row, a weight), else LayerNorm (mean and rstd, weight and bias). Keeps
+        its input; backward reads x, dy and the weight, and reduces the affine gradients."""
+        a, e = self.ab, t * d
+        kind, cat = ("rmsnorm", C.RMSNORM) if rms else ("layernorm", C.LAYERNORM)
+        affine = 1 if rms else 2  # per-feature parameters: weight (and bias)
+        ff, fb = _FLOPS[kind]
+        stats = STAT_BYTES * (1 if rms else 2) * t
+        self.fwd.append(self.row(name, sub, cat, P.FORWARD, elements=e, flops=ff * e,
+                                 bytes_read=a * (e + affine * d), bytes_written=a * e + stats,
+                                 saved_bytes=a * e))
+        fw, _ = _FLOPS[f"{kind}_weight"]
+        self.on_backward(
+            self.row(f"{name}.grad", sub, cat, P.BACKWARD_DATA, elements=e,
+                     flops=fb * e, bytes_read=a * (2 * e + d) + stats, bytes_written=a * e),
+            self.row(f"{name}.weight_grad", sub, C.REDUCTION, P.BACKWARD_WEIGHT, elements=e,
+                     flops=fw * e, bytes_read=2 * a * e + stats, bytes_written=a * affine * d),
+        )
 
     def mul(self, name: str, sub: Sublayer, e: int, *,
             split: TensorSplit = T.REPLICATED) -> None:

@@ -22,11 +22,11 @@ pipeline stage and the final norm, classifier and loss on the last, replicated.
 
 from __future__ import annotations
 
-from bertscope.analytic.attention import attention_core
-from bertscope.analytic.blocks import Block, Repeat
-from bertscope.analytic.optimizer import accumulates, accumulation_blocks, optimizer_blocks
+from bertscope.analytic.blocks import Block
+from bertscope.analytic.decoder import prenorm_layer
+from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup, linear
-from bertscope.analytic.section import Section, recompute
+from bertscope.analytic.section import Section
 from bertscope.config import ModelConfig, RunConfig
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
@@ -56,33 +56,6 @@ def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     return sec
 
 
-def _layer(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    """One pre-LayerNorm encoder layer (ViTLayer)."""
-    sec = Section(0, ab, PipelineStage.STACK)
-    b, s, h, f = run.batch, run.seq, m.hidden, m.intermediate
-    t = b * s
-    sec.grad_sum("attn_input.grad_sum", S.ATTN_ADD_NORM, t * h)  # norm + residual
-    sec.layernorm("attn_norm", S.ATTN_ADD_NORM, t, h)
-    sec.grad_sum("attn_norm.grad_sum", S.QKV, t * h, n=2)  # the norm output feeds Q, K, V
-    sec.linear("q", S.QKV, t, h, h, split=T.COLUMN)  # saves X once for Q, K and V
-    sec.linear("k", S.QKV, t, h, h, save_input=False, split=T.COLUMN)
-    sec.linear("v", S.QKV, t, h, h, save_input=False, split=T.COLUMN)
-    attention_core(sec, run, b, s, b * m.heads, m.head_dim, mask=False)
-    sec.linear("attn_out", S.ATTN_OUTPUT, t, h, h, split=T.ROW)
-    if run.dropout:
-        sec.dropout("attn_out_dropout", S.ATTN_ADD_NORM, t * h)
-    sec.add("residual1", S.ATTN_ADD_NORM, t * h)
-    sec.grad_sum("ffn_input.grad_sum", S.FFN_ADD_NORM, t * h)
-    sec.layernorm("ffn_norm", S.FFN_ADD_NORM, t, h)
-    sec.linear("ffn1", S.FFN1, t, h, f, split=T.COLUMN)
-    sec.pointwise("act", S.FFN_ACT, C.ACTIVATION, t * f, m.activation, split=T.SPLIT)
-    sec.linear("ffn2", S.FFN2, t, f, h, split=T.ROW)
-    if run.dropout:
-        sec.dropout("ffn_dropout", S.FFN_ADD_NORM, t * h)
-    sec.add("residual2", S.FFN_ADD_NORM, t * h)
-    return sec
-
-
 def _head(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     """Final LayerNorm, the class token's slice (its backward writes the zero-filled
     gradient of all s tokens), the classifier, the loss."""
@@ -103,15 +76,9 @@ def vit_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     backward (last layer first; recompute first when checkpointing), the embeddings'
     backward, gradient accumulation, the optimizer."""
     ab = run.precision.act_bytes
-    emb, layer, head = _embeddings(m, run, ab), _layer(m, run, ab), _head(m, run, ab)
-    backward = (recompute(layer.fwd) if run.checkpointing else []) + layer.bwd()
-    blocks = [Block(emb.fwd, micro=True), Block(layer.fwd, Repeat.EACH_LAYER, micro=True),
-              Block(head.fwd + head.bwd(), micro=True),
-              Block(backward, Repeat.EACH_LAYER_REVERSED, micro=True),
-              Block(emb.bwd(), micro=True)]
-    if accumulates(run):
-        blocks += accumulation_blocks(m, run)
-    return blocks + optimizer_blocks(m, run)
+    # a pre-LayerNorm layer as GPT-2's without its causal mask (ViTLayer attends every patch)
+    return one_stack_blocks(m, run, _embeddings(m, run, ab),
+                            prenorm_layer(m, run, ab, causal=False), _head(m, run, ab))
 
 
 def vit_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:

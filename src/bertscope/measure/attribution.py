@@ -21,6 +21,7 @@ counted twice); a backward node's own overhead is folded into its largest row.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,14 @@ from bertscope.trace.gemm_ops import gemm_shape
 
 SublayerOf = Callable[[str], Sublayer | str]
 """Module path -> its sublayer (or ATTN_CORE), `Sublayer.OTHER` for no scope of its own."""
+
+Patterns = list[tuple[re.Pattern[str], Sublayer | str]]
+"""Module-path regexes -> sublayer (or ATTN_CORE), first match wins (a Hugging Face model's)."""
+
+
+def compile_patterns(rows: list[tuple[str, Sublayer | str]]) -> Patterns:
+    """`Patterns` from (regex, sublayer) rows."""
+    return [(re.compile(p), s) for p, s in rows]
 
 
 @dataclass

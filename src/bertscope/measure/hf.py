@@ -16,23 +16,15 @@ from torch import nn
 
 from bertscope.config import Family, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.measure.attribution import ATTN_CORE
+from bertscope.measure.attribution import ATTN_CORE, Patterns, compile_patterns
 from bertscope.measure.hf_more import LAYERS, hf_model_more
 from bertscope.measure.hf_more import PATTERNS as OTHER_PATTERNS
 from bertscope.measure.hf_weights import hf_config
 from bertscope.measure.models import DROPOUT_PROB
 from bertscope.taxonomy import Sublayer
 
-Patterns = list[tuple[re.Pattern[str], Sublayer | str]]
-
-
-def _compile(rows: list[tuple[str, Sublayer | str]]) -> Patterns:
-    return [(re.compile(p), s) for p, s in rows]
-
-
 # module-path patterns -> sublayer, first match wins (BERT/RoBERTa and ALBERT names)
-_ENCODER: Patterns = [
-    (re.compile(p), s) for p, s in [
+_ENCODER = compile_patterns([
         (r"(^|\.)embeddings$|embedding_hidden_mapping_in$", Sublayer.EMBEDDING),
         (r"attention\.(self\.)?(query|key|value)$", Sublayer.QKV),
         (r"attention\.self$", ATTN_CORE),
@@ -48,10 +40,9 @@ _ENCODER: Patterns = [
          Sublayer.FFN_ADD_NORM),
         (r"(^|\.)(cls\.predictions|lm_head|predictions)$", Sublayer.MLM_HEAD),
         (r"(^|\.)(pooler|cls\.seq_relationship|sop_classifier)$", Sublayer.NSP_HEAD),
-    ]
-]
+])
 # GPT2LMHeadModel: attention core (and the head split) inline in GPT2Attention
-_GPT2 = _compile([
+_GPT2 = compile_patterns([
     (r"transformer\.(wte|wpe|drop)$", Sublayer.EMBEDDING),
     (r"\.ln_1$", Sublayer.ATTN_ADD_NORM),
     (r"\.attn\.c_attn$", Sublayer.QKV),
@@ -69,7 +60,7 @@ _GPT2 = _compile([
 ])
 # LlamaForCausalLM: rotary application and the core inline in LlamaAttention, the gating
 # product inline in LlamaMLP
-_LLAMA = _compile([
+_LLAMA = compile_patterns([
     (r"model\.embed_tokens$", Sublayer.EMBEDDING),
     (r"model\.rotary_emb$", Sublayer.ROTARY),
     (r"\.input_layernorm$", Sublayer.ATTN_ADD_NORM),
@@ -86,9 +77,9 @@ _LLAMA = _compile([
 ])
 PATTERNS: dict[Family, Patterns] = {Family.BERT: _ENCODER, Family.ROBERTA: _ENCODER,
                                     Family.ALBERT: _ENCODER, Family.GPT2: _GPT2,
-                                    Family.LLAMA: _LLAMA}
-PATTERNS |= OTHER_PATTERNS  # T5 and ViT (hf_more.py)
-"""Family -> its Hugging Face module-path patterns (first match wins)."""
+                                    Family.LLAMA: _LLAMA, **OTHER_PATTERNS}
+"""Family -> its Hugging Face module-path patterns (first match wins); T5's and ViT's from
+`hf_more.py`."""
 _LAYER = re.compile(r"(encoder\.layer\.\d+|albert_layers\.\d+|transformer\.h\.\d+"
                     r"|model\.layers\.\d+)$")
 _OTHER_FAMILIES = (Family.T5, Family.VIT)

@@ -16,13 +16,13 @@ import re
 from typing import Any
 
 from bertscope.config import Activation, Family, ModelConfig
-from bertscope.measure.attribution import ATTN_CORE
+from bertscope.measure.attribution import ATTN_CORE, Patterns, compile_patterns
 from bertscope.taxonomy import Sublayer
 
 S = Sublayer
 
-PATTERNS: dict[Family, list[tuple[re.Pattern[str], Sublayer | str]]] = {
-    Family.T5: [(re.compile(p), s) for p, s in [
+PATTERNS: dict[Family, Patterns] = {
+    Family.T5: compile_patterns([
         (r"(^|\.)shared$|embed_tokens$|(encoder|decoder)\.dropout$", S.EMBEDDING),
         (r"relative_attention_bias$", S.REL_POS_BIAS),
         (r"EncDecAttention\.(q|k|v)$", S.CROSS_QKV),
@@ -41,8 +41,8 @@ PATTERNS: dict[Family, list[tuple[re.Pattern[str], Sublayer | str]]] = {
         (r"block\.\d+\.layer\.0(\.|$)", S.ATTN_ADD_NORM),
         (r"final_layer_norm$", S.FINAL_NORM),
         (r"(^|\.)lm_head$", S.LM_HEAD),
-    ]],
-    Family.VIT: [(re.compile(p), s) for p, s in [
+    ]),
+    Family.VIT: compile_patterns([
         (r"patch_embeddings$", S.PATCH_EMBED),
         (r"vit\.embeddings$", S.EMBEDDING),
         (r"attention\.(q_proj|k_proj|v_proj)$", S.QKV),
@@ -55,7 +55,7 @@ PATTERNS: dict[Family, list[tuple[re.Pattern[str], Sublayer | str]]] = {
         (r"layers\.\d+(\.layernorm_after|\.dropout)?$", S.FFN_ADD_NORM),
         (r"vit\.layernorm$", S.FINAL_NORM),
         (r"(^|\.)classifier$", S.CLS_HEAD),
-    ]],
+    ]),
 }
 """Module-path patterns -> sublayer per family, first match wins."""
 

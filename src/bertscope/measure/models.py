@@ -437,13 +437,20 @@ def module_sublayer(name: str) -> Sublayer:
     Parent modules with no work of their own (`layers.3`, `layers.3.attn`) and the model
     itself (`""`, the attention mask) are `Sublayer.OTHER`.
     """
+    return path_sublayer(name, _TOP_SUBLAYER, LAYER_SUBLAYER)
+
+
+def path_sublayer(name: str, top: dict[str, Sublayer], layer: dict[str, Sublayer]) -> Sublayer:
+    """The sublayer of a reference model's module path: `top` maps the first component
+    outside the stack, `layer` the path inside `layers.{i}` (its longest listed prefix);
+    anything else is `Sublayer.OTHER`."""
     parts = name.split(".") if name else []
     if not parts:
         return Sublayer.OTHER
     if parts[0] != "layers":
-        return _TOP_SUBLAYER.get(parts[0], Sublayer.OTHER)
+        return top.get(parts[0], Sublayer.OTHER)
     for end in range(len(parts), 2, -1):
-        sub = LAYER_SUBLAYER.get(".".join(parts[2:end]))
+        sub = layer.get(".".join(parts[2:end]))
         if sub is not None:
             return sub
     return Sublayer.OTHER
@@ -484,4 +491,5 @@ __all__ = [
     "make_activation",
     "module_sublayer",
     "pad_id",
+    "path_sublayer",
 ]

@@ -42,6 +42,7 @@ from bertscope.measure.models import (
     Score,
     _dropout,
     make_activation,
+    path_sublayer,
 )
 from bertscope.taxonomy import Sublayer
 
@@ -349,16 +350,7 @@ _LAYER: dict[str, Sublayer] = {
 
 def decoder_sublayer(name: str) -> Sublayer:
     """The sublayer of a module path of `DecoderForCausalLM` (the longest listed prefix)."""
-    parts = name.split(".") if name else []
-    if not parts:
-        return Sublayer.OTHER
-    if parts[0] != "layers":
-        return _TOP.get(parts[0], Sublayer.OTHER)
-    for end in range(len(parts), 2, -1):
-        sub = _LAYER.get(".".join(parts[2:end]))
-        if sub is not None:
-            return sub
-    return Sublayer.OTHER
+    return path_sublayer(name, _TOP, _LAYER)
 
 
 def decoder_inputs(ids: torch.Tensor) -> dict[str, Any]:
