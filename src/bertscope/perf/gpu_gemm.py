@@ -162,26 +162,41 @@ class TileWaveGemmEfficiency(ModelBase):
 
     def _utilization(self, m: np.ndarray, n: np.ndarray, k: np.ndarray,
                      b: np.ndarray) -> np.ndarray:
-        """`utilization` of shapes already floats >= 1 (broadcasting)."""
+        """`utilization` of shapes already floats >= 1 (broadcasting).
+
+        Factored so that few passes need the full broadcast shape: useful / launched =
+        share x tiles s / (waves SMs) with share = (M / (ceil(M/Tm) Tm)) (N / (ceil(N/Tn)
+        Tn)) (K / (s ceil(Kpad/s))) x reuse and tiles = B ceil(M/Tm) ceil(N/Tn); the tile
+        and K shares are computed on each dimension's own (smaller) shape. A split s > 1
+        counts only where tiles s <= SMs: one wave, so its wave share is tiles s / SMs
+        (no ceiling to take)."""
         k_pad = _ceil_div(k, self.mma_k) * self.mma_k
-        useful = b * m * n * k
         sms = float(self.sm_count)
-        best = np.zeros(np.broadcast_shapes(m.shape, n.shape, k.shape, b.shape))
+        full = np.broadcast_shapes(m.shape, n.shape, k.shape, b.shape)
+        best = np.zeros(full)
+        cm = {tm: _ceil_div(m, tm) for tm in {t[0] for t in self.tiles}}
+        cn = {tn: _ceil_div(n, tn) for tn in {t[1] for t in self.tiles}}
+        k_share = {s: k / (s * _ceil_div(k_pad, s)) for s in self.splits}
+        tiles, share, util = np.empty(full), np.empty(full), np.empty(full)
         for tm, tn in self.tiles:
             reuse = (1.0 if self.operand_intensity <= 0
                      else min(1.0, 2.0 * tm * tn / (tm + tn) / self.operand_intensity))
-            tiles = b * _ceil_div(m, tm) * _ceil_div(n, tn)
+            np.multiply(b * cm[tm], cn[tn], out=tiles)  # B x ceil(M/Tm) x ceil(N/Tn)
+            np.multiply(m / (cm[tm] * (tm / reuse)), n / (cn[tn] * tn), out=share)
+            fewest = float(tiles.min()) if tiles.size else 0.0
             for s in self.splits:
-                if s > 1 and not np.any(tiles * s <= sms):
-                    continue  # no shape fits this split in one wave
-                depth = _ceil_div(k_pad, s)  # K of one slice
-                waves = _ceil_div(tiles * s, sms)
-                launched = waves * sms * (tm * tn) * depth
-                util = useful / launched * reuse
-                if s > 1:  # split-K only fills an under-filled first wave (see SPLITS)
-                    util = np.where(tiles * s <= sms, util, 0.0)
-                best = np.maximum(best, util)
-        return np.minimum(best, 1.0)
+                if s == 1:  # waves = ceil(tiles / SMs); wave share tiles / (waves SMs)
+                    np.multiply(tiles, 1.0 / sms, out=util)
+                    np.ceil(util, out=util)
+                    np.divide(tiles, util, out=util)
+                    util *= share
+                    util *= k_share[1] / sms
+                    np.maximum(best, util, out=best)
+                elif fewest * s <= sms:  # some shape fits the split in one wave
+                    np.multiply(share, k_share[s] * (s / sms), out=util)
+                    util *= tiles
+                    np.maximum(best, util, out=best, where=tiles <= sms / s)
+        return np.minimum(best, 1.0, out=best)
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""

@@ -85,10 +85,11 @@ class _Bucket:
         nd = len(self.shape)
 
         def stack(values: list[Any]) -> np.ndarray:
-            arrs = [np.asarray(v, dtype=float) for v in values]
-            shape = np.broadcast_shapes(*(x.shape for x in arrs))
-            shape = (1,) * (nd - len(shape)) + shape
-            return np.stack([np.broadcast_to(x, shape) for x in arrs])
+            shape = np.broadcast_shapes(*(np.shape(v) for v in values))
+            out = np.empty((len(values), *((1,) * (nd - len(shape))), *shape))
+            for i, v in enumerate(values):
+                out[i] = v  # broadcasts as np.broadcast_to would, without its Python cost
+            return out
 
         cols: dict[str, np.ndarray] = {c: stack([getattr(op, c) for op, _ in rows])
                                        for c in NUMERIC}
