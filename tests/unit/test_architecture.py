@@ -36,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     # the runs store joins stored rows by the calibration's keys (perf.calibrate)
     "store": GROUND | {"perf"},
     # the sweep engine runs the analytic producer on arrays and times rows with perf's formula
-    "sweep": GROUND | {"hardware", "perf", "analytic"},
+    "sweep": GROUND | {"hardware", "perf", "analytic", "parallel"},
     # workflows that measure and predict together
     # (the study writes its report folder itself, so `bertscope.study()` gives the same
     # folder as the command: it may call report/ and sweep/)

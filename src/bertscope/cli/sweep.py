@@ -100,6 +100,11 @@ def sweep_cmd(
     heads: Annotated[str | None, _opt("Attention heads (default: each model's).")] = None,
     ffn: Annotated[str | None, _opt("FFN size (default: the model's ratio to hidden).")] = None,
     vocab: Annotated[str | None, _opt("Vocabulary size (default: each model's).")] = None,
+    dp: Annotated[str, _opt("Data-parallel replicas (above 1, or tp/pp/zero: the "
+                            "distributed model times the point).")] = "1",
+    tp: Annotated[str, _opt("Tensor-parallel ranks.")] = "1",
+    pp: Annotated[str, _opt("Pipeline stages (1F1B).")] = "1",
+    zero: Annotated[str, _opt("ZeRO stage 0-3 over the replicas.")] = "0",
     gemm_peak: Annotated[str, _opt("What-if: x the GEMM peak.")] = "1",
     bandwidth: Annotated[str, _opt("What-if: x the memory bandwidth.")] = "1",
     overhead: Annotated[str, _opt("What-if: x the per-launch overhead.")] = "1",
@@ -137,6 +142,8 @@ def sweep_cmd(
         **{k: parse_floats(v, k.replace("_", "-")) for k, v in
            (("gemm_peak", gemm_peak), ("bandwidth", bandwidth), ("overhead", overhead),
             ("memory", memory))},
+        **{k: parse_ints(v, k) for k, v in (("dp", dp), ("tp", tp), ("pp", pp),
+                                            ("zero", zero))},
         **{k: parse_ints(v, k) for k, v in (("layers", layers), ("hidden", hidden),
                                             ("heads", heads), ("ffn", ffn), ("vocab", vocab))
            if v is not None},

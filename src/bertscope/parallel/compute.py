@@ -39,7 +39,7 @@ from bertscope.optable import Op, OpTable
 from bertscope.parallel.collectives import ArrayLike
 from bertscope.parallel.job import Workload
 from bertscope.parallel.memory import stack_layers
-from bertscope.perf import DeviceProfile, predict
+from bertscope.perf import DeviceProfile, Knobs, predict
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
 _ATTN_CORE = (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT,
@@ -249,14 +249,16 @@ def clear_compute_tables() -> None:
 
 
 def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike,
-                  tps: ArrayLike) -> ComputeTable:
+                  tps: ArrayLike, knobs: Knobs | None = None) -> ComputeTable:
     """Predicted per-micro-batch times for every micro-batch size in `batches` and tensor-
     parallel size in `tps` (with and without sequence parallelism), from one `predict` call
-    on the stacked rows of all variants. Cached per (model, run settings, profile, sizes)."""
+    on the stacked rows of all variants, the device's figures scaled by `knobs` (what-ifs;
+    links are not scaled). Cached per (model, run settings, profile, sizes, knobs)."""
     bs = np.unique(np.asarray(batches, dtype=np.int64))
     ts = np.unique(np.asarray(tps, dtype=np.int64))
+    knobs = knobs or Knobs()
     key = (workload.model, workload.run_for(1), profile, tuple(bs.tolist()),
-           tuple(ts.tolist()))
+           tuple(ts.tolist()), knobs)
     if key in _TABLES:
         return _TABLES[key]
     parts: list[Columns] = []
@@ -277,7 +279,7 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     update_ops, accumulate = _update_ops(workload)
     update = _columns([*update_ops, accumulate])  # the accumulate row last
     stacked = {c: np.concatenate([p[c] for p in parts] + [update[c]]) for c in update}
-    pred = predict(OpTable.from_columns(stacked), profile, workload.precision)
+    pred = predict(OpTable.from_columns(stacked), profile, workload.precision, knobs=knobs)
     time = pred.columns["time_s"]
     shape = (len(bs), len(ts), 2)
     size = math.prod(shape)

@@ -48,7 +48,9 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
                     table: ComputeTable | None = None) -> dict[str, np.ndarray]:
     """Cost every layout given as equal-length arrays: dp, tp, pp, micro_batches, zero
     (0-3), checkpoint (codes, `Checkpoint.code`), sp (bool), schedule (codes,
-    `Schedule.code`), virtual_stages. Layouts must be valid (`check_layout`). Returns arrays of
+    `Schedule.code`), virtual_stages, and optionally global_batch (sequences per step, one per
+    layout: a sweep varies it; default the workload's). Layouts must be valid
+    (`check_layout`, with each layout's global batch). Returns arrays of
     the time parts (`TIME_KEYS`), iteration_s, tokens_per_s, bubble_fraction, the memory
     parts of the peak stage (`MEMORY_KEYS`), memory_bytes, fits, micro_batch, recompute_s
     (part of compute_s), accumulate_s (gradient accumulation, part of compute_s) and one
@@ -61,7 +63,8 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     zero, ck = np.asarray(arrays["zero"]), np.asarray(arrays["checkpoint"])
     sp, sch = np.asarray(arrays["sp"], dtype=bool), np.asarray(arrays["schedule"])
     v = virtual_factor(sch, arrays["virtual_stages"])
-    b = w.global_batch // (dp * mb)
+    gb = np.asarray(arrays.get("global_batch", w.global_batch), dtype=np.int64)
+    b = gb // (dp * mb)
     if table is None:
         table = compute_table(w, cluster.profile, np.unique(b), np.unique(tp))
     bi, ti = table.index(b, tp)
@@ -159,7 +162,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     out["step_bwd_comm_s"] = tp_stage - tp_fwd + p2p / 2
     out["accumulate_s"] = accumulate
     out["iteration_s"] = sum(out[k] for k in TIME_KEYS)
-    out["tokens_per_s"] = w.tokens / out["iteration_s"]
+    out["tokens_per_s"] = gb * w.seq / out["iteration_s"]
     out["bubble_fraction"] = bubble_fraction(sch, pp, mb, v)
 
     # memory of the first and the last stage; the device peak is the larger

@@ -13,7 +13,7 @@ from bertscope.report.tables import binary, si
 
 _VARIED = ("precision", "optimizer", "layers", "hidden", "heads", "ffn", "vocab", "batch", "seq",
            "micro_batches", "checkpoint", "dropout", "masked_lm_only", "attention", "fused",
-           "gemm_peak", "bandwidth", "overhead", "memory")
+           "dp", "tp", "pp", "zero", "gemm_peak", "bandwidth", "overhead", "memory")
 """Configuration columns shown when they vary in the grid (model and device always)."""
 
 
@@ -30,9 +30,10 @@ def print_sweep(result: Any, ranked: pd.DataFrame, console: Console, *, sort: st
     frame = result.frame
     dims = ("layers", "hidden", "heads", "ffn", "vocab")  # shown when swept, not per model
     shown = ["model", "device", *(
-        c for c in _VARIED
-        if (frame.groupby("model", observed=True)[c].nunique().max() if c in dims
-            else frame[c].nunique()) > 1)]
+        c for c in _VARIED if c in frame
+        and (frame.groupby("model", observed=True)[c].nunique().max() if c in dims
+             else frame[c].nunique()) > 1)]
+    comm = "dp" in frame  # multi-device points: the communication and bubble share
     t = Table(title=f"Top {len(ranked)} by {escape(sort)}")
     names = {"micro_batches": "micro", "masked_lm_only": "masked", "precision": "prec",
              "attention": "attn",
@@ -41,17 +42,31 @@ def print_sweep(result: Any, ranked: pd.DataFrame, console: Console, *, sort: st
     for col in shown:
         t.add_column(names.get(col, col), justify="left" if col in ("model", "device") else
                      "right")
-    for col in ("time", "tok/s", "%peak", "GEMM%", "mem-bound%", "opt%", "memory", "fits"):
+    split = not ranked["memory_bound_share"].isna().all()  # some row has categories
+    for col in ("time", "tok/s", "%peak", *(("GEMM%", "mem-bound%") if split else ()), "opt%",
+                *(("comm%", "bubble%") if comm else ()), "memory", "fits"):
         t.add_column(col, justify="right")
     for r in ranked.to_dict(orient="records"):
         gemm = r.get("share_gemm", 0.0) + r.get("share_batched_gemm", 0.0)
+        parts = ((_pct(r["tp_comm_share"] + r["pp_comm_share"] + r["dp_comm_share"]),
+                  _pct(r["bubble_share"])) if comm else ())
         t.add_row(*(escape(f"{r[c]:g}" if isinstance(r[c], float) else str(r[c]))
                     for c in shown),
                   si(r["iteration_s"], "s"), si(r["tokens_per_s"]),
-                  f"{100 * r['peak_fraction']:.1f}", f"{100 * gemm:.1f}",
-                  f"{100 * r['memory_bound_share']:.1f}", f"{100 * r['optimizer_share']:.1f}",
+                  _pct(r["peak_fraction"]),
+                  *((_pct(gemm), _pct(r["memory_bound_share"])) if split else ()),
+                  _pct(r["optimizer_share"]), *parts,
                   binary(r["memory_bytes"]), "yes" if r["fits"] else "no")
     console.print(t)
+    if comm and ranked["memory_bound_share"].isna().any():
+        console.print("multi-device rows (devices > 1 or ZeRO): the distributed model times "
+                      "layer sections, not categories, so GEMM% and mem-bound% are not split "
+                      "there (-)")
+
+
+def _pct(share: float) -> str:
+    """A share as a percentage, '-' where it is not known (NaN)."""
+    return "-" if share != share else f"{100 * share:.1f}"
 
 
 __all__ = ["print_sweep"]

@@ -31,8 +31,8 @@ from bertscope.errors import BertscopeError
 from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
-from bertscope.sweep import engine
-from bertscope.sweep.grid import KNOB_AXES, NUM_AXES, STRUCTURAL, Grid, Group
+from bertscope.sweep import engine, multi
+from bertscope.sweep.grid import KNOB_AXES, LAYOUT_SIZES, NUM_AXES, STRUCTURAL, Grid, Group
 from bertscope.taxonomy import Category
 
 MAX_CONFIGS = 2_000_000
@@ -46,7 +46,7 @@ LABEL_COLUMNS = ("model", "family", "precision", "optimizer", "checkpoint", "dro
 """Columns naming a configuration's structure (categorical in the frame)."""
 _GEMM = {c.value for c in Category if c.is_gemm}
 
-ASCENDING = frozenset({"iteration_s", "memory_bytes", "flops", "params"})
+ASCENDING = frozenset({"iteration_s", "memory_bytes", "flops", "params", "devices"})
 """Columns ranked smallest first (times and sizes); every other column largest first."""
 
 Progress = Callable[[str, int, int], None]
@@ -95,14 +95,17 @@ class SweepResult:
 METRIC_COLUMNS = ("tokens", "params", "flops", "iteration_s", "tokens_per_s", "achieved_flops",
                   "peak_fraction", *(f"share_{c.value}" for c in Category),
                   *(f"bound_{b.value}" for b in Bound), "memory_bound_share",
-                  "optimizer_share", "memory_bytes", "fits")
+                  "optimizer_share", "memory_bytes", "fits", "dp", "tp", "pp", "zero",
+                  "devices", "tokens_per_s_per_device", "compute_share", "tp_comm_share",
+                  "pp_comm_share",
+                  "bubble_share", "dp_comm_share")
 """Every figure column a sweep can hold (a share column only where some row has the
 category)."""
 
 
 def check_sort(column: str) -> None:
     """Refuse, before any work, a column no sweep result has."""
-    known = (*LABEL_COLUMNS, *NUM_AXES, *KNOB_AXES, *METRIC_COLUMNS)
+    known = (*LABEL_COLUMNS, *NUM_AXES, *KNOB_AXES, *METRIC_COLUMNS)  # layout ones in METRIC
     if column not in known:
         raise BertscopeError(f"no column {column!r} to sort by; columns: {', '.join(known)}")
 
@@ -118,7 +121,7 @@ def _devices(devices: Sequence[str | Path | DeviceProfile]) -> tuple[DeviceProfi
 def make_grid(models: Sequence[str | Path | ModelConfig],
               devices: Sequence[str | Path | DeviceProfile], **axes: Any) -> Grid:
     """The grid of `sweep` (models and devices loaded, every axis checked)."""
-    unknown = sorted(set(axes) - {*NUM_AXES, *KNOB_AXES, *STRUCTURAL})
+    unknown = sorted(set(axes) - {*NUM_AXES, *KNOB_AXES, *STRUCTURAL, *LAYOUT_SIZES, "zero"})
     if unknown:
         raise BertscopeError(f"unknown sweep axis {', '.join(unknown)}")
     return Grid(models=_models(models), devices=_devices(devices),
@@ -133,9 +136,10 @@ def sweep(models: Sequence[str | Path | ModelConfig],
     dimensions (`layers`, `hidden`, `heads`, `ffn`, `vocab`), `batch`, `seq`,
     `micro_batches`, `precision`, `optimizer`, `checkpoint` (none/full), `dropout`,
     `masked_lm_only`, `attention` (eager/fused-softmax/sdpa), `fused` (as `perf.fuse`
-    runs the table), and the knobs `gemm_peak`,
-    `bandwidth`, `overhead`, `memory` (multipliers of each device's figures); each a
-    sequence of values. A grid above `max_configs` is refused (None: no cap). Pieces of
+    runs the table), the layout `dp`, `tp`, `pp`, `zero` (multi-device points, timed by
+    the distributed model: `sweep.multi`), and the knobs `gemm_peak`, `bandwidth`,
+    `overhead`, `memory` (multipliers of each device's figures); each a sequence of values.
+    A grid above `max_configs` is refused (None: no cap). Pieces of
     the grid run on `workers` threads (default: one per CPU core; numpy's loops release the
     GIL); the result does not depend on it."""
     grid = make_grid(models, devices, **axes)
@@ -148,10 +152,12 @@ def sweep(models: Sequence[str | Path | ModelConfig],
     targets = [(p, k) for p in grid.devices for k in grid.knob_sets()]
     sets = engine.same_models(targets)
     tell = progress or (lambda *_: None)
-    tasks = [(g, piece) for g in grid.groups() for piece in engine.chunks(g)]
+    combos = multi.layouts(grid.dp, grid.tp, grid.pp, grid.zero)
+    single = len(combos) < len(grid.dp) * len(grid.tp) * len(grid.pp) * len(grid.zero)
+    tasks = [(g, piece) for g in grid.groups() for piece in engine.chunks(g)] if single else []
     parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]] = []
     done = 0
-    n_workers = max(1, min(workers or os.cpu_count() or 1, len(tasks), 16))
+    n_workers = max(1, min(workers or os.cpu_count() or 1, max(1, len(tasks)), 16))
     with ThreadPoolExecutor(n_workers) as pool:  # numpy's loops release the GIL
         results = pool.map(lambda t: engine.evaluate_piece(t[1], targets, sets), tasks)
         for (group, piece), res in zip(tasks, results, strict=True):
@@ -159,7 +165,13 @@ def sweep(models: Sequence[str | Path | ModelConfig],
             parts += [(labels, target, cols) for target, cols in res]
             done += piece.size * len(targets)
             tell("sweep", done, grid.size)
-    frame = _frame(parts, targets)
+    for group in grid.groups() if combos else ():  # multi-device points: `multi`
+        labels = _labels(group)
+        parts += [(labels, target, {**cols, MULTI: np.ones(0)})
+                  for target, cols in multi.evaluate_group(group, targets, combos)]
+        done += group.size * len(targets) * len(combos)
+        tell("sweep", done, grid.size)
+    frame = _frame(parts, targets, layouts=bool(combos))
     return SweepResult(frame=frame, grid_size=grid.size, skipped=grid.size - len(frame),
                        seconds=time.perf_counter() - t0)
 
@@ -172,9 +184,22 @@ def _labels(group: Group) -> dict[str, Any]:
             "attention": group.attention.value, "fused": group.fused}
 
 
+MULTI = "_multi"
+"""Key marking a multi-device part's columns (`multi.evaluate_group`)."""
+LAYOUT_COLUMNS = ("dp", "tp", "pp", "zero", "devices")
+"""Layout columns, in a sweep with multi-device points (1, 1, 1, 0, 1 on the others)."""
+PART_SHARES = {"compute_s": "compute_share", "tp_comm_s": "tp_comm_share",
+               "pp_comm_s": "pp_comm_share", "bubble_s": "bubble_share",
+               "dp_comm_s": "dp_comm_share"}
+"""Time parts of a layout and their share columns (compute the whole on one device)."""
+
+
 def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]],
-           targets: list[tuple[DeviceProfile, Knobs]]) -> pd.DataFrame:
-    """One frame from the evaluated pieces: labels as categoricals, figures as floats."""
+           targets: list[tuple[DeviceProfile, Knobs]], *, layouts: bool = False
+           ) -> pd.DataFrame:
+    """One frame from the evaluated pieces: labels as categoricals, figures as floats;
+    with `layouts`, the layout columns and time-part shares too (multi-device points have
+    no per-category or per-bound split: NaN there)."""
     if not parts:
         return pd.DataFrame(columns=[*LABEL_COLUMNS, *NUM_AXES, "iteration_s"])
     sizes = np.array([len(c["time_s"]) for _, _, c in parts])
@@ -194,10 +219,12 @@ def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]
     for k in KNOB_AXES:
         out[k] = np.array([getattr(knobs, k) for _, knobs in targets])[target]
 
-    def cat(key: str) -> np.ndarray:
+    def cat(key: str, single: float = 0.0, many: float = np.nan) -> np.ndarray:
         """A column of all pieces, each piece's copy dropped as it is taken (one copy of
-        the results in memory at a time)."""
-        return np.concatenate([c.pop(key, None) if key in c else np.zeros(n)
+        the results in memory at a time); a piece without it holds `single` (or `many` in
+        a multi-device piece)."""
+        return np.concatenate([c.pop(key, None) if key in c else
+                               np.full(n, many if MULTI in c else single)
                                for (_, _, c), n in zip(parts, sizes, strict=True)])
 
     present = [c for c in Category if any(f"cat:{c.value}" in p for _, _, p in parts)]
@@ -208,15 +235,29 @@ def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]
     out["flops"] = flops
     out["iteration_s"] = t
     out["tokens_per_s"] = tokens / t
-    out["achieved_flops"] = flops / t
-    out["peak_fraction"] = flops / t / cat("gemm_peak_flops")
+    devices = cat("devices", 1.0) if layouts else 1.0
+    out["achieved_flops"] = flops / t / devices  # per device
+    out["peak_fraction"] = out["achieved_flops"] / cat("gemm_peak_flops")
     for c in present:
         out[f"share_{c.value}"] = cat(f"cat:{c.value}") / t
     for b in Bound:
         out[f"bound_{b.value}"] = cat(f"bound:{b.value}") / t
     out["memory_bound_share"] = 1.0 - sum(out[f"share_{c.value}"] for c in present
                                           if c.value in _GEMM)
+    if layouts:  # no category split on multi-device points (even with none present)
+        many = np.concatenate([np.full(n, MULTI in c) for (_, _, c), n in
+                               zip(parts, sizes, strict=True)])
+        out["memory_bound_share"] = np.where(many, np.nan, out["memory_bound_share"])
     out["optimizer_share"] = cat("optimizer_s") / t
+    if layouts:
+        for key, fill in zip(LAYOUT_COLUMNS, (1, 1, 1, 0, 1), strict=True):
+            out[key] = (devices if key == "devices" else cat(key, fill)).astype(np.int64)
+        out["tokens_per_s_per_device"] = out["tokens_per_s"] / devices
+        on_one = 1.0 - out["optimizer_share"]  # a single device's time is all compute
+        for key, name in PART_SHARES.items():
+            share = cat(key, np.nan, np.nan) / t
+            out[name] = np.where(np.isnan(share), on_one if key == "compute_s" else 0.0,
+                                 share)
     out["memory_bytes"] = cat("memory_bytes")
     out["fits"] = out["memory_bytes"] <= cat("capacity_bytes")
     return pd.DataFrame(out, copy=False)  # no consolidating copy: one copy of the results

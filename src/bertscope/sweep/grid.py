@@ -42,12 +42,15 @@ NUM_AXES: tuple[str, ...] = (*DIM_AXES, "batch", "seq", "micro_batches")
 STRUCTURAL: tuple[str, ...] = ("precision", "optimizer", "checkpoint", "dropout",
                                "masked_lm_only", "attention", "fused")
 """Axes that change which rows an iteration has: each combination is a `Group`."""
+LAYOUT_SIZES: tuple[str, ...] = ("dp", "tp", "pp")
+"""Distributed layout sizes (with `zero`, the stage): any above 1 makes a multi-device point."""
 KNOB_AXES: tuple[str, ...] = ("gemm_peak", "bandwidth", "overhead", "memory")
 """Hardware what-ifs: multipliers of each device's figures (`perf.Knobs`)."""
 _MODEL_FIELD = {"layers": "num_layers", "hidden": "hidden", "heads": "heads",
                 "ffn": "intermediate", "vocab": "vocab_size"}
 _LIMITS = {**{a: MODEL_LIMITS[f] for a, f in _MODEL_FIELD.items()},
-           "batch": 2**31, "seq": 2**24, "micro_batches": 2**20}
+           "batch": 2**31, "seq": 2**24, "micro_batches": 2**20,
+           "dp": 2**20, "tp": 2**20, "pp": 2**20}
 
 
 def _ints(name: str, values: Sequence[int]) -> tuple[int, ...]:
@@ -94,6 +97,14 @@ class Grid:
     attention: tuple[Attention, ...] = (Attention.EAGER,)
     fused: tuple[bool, ...] = (False,)
     """Predict as `perf.fuse` runs the table (memory-bound chains and the optimizer fused)."""
+    dp: tuple[int, ...] = (1,)
+    """Data-parallel replicas (above 1: a multi-device point, `sweep.multi`)."""
+    tp: tuple[int, ...] = (1,)
+    """Tensor-parallel ranks."""
+    pp: tuple[int, ...] = (1,)
+    """Pipeline stages."""
+    zero: tuple[int, ...] = (0,)
+    """ZeRO stage (0-3) over the data-parallel replicas."""
     gemm_peak: tuple[float, ...] = (1.0,)
     bandwidth: tuple[float, ...] = (1.0,)
     overhead: tuple[float, ...] = (1.0,)
@@ -128,6 +139,17 @@ class Grid:
         if True in self.masked_lm_only and no_mlm:
             raise BertscopeError(f"masked_lm_only applies to models with a masked-LM head "
                                  f"(BERT, RoBERTa, ALBERT), not {', '.join(no_mlm)}")
+        for name in LAYOUT_SIZES:
+            put(self, name, _ints(name, getattr(self, name)))
+        zeros = _nonempty("zero", self.zero)
+        if not all(isinstance(z, int | np.integer) and not isinstance(z, bool)
+                   and 0 <= z <= 3 for z in zeros):
+            raise BertscopeError(f"axis zero: stages are 0, 1, 2 or 3, got {list(zeros)}")
+        put(self, "zero", tuple(int(z) for z in zeros))
+        layouts = itertools.product(self.dp, self.tp, self.pp, self.zero)
+        if True in self.fused and any(c != (1, 1, 1, 0) for c in layouts):
+            raise BertscopeError("fused execution is not modelled for multi-device points "
+                                 "(dp, tp, pp or zero); sweep --fused off with them")
         for name in KNOB_AXES:
             values = _nonempty(name, getattr(self, name))
             for v in values:
@@ -141,7 +163,7 @@ class Grid:
     def size(self) -> int:
         """Configurations in the grid (before those a model cannot run are skipped)."""
         n = len(self.models) * len(self.devices)
-        for name in (*NUM_AXES, *STRUCTURAL, *KNOB_AXES):
+        for name in (*NUM_AXES, *STRUCTURAL, *LAYOUT_SIZES, "zero", *KNOB_AXES):
             values = getattr(self, name)
             n *= len(values) if values is not None else 1
         return n
@@ -305,5 +327,6 @@ class RunView:
         return self.batch * self.seq * self.micro_batches
 
 
-__all__ = ["DIM_AXES", "KNOB_AXES", "NUM_AXES", "STRUCTURAL", "Grid", "Group", "ModelView",
+__all__ = ["DIM_AXES", "KNOB_AXES", "LAYOUT_SIZES", "NUM_AXES", "STRUCTURAL", "Grid", "Group",
+           "ModelView",
            "RunView"]

@@ -1,0 +1,192 @@
+"""Multi-device points of a sweep: layouts (dp x tp x pp, ZeRO) timed by the distributed model.
+
+A configuration with more than one device (any of `dp`, `tp`, `pp` above 1, or a ZeRO stage)
+is a distributed training job: `batch` sequences per micro-batch, `micro_batches` of them per
+data-parallel replica, so a step's global batch is batch x micro_batches x dp. It is timed by
+`parallel.evaluate_arrays` (the model `bertscope distributed` prints), which is vectorized over
+layouts: one call per (model sizes, sequence length, device, knob set, device count) covers
+every batch, micro-batch count and layout of that slice, the per-micro-batch compute table
+(`parallel.compute.compute_table`, one `predict` of the op table's rows) shared by them.
+
+Rows carry the time parts of the layout (compute, tensor- and pipeline-parallel
+communication, bubble, exposed data-parallel communication, optimizer) as shares of the
+iteration. The distributed model times sections of a layer, not categories, so the
+per-category and per-bound shares of a multi-device row are NaN (not measured, not zero).
+FLOPs are the job's (the analytic table's per replica, times dp; tensor-parallel copies of
+small ops not counted twice), achieved FLOP/s per device. Knobs scale each device's figures
+in the compute table and the capacity it must fit in; links are not scaled.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from bertscope.analytic.blocks import multiplicity
+from bertscope.analytic.families import model_blocks
+from bertscope.analytic.params import parameter_count
+from bertscope.config import Checkpoint, ModelConfig, RunConfig
+from bertscope.errors import BertscopeError
+from bertscope.parallel.compute import compute_table
+from bertscope.parallel.evaluation import evaluate_arrays
+from bertscope.parallel.job import Cluster, Layout, Workload, check_layout
+from bertscope.parallel.pipeline import Schedule
+from bertscope.perf.efficiency import DeviceProfile
+from bertscope.perf.roofline import Knobs, select_peaks
+from bertscope.sweep.grid import DIM_AXES, NUM_AXES, Group, ModelView
+
+LAYOUT_AXES: tuple[str, ...] = ("dp", "tp", "pp", "zero")
+"""Axes of a distributed layout: data-, tensor- and pipeline-parallel sizes, ZeRO stage."""
+PARTS: tuple[str, ...] = ("compute_s", "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s")
+"""Time parts of a multi-device row besides the optimizer (`parallel.TIME_KEYS`)."""
+
+_FIELD = {"layers": "num_layers", "hidden": "hidden", "heads": "heads",
+          "ffn": "intermediate", "vocab": "vocab_size"}
+
+
+def layouts(dp: tuple[int, ...], tp: tuple[int, ...], pp: tuple[int, ...],
+            zero: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
+    """The (dp, tp, pp, zero) combinations of more than one device or a ZeRO stage: the
+    multi-device part of a grid (the rest is the single-device engine's)."""
+    return [c for c in itertools.product(dp, tp, pp, zero) if c != (1, 1, 1, 0)]
+
+
+def job_flops(group: Group) -> np.ndarray:
+    """FLOPs of one replica's iteration for every configuration of the group (its full
+    shape): the analytic rows' FLOPs times their multiplicities, as the engine sums them."""
+    m, run = group.views()
+    total: Any = 0.0
+    for blk in model_blocks(m, run):  # type: ignore[arg-type]
+        copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
+        for ops, w in ((blk.rows, copies), (blk.later, later)):
+            for op in ops:
+                total = total + np.asarray(op.flops, dtype=float) * w
+    return np.broadcast_to(np.asarray(total, dtype=float), group.shape)
+
+
+def _models(group: Group) -> list[tuple[tuple[int, ...], ModelConfig]]:
+    """(index along each model-size axis, the concrete model) for every combination of the
+    group's model sizes a model config accepts."""
+    view = ModelView(group)
+    ffn = np.broadcast_to(view.intermediate, group.shape)
+    axes = [NUM_AXES.index(a) for a in DIM_AXES]
+    out = []
+    for idx in itertools.product(*(range(group.shape[a]) for a in axes)):
+        sizes = {a: int(group.values[a][i]) for a, i in zip(DIM_AXES, idx, strict=True)}
+        at = [0] * len(NUM_AXES)
+        for a, i in zip(axes, idx, strict=True):
+            at[a] = i
+        sizes["ffn"] = int(ffn[tuple(at)])
+        changes = {_FIELD[a]: v for a, v in sizes.items()
+                   if v != getattr(group.model, _FIELD[a])}
+        try:
+            model = replace(group.model, **changes) if changes else group.model
+        except BertscopeError:
+            continue  # sizes the model cannot have (heads not dividing hidden): skipped
+        out.append((idx, model))
+    return out
+
+
+def _valid_layouts(combos: list[tuple[int, int, int, int]], micro: np.ndarray,
+                   workload: Workload, cluster_of: dict[int, Cluster], checkpoint: Checkpoint
+                   ) -> list[tuple[int, int, int, int, int]]:
+    """(dp, tp, pp, zero, micro-batches) layouts `check_layout` accepts (1F1B, no sequence
+    parallelism): the distributed model's own rules, asked once per layout."""
+    ok = []
+    for (d, t, p, z), mb in itertools.product(combos, micro.astype(int).tolist()):
+        try:
+            layout = Layout(dp=d, tp=t, pp=p, micro_batches=mb, zero=z, checkpoint=checkpoint)
+            check_layout(layout, replace(workload, global_batch=d * mb),
+                         cluster_of[d * t * p])
+        except BertscopeError:
+            continue
+        ok.append((d, t, p, z, mb))
+    return ok
+
+
+def evaluate_group(group: Group, targets: list[tuple[DeviceProfile, Knobs]],
+                   combos: list[tuple[int, int, int, int]]
+                   ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Every configuration of `group` under every layout of `combos` on every target, as
+    (target index per entry, columns) pairs in the form `engine.evaluate_piece` returns, plus
+    the layout columns and time parts."""
+    flops = job_flops(group)
+    checkpoint = Checkpoint.FULL if group.checkpointing else Checkpoint.NONE
+    batch, seqs, micro = (group.values[a] for a in ("batch", "seq", "micro_batches"))
+    results = []
+    for idx, model in _models(group):
+        for si, seq in enumerate(seqs.astype(int).tolist()):
+            try:
+                run = RunConfig(batch=1, seq=seq, precision=group.precision,
+                                optimizer=group.optimizer, dropout=group.dropout,
+                                masked_lm_only=group.masked_lm_only,
+                                attention=group.attention)
+                workload = Workload(model=model, run=run, global_batch=1)
+            except BertscopeError:
+                continue  # a sequence beyond the model's positions: skipped
+            for ti, (profile, knobs) in enumerate(targets):
+                try:
+                    select_peaks(profile.device, group.precision)
+                except BertscopeError:
+                    continue  # a precision the device lacks: skipped, counted
+                counts = sorted({d * t * p for d, t, p, _ in combos})
+                clusters = {n: Cluster.build(profile, n) for n in counts}  # node design
+                valid = _valid_layouts(combos, micro, workload, clusters, checkpoint)
+                if not valid:
+                    continue
+                table = compute_table(workload, profile, batch, [v[1] for v in valid], knobs)
+                for n in counts:
+                    mine = [v for v in valid if v[0] * v[1] * v[2] == n]
+                    if mine:
+                        results.append(_slice(mine, batch, micro, workload, clusters[n],
+                                              table, knobs, ti, flops, checkpoint, (idx, si)))
+    return results
+
+
+def _slice(valid: list[tuple[int, int, int, int, int]], batch: np.ndarray, micro: np.ndarray,
+           workload: Workload, cluster: Cluster, table: Any, knobs: Knobs, target: int,
+           flops: np.ndarray, checkpoint: Checkpoint, where: tuple[Any, ...]
+           ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One `evaluate_arrays` call: every (layout, batch) of one device count, as columns."""
+    idx, si = where
+    lay = np.repeat(np.array(valid, dtype=np.int64), len(batch), axis=0)
+    bi = np.tile(np.arange(len(batch)), len(valid))
+    b = batch.astype(np.int64)[bi]
+    d, t, p, z, mb = lay.T
+    n = len(b)
+    got = evaluate_arrays(workload, cluster, {
+        "dp": d, "tp": t, "pp": p, "micro_batches": mb, "zero": z,
+        "checkpoint": np.full(n, checkpoint.code), "sp": np.zeros(n, dtype=bool),
+        "schedule": np.full(n, Schedule.ONE_F_ONE_B.code),
+        "virtual_stages": np.ones(n, dtype=np.int64), "global_batch": b * mb * d}, table)
+    order = np.argsort(micro)  # the micro-batch axis in the grid's order, unique
+    mi = order[np.searchsorted(micro[order], mb)]
+    at = (*idx, bi, si, mi)  # the configuration's place in the group's shape
+    model = workload.model
+    out: dict[str, np.ndarray] = {
+        "time_s": got["iteration_s"], "flops": flops[at] * d,
+        "tokens": (b * mb * d * workload.seq).astype(float),
+        "params": np.full(n, float(parameter_count(model))),
+        "memory_bytes": got["memory_bytes"],
+        "capacity_bytes": np.full(n, cluster.memory_bytes * knobs.memory),
+        "gemm_peak_flops": np.full(n, knobs.apply(
+            select_peaks(cluster.profile.device, workload.precision)).gemm_flops),
+        "optimizer_s": got["optimizer_s"],
+        **{k: got[k] for k in PARTS},
+        "dp": d.astype(float), "tp": t.astype(float), "pp": p.astype(float),
+        "zero": z.astype(float), "devices": (d * t * p).astype(float),
+    }
+    sizes = {"layers": model.num_layers, "hidden": model.hidden, "heads": model.heads,
+             "ffn": model.intermediate, "vocab": model.vocab_size}
+    for a in DIM_AXES:
+        out[a] = np.full(n, float(sizes[a]))
+    out["batch"], out["seq"], out["micro_batches"] = (b.astype(float),
+                                                      np.full(n, float(workload.seq)),
+                                                      mb.astype(float))
+    return np.full(n, target), out
+
+
+__all__ = ["LAYOUT_AXES", "PARTS", "evaluate_group", "job_flops", "layouts"]
