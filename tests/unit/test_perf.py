@@ -82,14 +82,29 @@ def test_one_gemm_at_full_efficiency_is_flops_over_peak() -> None:
     assert p["bound"] == "compute"
 
 
-def test_gemm_efficiency_terms_multiply() -> None:
+def test_gemm_efficiency_shape_slows_streaming_not_fill() -> None:
     dev = _device({"fp32": 100e12})
     prof = _ideal(dev, gemm=0.5, w0=2 * N**3, d0=N)
     p = predict(_table(GEMM), prof, "fp32").df.iloc[0]
-    # fraction = 0.5 * W/(W + W) * 1024/(1024 + 1024) = 0.5 * 0.5 * 0.5 = 0.125
-    # time = 21.47 us / 0.125 = 171.8 us
-    assert p["time_s"] == pytest.approx(21.474836e-6 / 0.125, rel=1e-6)
+    # W = W0 = 2 * 1024^3; S = 1024 / (1024 + 1024) = 1/2; peak x max = 50e12 FLOP/s:
+    # time = W / (50e12 x S) + W0 / 50e12 = 85.90 us + 42.95 us = 128.85 us
+    # (21.47 us at the full peak: 21.47 / 0.5 / 0.5 + 21.47 / 0.5)
+    assert p["time_s"] == pytest.approx(21.474836e-6 * (4 + 2), rel=1e-6)
     assert p["roofline_s"] == pytest.approx(21.474836e-6, rel=1e-6)
+
+
+def test_thin_tiny_gemm_pays_its_fill_cost_once() -> None:
+    """A 2-class classifier GEMM (m 8, n 2, k 1024: W = 2 x 8 x 2 x 1024 = 32,768 FLOPs)
+    under W0 = 1e9 FLOPs, D0 = 256: its streaming part is W / (peak max S) with S = 2 / 258,
+    its fixed part W0 / (peak max): 32,768 x 129 / 50e12 + 1e9 / 50e12 = 0.0845 us + 20 us,
+    about the fill cost of any launch (not 129 x 20 us, as a product of the two saturations
+    would make it)."""
+    dev = _device({"fp32": 100e12})
+    prof = _ideal(dev, gemm=0.5, w0=1e9, d0=256)
+    thin = GEMM._replace(m=8, n=2, k=1024, flops=32768, bytes_read=0,
+                         bytes_written=0)
+    t = predict(_table(thin), prof, "fp32").df["time_s"].iloc[0]
+    assert t == pytest.approx(32768 * 129 / 50e12 + 1e9 / 50e12, rel=1e-9)
 
 
 def test_memory_bound_row_uses_achieved_bandwidth() -> None:

@@ -152,8 +152,9 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
     best: tuple[float, float, float, float] | None = None  # error, rate, W0, D0
     for d0 in (0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0):
         shape = d / (d + d0) if d0 else np.ones_like(d)
-        a, c = (_rate_fit if robust else _linear_fit)(w, t * shape)
-        pred = w / (saturating(w, c / a) * shape) * a  # rate 1 / a for large square GEMMs
+        # the model's time, W / (rate S) + W0 / rate, is linear in W / S: t = a W / S + c
+        a, c = (_rate_fit if robust else _linear_fit)(w / shape, t)
+        pred = a * w / shape + c  # rate 1 / a for large square GEMMs, W0 = c / a
         if best is None or error(pred) < best[0]:
             best = (error(pred), 1.0 / a, c / a, d0)
     assert best is not None
@@ -162,7 +163,7 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
     if robust and "phase" in p.columns:  # one factor per phase: the median rate ratio
         phases = gemm_phase(p["phase"])
         shape = d / (d + d0) if d0 else np.ones_like(d)
-        ratio = w / (rate * saturating(w, w0) * shape) / t  # > 1: faster than the base
+        ratio = (w / shape + w0) / rate / t  # > 1: faster than the base
         per_phase = {str(ph): float(np.median(ratio[phases == ph]))
                      for ph in sorted(set(phases)) if np.sum(phases == ph) >= 3}
     peak = max(peak_flops, rate * max([1.0, *per_phase.values()]))

@@ -45,12 +45,19 @@ def gemm_phase(phase: Any) -> np.ndarray:
 class GemmEfficiency(ModelBase):
     """GEMM fraction of the tensor-unit peak, a saturating function of size and shape:
 
-        fraction = max_fraction x W / (W + half_saturation_flops) x D / (D + half_saturation_dim)
+        time = W / (peak x max x S) + W0 / (peak x max),   S = D / (D + D0)
+        fraction = W / (peak x time) = max x S x W / (W + W0 x S)
 
-    with W the FLOPs of one launch (a batched GEMM is one launch) and D = min(M, N, K). The W
-    term makes small GEMMs pay a fixed fill/drain cost (time = (W + W0) / (peak x max)); the D
-    term makes thin GEMMs (head size 64, a 2-class classifier) slower than square ones of the
-    same work. No tile or wave quantization: a smooth default that calibration can replace.
+    with W the FLOPs of one launch (a batched GEMM is one launch), W0 =
+    `half_saturation_flops`, D = min(M, N, K) and D0 = `half_saturation_dim`. The W0 term is
+    a fixed fill/drain cost per launch (W0 FLOPs' worth of time at the large-GEMM rate); the
+    shape term S slows the streaming part of a thin GEMM (head size 64, a 2-class
+    classifier) against a square one of the same work, not its fixed cost. (Multiplying the
+    two saturations instead would make a 2-wide GEMM pay its shape penalty on the fill/drain
+    time too: a tiny classifier GEMM then costs (D + D0) / D times W0, hundreds of times its
+    launch cost.) Either term alone is the plain saturating form: S = 1 gives
+    max x W / (W + W0), W0 = 0 gives max x S. No tile or wave quantization: a smooth default
+    that calibration can replace.
     `per_phase` scales the fraction of one phase's GEMMs (capped at 1): the same shape runs
     at different rates as a forward addmm (bias folded in), a data gradient or a weight
     gradient (a transposed operand).
@@ -91,8 +98,11 @@ class GemmEfficiency(ModelBase):
         m, n, k = (np.asarray(rows[c], dtype=float) for c in "mnk")
         smallest = np.minimum(np.minimum(m, n), k)  # columns may broadcast (a sweep's)
         d = np.where(smallest > 0, smallest, 1.0)
-        f = (self.max_fraction * saturating(w, self.half_saturation_flops)
-             * saturating(d, self.half_saturation_dim))
+        shape = saturating(d, self.half_saturation_dim)
+        work = w * shape  # (the rows with no FLOPs get 1 below)
+        f = self.max_fraction * np.divide(
+            work, w + self.half_saturation_flops * shape, out=np.ones_like(work),
+            where=work > 0)
         if self.per_phase and "phase" in rows:
             keys = gemm_phase(rows["phase"])
             scale = np.array([float(self.per_phase.get(k, 1.0)) for k in keys.ravel()],
