@@ -47,7 +47,6 @@ import pandas as pd
 from bertscope.errors import BertscopeError
 from bertscope.hardware import NumberFormat
 from bertscope.optable import OpTable
-from bertscope.perf.device_profile import saturating
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
     CategoryBandwidthEfficiency,
