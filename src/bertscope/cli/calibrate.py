@@ -22,12 +22,29 @@ def calibrate_cmd(
     from_results: Annotated[list[Path] | None, typer.Option(
         "--from", help="`bertscope profile` JSON results to fit the models to (repeatable).")
     ] = None,
+    from_trace: Annotated[list[Path] | None, typer.Option(
+        "--from-trace", help="Fit to Kineto traces recorded with shapes (record_shapes=True; "
+                             "NVIDIA, AMD or CPU-only) instead of this machine: GEMM "
+                             "efficiency and bandwidth per category from their kernels. "
+                             "No microbenchmarks, no torch.")] = None,
     quick: Annotated[bool, typer.Option(help="Fewer microbenchmark shapes.")] = False,
     output: Annotated[Path, typer.Option(help="Device profile JSON to write.")] = Path(
         "local-profile.json"),
+    more_traces: Annotated[list[Path] | None, typer.Argument(
+        hidden=True, help="More trace files after --from-trace TRACE.")] = None,
 ) -> None:
     """Microbenchmark the local device and fit its efficiency models (optionally to measured
-    op tables); `bertscope predict --device FILE` then uses the profile."""
+    op tables), or fit them to traces (--from-trace TRACE [TRACE ...]); `bertscope predict
+    --device FILE` then uses the profile."""
+    traces = [*(from_trace or []), *(more_traces or [])]
+    if more_traces and not from_trace:
+        raise BertscopeError(f"unexpected argument {more_traces[0]}; trace files go after "
+                             f"--from-trace")
+    if traces:
+        if from_results:
+            raise BertscopeError("--from and --from-trace: give one (profile results or "
+                                 "traces)")
+        return _calibrate_from_traces(traces, output)
     need_torch("this command")
     check_output(output)
     from bertscope.report.studies import print_calibration
@@ -40,6 +57,18 @@ def calibrate_cmd(
                                       log=lambda s: out.print(f"[dim]{s}[/]"))
     profile.save(output)
     print_calibration(profile, report, out)
+    out.print(f"wrote {output}")
+
+
+def _calibrate_from_traces(traces: list[Path], output: Path) -> None:
+    check_output(output)
+    from bertscope.report.studies import print_trace_calibration
+    from bertscope.studies.calibrate_trace import calibrate_from_traces
+
+    profile, report = calibrate_from_traces(traces)
+    profile.save(output)
+    out = make_console()
+    print_trace_calibration(profile, report, out)
     out.print(f"wrote {output}")
 
 

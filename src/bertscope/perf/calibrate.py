@@ -131,11 +131,14 @@ class GemmFit:
 
 
 def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
-             robust: bool = True) -> GemmFit:
+             robust: bool = True, preserve_total: bool = False) -> GemmFit:
     """Fit `GemmEfficiency` to points with columns flops, count (launches), m, n, k, time_s
     (and phase: one factor per phase); `robust` fits a median rate (no size term), else least
     squares with one. The fit is made in rates (FLOP/s), then expressed as fractions of
-    `peak_flops`, or of the fastest fitted rate where that is higher (see `GemmFit`)."""
+    `peak_flops`, or of the fastest fitted rate where that is higher (see `GemmFit`).
+    `preserve_total` makes each phase's factor the ratio of the phase's predicted to measured
+    total time instead of the median ratio, so the fit reproduces the points' GEMM time per
+    phase (a trace's many launches of one run, rather than noisy separate runs)."""
     p = points[(points["flops"] > 0) & (points["time_s"] > 0)]
     if len(p) < 3:
         raise BertscopeError(f"GEMM fit needs at least 3 measured GEMMs, got {len(p)}")
@@ -162,9 +165,12 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
     if robust and "phase" in p.columns:  # one factor per phase: the median rate ratio
         phases = gemm_phase(p["phase"])
         shape = d / (d + d0) if d0 else np.ones_like(d)
-        ratio = (w / shape + w0) / rate / t  # > 1: faster than the base
-        per_phase = {str(ph): float(np.median(ratio[phases == ph]))
-                     for ph in sorted(set(phases)) if np.sum(phases == ph) >= 3}
+        base = (w / shape + w0) / rate  # per-launch time at the base rate
+        ratio = base / t  # > 1: faster than the base
+        per_phase = {str(ph): float(np.sum((base * cnt)[sel]) / np.sum((t * cnt)[sel])
+                                    if preserve_total else np.median(ratio[sel]))
+                     for ph in sorted(set(phases))
+                     if np.sum(sel := phases == ph) >= (1 if preserve_total else 3)}
     peak = max(peak_flops, rate * max([1.0, *per_phase.values()]))
     model = GemmEfficiency(max_fraction=rate / peak, half_saturation_flops=w0,
                            half_saturation_dim=d0, per_phase=per_phase, source=source)
@@ -195,17 +201,20 @@ def _gemm_format(profile: DeviceProfile, table: OpTable) -> NumberFormat:
 
 
 def fit_gemm_per_format(keys: pd.DataFrame, profile: DeviceProfile,
-                        source: str) -> tuple[DeviceProfile, Any, dict[str, Any]]:
+                        source: str, *, preserve_total: bool = False
+                        ) -> tuple[DeviceProfile, Any, dict[str, Any]]:
     """GEMM fits per number format (column `format` of the joined keys), each relative to
     its format's peak (raised where measured GEMMs beat it). One format: a `GemmEfficiency`;
     several: a `FormatGemmEfficiency` whose default is fp32 where fitted (else the format with
-    the most points). Formats with fewer than 3 GEMM points are left to the default."""
+    the most points). Formats with fewer than 3 GEMM points are left to the default.
+    `preserve_total` as for `fit_gemm`."""
     fits: dict[NumberFormat, GemmFit] = {}
     for fmt in sorted({NumberFormat(f) for f in keys["format"]}, key=list(NumberFormat).index):
         points = keys[(keys["kind"] == "gemm") & (keys["format"] == fmt.value)]
         if int(((points["flops"] > 0) & (points["time_s"] > 0)).sum()) < 3 and fits:
             continue
-        fit = fit_gemm(points, profile.device.peak_flops(fmt), f"{source} ({fmt.value} GEMMs)")
+        fit = fit_gemm(points, profile.device.peak_flops(fmt), f"{source} ({fmt.value} GEMMs)",
+                       preserve_total=preserve_total)
         profile = with_gemm_peak(profile, fit, fmt)
         fits[fmt] = fit
     report = {"gemm_points": sum(f.points for f in fits.values()),

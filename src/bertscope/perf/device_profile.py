@@ -165,6 +165,9 @@ class DeviceProfile:
     """Fixed time per launch."""
     notes: str = field(default="", compare=False)
     """Free text: how the profile was made (calibration run, date, software versions)."""
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Where the fits came from, as data (`calibrate --from-trace`: each trace's file name
+    and sha256, the device, kernels used per fit, the date); written only when non-empty."""
 
     def __post_init__(self) -> None:
         for name, proto in (("gemm", EfficiencyModel), ("bandwidth", EfficiencyModel),
@@ -191,6 +194,7 @@ class DeviceProfile:
             "bandwidth": self.bandwidth.to_dict(),
             "overhead": self.overhead.to_dict(),
             "notes": self.notes,
+            **({"provenance": self.provenance} if self.provenance else {}),
         }
 
     def to_json(self) -> str:
@@ -209,11 +213,15 @@ class DeviceProfile:
         missing = [k for k in ("device", "gemm", "bandwidth", "overhead") if k not in raw]
         if missing:
             raise BertscopeError(f"{origin}: missing {', '.join(missing)}")
+        provenance = raw.get("provenance", {})
+        if not isinstance(provenance, dict):
+            raise BertscopeError(f"{origin}: provenance must be an object, got "
+                                 f"{type(provenance).__name__}")
         return cls(device=device_from_dict(raw["device"], origin=f"{origin}: device"),
                    gemm=model_from_dict(raw["gemm"], where=f"{origin}: gemm"),
                    bandwidth=model_from_dict(raw["bandwidth"], where=f"{origin}: bandwidth"),
                    overhead=model_from_dict(raw["overhead"], where=f"{origin}: overhead"),
-                   notes=str(raw.get("notes", "")))
+                   notes=str(raw.get("notes", "")), provenance=provenance)
 
     @classmethod
     def from_json(cls, text: str, *, origin: str = "<profile>") -> DeviceProfile:

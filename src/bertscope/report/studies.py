@@ -31,6 +31,32 @@ def print_calibration(profile: Any, report: dict[str, Any], out: Console) -> Non
     out.print(t)
 
 
+def print_trace_calibration(profile: Any, report: dict[str, Any], out: Console) -> None:
+    """Print a profile fitted to traces: the traces (file, sha256, device, iterations), the
+    kernels each fit used, the traces' GEMM time against the fitted model's, then the
+    profile as `print_calibration` shows it."""
+    t = Table(title="Traces", title_justify="left", header_style="bold")
+    for col in ("file", "sha256", "device", "time", "iterations", "GEMM points",
+                "memory points", "GEMM time / iteration"):
+        t.add_column(col, overflow="fold")
+    for tr in report["traces"]:
+        t.add_row(escape(tr["file"]), tr["sha256"][:16], escape(tr["device"]),
+                  tr["time_source"], str(tr["iterations"]), str(tr["gemm_points"]),
+                  str(tr["memory_points"]), si(tr["gemm_s"], "s"))
+    out.print(t)
+    device = report["catalog_device"] or "no catalog match: peaks are the trace's rates"
+    out.print(f"device: {escape(report['device'])} ({escape(device)})")
+    kernels = report["kernels"]
+    out.print("kernels per fit: GEMM " + ", ".join(f"{f} {n}" for f, n in
+                                                   kernels["gemm"].items())
+              + "; memory " + (", ".join(f"{c} {n}" for c, n in kernels["memory"].items())
+                               or "none (assumed default bandwidth model)"))
+    trace_s, fitted_s = report["gemm_trace_s"], report["gemm_fitted_s"]
+    out.print(f"GEMM time in the traces {si(trace_s, 's')}, fitted model "
+              f"{si(fitted_s, 's')} ({100 * (fitted_s / trace_s - 1):+.1f}%)")
+    print_calibration(profile, report, out)
+
+
 def print_validation(report: dict[str, Any], out: Console) -> None:
     """Print a validation report: one row per held-out config, then the summary."""
     out.print(f"calibrated on: {escape(', '.join(report['calibrated_on']))}")
@@ -50,4 +76,4 @@ def print_validation(report: dict[str, Any], out: Console) -> None:
               f"error: {report['max_share_error_pp']:.1f} pp")
 
 
-__all__ = ["print_calibration", "print_validation"]
+__all__ = ["print_calibration", "print_trace_calibration", "print_validation"]

@@ -52,10 +52,10 @@ class _Node:
     """A CPU event shaped like torch's FunctionEvent, for the `Attributor`."""
 
     __slots__ = ("cpu_children", "cpu_time_total", "device_time_total", "flops", "hi",
-                 "input_shapes", "kind", "lo", "name", "sequence_nr")
+                 "input_shapes", "input_types", "kind", "lo", "name", "sequence_nr")
 
     def __init__(self, name: str, kind: int, dur: float, seq: int, shapes: list[Any],
-                 lo: int, hi: int) -> None:
+                 lo: int, hi: int, types: list[Any] | None = None) -> None:
         self.name = name
         self.kind = kind
         self.cpu_time_total = dur
@@ -63,6 +63,7 @@ class _Node:
         self.flops = 0
         self.sequence_nr = seq
         self.input_shapes = shapes
+        self.input_types = types or []
         self.cpu_children: list[_Node] = []
         self.lo, self.hi = lo, hi
 
@@ -165,7 +166,7 @@ def _build(ev: Events, tr: _Trees, root: int) -> _Node:
         dims = ev.dims.get(i)
         if dims is None:
             dims = [[numel]] if numel else []
-        node = _Node(names[nid], kind, dur, seq, dims, root + off, h)
+        node = _Node(names[nid], kind, dur, seq, dims, root + off, h, ev.types.get(i))
         nodes.append(node)
         if off:
             nodes[par - root].cpu_children.append(node)
@@ -205,14 +206,15 @@ def _link_sequences(ev: Events) -> None:
     ev.seq = seq
 
 
-def _walk(ev: Events, classify: Classifier) -> _Walk:
+def _walk(ev: Events, classify: Classifier, placer_type: type[_Placer] = _Placer) -> _Walk:
+    """Attribute every CPU op (`placer_type`: the `_Placer` or a subclass that records more)."""
     _link_sequences(ev)
     tr = _trees(ev)
     names = ev.names
     roots = np.flatnonzero(tr.parent == -1)
     roots = roots[np.argsort(tr.start[roots], kind="stable")]
     root_names = [names[i] for i in ev.name[tr.order[roots]].tolist()]
-    placer = _Placer(classify, len(tr.order))
+    placer = placer_type(classify, len(tr.order))
     iters = [(int(p), n) for p, n in zip(roots.tolist(), root_names, strict=True)
              if n.startswith(ITER)]
     if iters:  # a bertscope profile: walk its iterations, as the profile does
@@ -291,13 +293,20 @@ def kernel_place(pattern: Pattern | Category | None, launcher: _Place | None, *,
 _ANY = re.compile("")
 
 
-def _device_rows(ev: Events, w: _Walk, classify: Classifier) -> tuple[list[Op], set[str]]:
-    """One row per device-event name and place; also the names no pattern matched."""
+def launch_keys(ev: Events, w: _Walk) -> tuple[np.ndarray, np.ndarray]:
+    """The device events (indices) and, for each, the index into `w.placer.key_ids` of the
+    CPU op row that launched it (-1: no launcher found)."""
     dev = np.flatnonzero(np.isin(ev.kind, np.array(DEVICE_KINDS, dtype=np.uint8)))
     launcher = _launchers(ev, w.trees, dev)
     place = w.placer.place
     kid = (np.where(launcher >= 0, place[np.maximum(launcher, 0)], -1) if len(place)
            else np.full(len(dev), -1))
+    return dev, kid
+
+
+def _device_rows(ev: Events, w: _Walk, classify: Classifier) -> tuple[list[Op], set[str]]:
+    """One row per device-event name and place; also the names no pattern matched."""
+    dev, kid = launch_keys(ev, w)
     keys = list(w.placer.key_ids)
     pair = ev.name[dev].astype(np.int64) * (len(keys) + 1) + (kid + 1)
     uniq, first, inv = np.unique(pair, return_index=True, return_inverse=True)
@@ -481,5 +490,5 @@ def mean_table(parts: Iterable[OpTable], meta: dict[str, Any]) -> OpTable:
     return combine(list(parts), Combine.MEAN, meta=meta)
 
 
-__all__ = ["GENERIC", "RankBreakdown", "break_down", "kernel_place",
+__all__ = ["GENERIC", "RankBreakdown", "break_down", "kernel_place", "launch_keys",
            "mean_table", "overlap", "timeline", "union"]

@@ -29,6 +29,7 @@ from bertscope.trace.events import (
     EVENT_FIELDS,
     FLOW_COLUMNS,
     INPUT_DIMS,
+    INPUT_TYPE,
     SEQUENCE,
     STREAM,
     TS,
@@ -61,6 +62,7 @@ class Columns:
         self.ids: list[Any] = []
         self._id_ids: dict[Any, int] = {}
         self.dims: dict[int, list[Any]] = {}
+        self.types: dict[int, list[Any]] = {}
         self._gemm_like: dict[int, bool] = {}
         self._shapes: dict[tuple[Any, ...], list[Any]] = {}
         self._keep_dims = keep_dims
@@ -111,7 +113,7 @@ class Columns:
         name_id, new_name = self._name_ids.get, self._intern_name
         lane_id, new_lane = self._id_ids.get, self._intern_id
         gemm_like = self._gemm_like
-        dims = self.dims
+        dims, types = self.dims, self.types
         c = self.cols
         kinds = c["kind"]
         k_app, n_app, p_app, t_app = (kinds.append, c["name"].append, c["pid"].append,
@@ -130,6 +132,7 @@ class Columns:
         corr_key, corr_none = CORRELATION.key, CORRELATION.default
         seq_key, seq_none = SEQUENCE.key, SEQUENCE.default
         dims_key, device_key, stream_key = INPUT_DIMS.key, DEVICE.key, STREAM.key
+        types_key = INPUT_TYPE.key
 
         def add(e: Any) -> None:
             if type(e) is not dict:
@@ -179,6 +182,9 @@ class Columns:
                     if type(shapes) is list and shapes:
                         if gemm_like[nid]:
                             dims[len(kinds)] = intern(shapes)
+                            dtypes = args.get(types_key)
+                            if type(dtypes) is list:
+                                types[len(kinds)] = intern(dtypes)
                         numel = _numel(shapes[0])
                 elif kind == runtime:
                     corr = args.get(corr_key, corr_none)
@@ -245,7 +251,7 @@ class Columns:
                                                                strict=True))
         _check_times(path, cols["ts"], cols["dur"], flows[0], flows[2], links[0], links[2])
         return Events(path=path, **cols, names=self.names, ids=self.ids, dims=self.dims,
-                      header=header, flows=flows, links=links)  # type: ignore[arg-type]
+                      types=self.types, header=header, flows=flows, links=links)  # type: ignore[arg-type]
 
 
 MAX_TIME_US = 1e18

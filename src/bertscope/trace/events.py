@@ -113,9 +113,11 @@ SEQUENCE = Arg("Sequence number", -1, as_id,
                "CPU ops: the autograd sequence number (backward node -> forward op)")
 INPUT_DIMS = Arg("Input Dims", None, as_is,
                  "CPU ops: input shapes; the first one's element count, all for GEMM ops")
+INPUT_TYPE = Arg("Input type", None, as_is,
+                 "CPU ops: input dtypes (kept with Input Dims: bytes moved, GEMM format)")
 DEVICE = Arg("device", None, as_is, "device events: the device lane (else pid)")
 STREAM = Arg("stream", None, as_is, "device events: the stream lane (else tid)")
-EVENT_ARGS = (CORRELATION, SEQUENCE, INPUT_DIMS, DEVICE, STREAM)
+EVENT_ARGS = (CORRELATION, SEQUENCE, INPUT_DIMS, INPUT_TYPE, DEVICE, STREAM)
 """The `args` entries read; every other arg is dropped."""
 
 
@@ -163,7 +165,10 @@ class Events:
     ids: list[Any]
     """Distinct pid/tid values (ints or strings), indexed by the `pid`/`tid` columns."""
     dims: dict[int, list[Any]] = field(default_factory=dict)
-    """Input shapes of GEMM-like CPU ops, by event index."""
+    """Input shapes of GEMM-like CPU ops (of every op the reader's `keep_dims` keeps), by
+    event index."""
+    types: dict[int, list[Any]] = field(default_factory=dict)
+    """Input dtypes ("float", "c10::BFloat16", "Scalar", ...) of the same ops, by event index."""
     flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = field(
         default_factory=_no_flows)  # type: ignore[arg-type]
     """`ac2g` flows (start ts, start id, end ts, end id): launch -> kernel links, used where
@@ -193,5 +198,6 @@ class Events:
 
 __all__ = ["CANONICAL_CATEGORY", "CATEGORIES", "COLUMNS", "CORRELATION", "CPU_KINDS", "DEVICE",
            "DEVICE_KINDS", "DUR", "EVENT_ARGS", "EVENT_FIELDS", "FLOW_COLUMNS", "INPUT_DIMS",
+           "INPUT_TYPE",
            "PID", "SEQUENCE", "STREAM", "TID", "TS", "Arg", "Events", "Kind", "as_id", "as_is",
            "as_time", "kind_of"]
