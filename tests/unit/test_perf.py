@@ -353,7 +353,12 @@ def test_fusion_keeps_recompute_apart_from_forward_and_elides_its_writes() -> No
 @pytest.mark.parametrize("device", catalog(), ids=lambda d: d.name)
 def test_default_profiles_round_trip_through_json(device, tmp_path) -> None:
     prof = default_profile(device)
-    assert prof.sources["bandwidth"] == prof.sources["overhead"] == "assumed default"
+    # bandwidth and launch figures are cited where the catalog has them (NVIDIA launches,
+    # V100's streaming fraction and DRAM latency), else the assumed default
+    # (tests/unit/test_perf_memory_defaults.py)
+    for part in ("bandwidth", "overhead"):
+        assert (prof.sources[part] == "assumed default"
+                or (device.kind == "gpu" and "https://" in prof.sources[part]))
     # GPUs with an SM count get the first-principles GEMM model (tests/unit/test_perf_gpu_gemm.py)
     assert (prof.sources["gemm"] == "assumed default"
             or prof.sources["gemm"].startswith("tile/wave quantization"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from bertscope.analytic import build
@@ -31,8 +34,20 @@ def test_tf32_gemms_run_at_the_tf32_peak() -> None:
     fp32 = predict(t, dev, "fp32").df
     tf32 = predict(t, dev, "tf32").df
     gemm = fp32["category"].map(lambda c: Category(c).is_gemm)
-    ratio = tf32.loc[gemm, "compute_s"] / fp32.loc[gemm, "compute_s"]
-    assert ratio.to_numpy() == pytest.approx(19.5 / 156)
+    ratio = (tf32.loc[gemm, "compute_s"] / fp32.loc[gemm, "compute_s"]).to_numpy()
+    # GEMMs the model runs unsplit scale by the peak ratio exactly. Split-K GEMMs (small
+    # M x N, long K: pooler, NSP head, MLM decoder dgrad) pay the partial-sum reduction at
+    # the memory bandwidth, which weighs 8x more against the tf32 peak: they gain less.
+    rows = fp32.loc[gemm]
+    shape = [rows[c].to_numpy(float) for c in ("m", "n", "k")]
+    shape.append(np.where(rows["batch"].to_numpy(float) > 0, rows["batch"], 1.0))
+    split = np.zeros(len(rows), dtype=bool)
+    for fmt in ("fp32", "tf32"):
+        model = dev.gemm.for_format(fmt)
+        split |= model.utilization(*shape) > replace(model, splits=(1,)).utilization(*shape)
+    assert split.sum() < len(rows) // 10
+    assert ratio[~split] == pytest.approx(19.5 / 156)
+    assert np.all(ratio[split] > 19.5 / 156)
     assert tf32.loc[~gemm, "compute_s"].equals(fp32.loc[~gemm, "compute_s"])
 
 

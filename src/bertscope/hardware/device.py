@@ -11,6 +11,8 @@ device per file) carry the unit in each field name at the edge, as published:
     boost_clock_MHz = 1410             # optional: the clock the published peaks assume
     mma_tile = [16, 8, 16]             # optional: M, N, K of one tensor-core instruction
     l2_bytes_per_clock = 5120          # optional: L2 read bandwidth per clock, whole chip
+    stream_bandwidth_fraction = 0.877  # optional: measured streaming-kernel bandwidth / the peak
+    dram_latency_ns = 316              # optional: measured DRAM load latency (pointer chase)
     [gemm_attainable_fraction]         # optional: measured large-GEMM rate / peak, per format
     fp16 = 0.664
     [peak_TFLOPS]                      # DENSE peaks (no 2:4 structured sparsity); int8 in TOPS
@@ -108,6 +110,12 @@ class Device:
     dimensions are padded to multiples of it."""
     l2_bytes_per_clock: float | None = None
     """Whole-chip L2 read bandwidth per clock, bytes (what feeds the SMs' operand tiles)."""
+    stream_bandwidth_fraction: float | None = None
+    """Fraction of `memory_bandwidth` a large streaming kernel (STREAM-style: one load and
+    one store stream) was measured to reach, cited; None where no measurement is cited."""
+    dram_latency: float | None = None
+    """Measured device-memory load latency (pointer chase past the last cache), seconds,
+    cited; with the bandwidth it gives the bytes in flight a launch needs (Little's law)."""
     gemm_fractions: dict[NumberFormat, float] = field(default_factory=dict)
     """Per format: the fraction of that format's dense peak large library GEMMs were
     measured to reach (a microbenchmark figure, cited; file table
@@ -138,6 +146,10 @@ class Device:
                                           or not isinstance(self.sm_count, int)):
             raise BertscopeError(f"device {self.name!r}: sm_count must be a whole number, "
                                  f"got {self.sm_count!r}")
+        frac = self.stream_bandwidth_fraction
+        if frac is not None and not (is_positive_number(frac) and frac <= 1):
+            raise BertscopeError(f"device {self.name!r}: stream_bandwidth_fraction must lie in "
+                                 f"(0, 1], got {frac!r}")
         fractions = {_number_format(f, self.name): v for f, v in dict(self.gemm_fractions).items()}
         object.__setattr__(self, "gemm_fractions", fractions)
         for fmt, value in fractions.items():
@@ -226,8 +238,11 @@ _QUANTITIES: dict[str, tuple[str, dict[str, int], bool]] = {
 }
 # Optional compute-structure figures (used by the GPU GEMM model, `perf/gpu_gemm.py`):
 # Device field -> (data-file key, scale to SI). mma_tile (a list) is handled apart.
-_COMPUTE_FILE = {"sm_count": ("sm_count", 1), "boost_clock": ("boost_clock_MHz", 10**6),
-                 "l2_bytes_per_clock": ("l2_bytes_per_clock", 1)}
+_COMPUTE_FILE: dict[str, tuple[str, int | Decimal]] = {
+    "sm_count": ("sm_count", 1), "boost_clock": ("boost_clock_MHz", 10**6),
+    "l2_bytes_per_clock": ("l2_bytes_per_clock", 1),
+    "stream_bandwidth_fraction": ("stream_bandwidth_fraction", 1),
+    "dram_latency": ("dram_latency_ns", Decimal("1e-9"))}
 _FRACTIONS_TABLE = "gemm_attainable_fraction"
 _COMPUTE_FIELDS = tuple(_COMPUTE_FILE)
 _PEAKS_TABLE = "peak_TFLOPS"
@@ -335,7 +350,7 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
                        f"(known: {known}); define it under [references]")
         return f"{references[ref]}; {detail.strip()}" if detail.strip() else references[ref]
 
-    def number(file_key: str, value: Any, scale: int) -> float:
+    def number(file_key: str, value: Any, scale: int | Decimal) -> float:
         if not is_positive_number(value):
             raise fail(f"{file_key} must be a positive number, got {value!r}")
         return float(Decimal(str(value)) * scale)
@@ -380,6 +395,10 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
             if attr == "sm_count" and (isinstance(value, bool) or not isinstance(value, int)
                                        or not 0 < value <= 100_000):
                 raise fail(f"sm_count must be a whole number of SMs/CUs, got {value!r}")
+            if attr == "stream_bandwidth_fraction" and not (is_positive_number(value)
+                                                            and value <= 1):
+                raise fail(f"stream_bandwidth_fraction must be a fraction in (0, 1], "
+                           f"got {value!r}")
             compute[attr] = value if attr == "sm_count" else number(file_key, value, scale)
             sources[attr] = cite(file_key)
             used.add(file_key)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
@@ -265,6 +266,8 @@ _FILE_KEYS = {
     "sm_count": ("sm_count", 1),
     "boost_clock": ("boost_clock_MHz", 1e6),
     "l2_bytes_per_clock": ("l2_bytes_per_clock", 1),
+    "stream_bandwidth_fraction": ("stream_bandwidth_fraction", 1),
+    "dram_latency": ("dram_latency_ns", 1e-9),
 }
 
 
@@ -283,7 +286,9 @@ def device_to_dict(d: Device) -> dict[str, Any]:
     for attr, (key, scale) in _FILE_KEYS.items():
         value = getattr(d, attr)
         if value is not None:
-            out[key] = value if attr == "sm_count" else value / scale
+            # through Decimal so 3.16e-07 s is written 316 ns, not 315.99999999999994
+            out[key] = (value if attr == "sm_count"
+                        else float(Decimal(repr(value)) / Decimal(repr(scale))))
             sources[key] = d.sources[attr]
     if d.mma_tile is not None:
         out["mma_tile"] = list(d.mma_tile)

@@ -27,7 +27,8 @@ them):
   work run again, so it takes the forward figures).
 
 The default figures are *assumed defaults* per device kind (`source` says so), except the
-GEMM model of GPUs with an SM count (first principles, `gpu_gemm.for_device`); calibration
+GEMM model of GPUs with an SM count (first principles, `gpu_gemm.for_device`) and the GPU
+bandwidth and launch figures the catalog cites (`gpu_bandwidth`, `gpu_overhead`); calibration
 replaces them with fitted figures and records where they came from in `source`. Models are
 registered by class name so a `DeviceProfile` JSON file can name any of them.
 
@@ -96,19 +97,71 @@ _DEFAULTS: dict[DeviceKind, tuple[GemmEfficiency, BandwidthEfficiency, Overhead]
 }
 
 
+NVIDIA_LAUNCH_SECONDS = 3e-6
+"""Launch floor of a kernel on an NVIDIA GPU: null kernels launch back to back in about 3 us
+"with recent hardware and software" (NVIDIA Developer Forums, "Too much time for kernel
+launch latency", 2022, reply 3, https://forums.developer.nvidia.com/t/233645/3)."""
+
+_LAUNCH_SOURCE = ("3 us per launch: null-kernel launch overhead, NVIDIA Developer Forums "
+                  "'Too much time for kernel launch latency' (2022), "
+                  "https://forums.developer.nvidia.com/t/233645/3")
+
+
+def gpu_bandwidth(device: Device) -> BandwidthEfficiency:
+    """The saturating bandwidth model of a GPU from its cited figures: `max_fraction` = the
+    measured streaming fraction (`Device.stream_bandwidth_fraction`), and the half-saturation
+    bytes from Little's law, bytes in flight = achieved bandwidth x DRAM latency
+    (`Device.dram_latency`): with time = (B + B0) / (bandwidth x max), B0 = max x bandwidth
+    x latency makes a launch pay one DRAM latency before it streams. A figure the catalog
+    does not cite keeps the assumed default (0.85, 1 MiB), and `source` says which is which."""
+    assumed = _DEFAULTS[DeviceKind.GPU][1]
+    top, why_top = assumed.max_fraction, f"max {assumed.max_fraction:g} ({ASSUMED})"
+    if device.stream_bandwidth_fraction is not None:
+        top = device.stream_bandwidth_fraction
+        why_top = f"max {top:g} ({device.sources['stream_bandwidth_fraction']})"
+    if device.dram_latency is None:
+        half = assumed.half_saturation_bytes
+        why_half = f"half-saturation {half:.0f} bytes ({ASSUMED})"
+    else:
+        half = top * device.memory_bandwidth * device.dram_latency
+        why_half = (f"half-saturation {half:.0f} bytes = {top:g} x "
+                    f"{device.memory_bandwidth / 1e9:g} GB/s x "
+                    f"{device.dram_latency * 1e9:g} ns DRAM latency (Little's law; "
+                    f"{device.sources['dram_latency']})")
+    if device.stream_bandwidth_fraction is None and device.dram_latency is None:
+        return assumed
+    return BandwidthEfficiency(max_fraction=top, half_saturation_bytes=half,
+                               source=f"{why_top}; {why_half}")
+
+
+def gpu_overhead(device: Device) -> Overhead:
+    """The launch floor of a GPU: the cited NVIDIA figure (`NVIDIA_LAUNCH_SECONDS`) for an
+    NVIDIA GPU, the assumed default for others (no cited HIP launch figure)."""
+    if device.vendor.strip().lower() == "nvidia":
+        return Overhead(seconds_per_launch=NVIDIA_LAUNCH_SECONDS, source=_LAUNCH_SOURCE)
+    return _DEFAULTS[DeviceKind.GPU][2]
+
+
 def default_profile(device: Device) -> DeviceProfile:
-    """The device with the default efficiency models of its kind: a GPU with an SM/CU count
-    gets the first-principles tile/wave GEMM model (`gpu_gemm.for_device`), everything
-    else (TPUs, CPUs, GPUs without the figures) the assumed defaults."""
+    """The device with the default efficiency models of its kind: a GPU gets the bandwidth
+    and launch models of its cited figures (`gpu_bandwidth`, `gpu_overhead`; assumed where
+    the catalog cites none) and, with an SM/CU count, the first-principles tile/wave GEMM
+    model (`gpu_gemm.for_device`); TPUs and CPUs the assumed defaults of their kind."""
     gemm, bandwidth, overhead = _DEFAULTS[device.kind]
+    if device.kind is DeviceKind.GPU:
+        bandwidth, overhead = gpu_bandwidth(device), gpu_overhead(device)
     shaped = for_device(device)
+    cited = [name for name, model in (("bandwidth", bandwidth), ("overhead", overhead))
+             if model.source != ASSUMED]
+    rest = (f"bandwidth and overhead from cited figures ({', '.join(cited)}; "
+            f"assumed where not cited)" if cited else "assumed default bandwidth and overhead")
     if shaped is not None:
         return DeviceProfile(device=device, gemm=shaped, bandwidth=bandwidth,
                              overhead=overhead,
-                             notes="first-principles GEMM model (tile/wave quantization); "
-                                   "assumed default bandwidth and overhead")
+                             notes=f"first-principles GEMM model (tile/wave quantization); {rest}")
     return DeviceProfile(device=device, gemm=gemm, bandwidth=bandwidth, overhead=overhead,
-                         notes=f"assumed defaults for a {device.kind.value}")
+                         notes=f"assumed defaults for a {device.kind.value}" if not cited
+                         else f"assumed default GEMM model for a {device.kind.value}; {rest}")
 
 
 def load_profile(name_or_path: str | Path) -> DeviceProfile:
@@ -126,6 +179,7 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
 
 __all__ = [
     "ASSUMED",
+    "NVIDIA_LAUNCH_SECONDS",
     "PROFILE_VERSION",
     "BandwidthEfficiency",
     "CategoryBandwidthEfficiency",
@@ -138,6 +192,8 @@ __all__ = [
     "default_profile",
     "device_to_dict",
     "gemm_phase",
+    "gpu_bandwidth",
+    "gpu_overhead",
     "load_profile",
     "model_from_dict",
     "register_model",

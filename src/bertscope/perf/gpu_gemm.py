@@ -21,6 +21,18 @@ alone do not fill one wave):
                   instruction's K, `mma_k`)
     reuse       = min(1, 2 Tm Tn / (Tm + Tn) / operand_intensity)
 
+A split-K candidate (s > 1) also pays its partial-sum reduction, as CUTLASS's parallel
+split-K does it (`GemmSplitKParallel`: each of the s slices writes its M x N partial in the
+fp32 accumulator type to a workspace, and a separate reduction kernel reads the s partials
+and writes the output): 2 x 4 bytes per partial element of DRAM traffic that a one-pass GEMM
+does not have (the output write is the GEMM's either way). At the device's memory bandwidth
+that is the time of 2 x 4 s M N x `split_k_flop_per_byte` / 2 tensor MACs (the format's
+dense peak / the memory bandwidth), so a split candidate's share is
+
+    useful / (launched / reuse + 4 s M N x split_k_flop_per_byte)
+
+(0: the reduction is not charged).
+
 The reuse term is the operand feed: a tile does 2 Tm Tn FLOPs per (Tm + Tn) operand elements
 it loads per K step; an SM keeps its tensor units busy only when that is at least
 `operand_intensity` = 2 x (16-bit tensor FLOP/clock per SM) / (L2 bytes/clock per SM)
@@ -64,7 +76,12 @@ SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16)
 """Split-K factors considered (CUTLASS's split-K / parallel reduction), each only where the
 split tiles still fit in one wave (tiles x s <= SMs): split-K is how a library fills a GPU
 that the output tiles alone leave idle, not a way to even out multi-wave tails, and its
-partial-sum reduction (not charged) would make that a loss."""
+partial-sum reduction (charged, module docstring) would make that a loss."""
+
+PARTIAL_BYTES = 8.0
+"""DRAM bytes per partial-sum element of a parallel split-K: written once by the GEMM and
+read once by the reduction kernel, 4 bytes each (fp32, the accumulator type of CUTLASS's
+tensor-op GEMMs for 16-bit, tf32 and fp8 inputs)."""
 
 ASSUMED_FRACTION = 0.85
 """Attainable fraction used where the catalog cites no measurement: the assumed default of
@@ -101,12 +118,17 @@ class TileWaveGemmEfficiency(ModelBase):
     """(number format, attainable fraction, its citation) triples: the fraction replaces
     `max_fraction` for a run whose GEMMs use that format (`for_format`), the citation the
     assumed cap in `source`."""
+    split_k_flop_per_byte: float = 0.0
+    """Dense tensor peak / memory bandwidth (FLOP/byte) of the GEMMs' format: what a split-K
+    candidate's partial-sum traffic costs in tensor work (0: not charged)."""
+    format_ridges: tuple[tuple[str, float], ...] = ()
+    """(number format, its `split_k_flop_per_byte`) pairs `for_format` picks from."""
     source: str = "first principles"
     """Where the figures come from."""
 
     _bounds: ClassVar[dict[str, tuple[float, float]]] = {
         "sm_count": (1, 100_000), "max_fraction": (1e-6, 1.0), "mma_k": (1, 4096),
-        "operand_intensity": (0.0, 1e6)}
+        "operand_intensity": (0.0, 1e6), "split_k_flop_per_byte": (0.0, 1e9)}
 
     def __post_init__(self) -> None:
         self._check()
@@ -136,15 +158,27 @@ class TileWaveGemmEfficiency(ModelBase):
                                  f"fraction in (0, 1], citation] triples, got "
                                  f"{self.format_fractions!r}")
         object.__setattr__(self, "format_fractions", triples)
+        raw = self.format_ridges if isinstance(self.format_ridges, list | tuple) else None
+        pairs = tuple((str(p[0]), p[1]) for p in raw or ()
+                      if isinstance(p, list | tuple) and len(p) == 2)
+        if raw is None or len(pairs) != len(raw) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1e9
+                for _, v in pairs):
+            raise BertscopeError(f"TileWaveGemmEfficiency.format_ridges must be [format, "
+                                 f"FLOP/byte >= 0] pairs, got {self.format_ridges!r}")
+        object.__setattr__(self, "format_ridges", pairs)
 
     def for_format(self, fmt: NumberFormat | str) -> TileWaveGemmEfficiency:
         """The model with the attainable fraction of GEMMs in `fmt`, its source naming that
         figure's citation (itself when none is given for `fmt`)."""
+        ridge = dict(self.format_ridges).get(str(fmt), self.split_k_flop_per_byte)
         cited = {f: (v, why) for f, v, why in self.format_fractions}.get(str(fmt))
         if cited is None:
-            return self
+            return self if ridge == self.split_k_flop_per_byte else replace(
+                self, split_k_flop_per_byte=ridge)
         base = self.source.replace(_ASSUMED_CAP, f"{fmt} cap {cited[0]:g} ({cited[1]})")
-        return replace(self, max_fraction=cited[0], format_fractions=(), source=base)
+        return replace(self, max_fraction=cited[0], format_fractions=(), source=base,
+                       split_k_flop_per_byte=ridge)
 
     def to_dict(self) -> dict[str, Any]:
         """Fields (tiles and splits as JSON lists) plus `"model"`."""
@@ -152,6 +186,7 @@ class TileWaveGemmEfficiency(ModelBase):
         out["tiles"] = [list(t) for t in self.tiles]
         out["splits"] = list(self.splits)
         out["format_fractions"] = [list(t) for t in self.format_fractions]
+        out["format_ridges"] = [list(t) for t in self.format_ridges]
         return out
 
     def utilization(self, m: Any, n: Any, k: Any, batch: Any = 1) -> np.ndarray:
@@ -177,6 +212,11 @@ class TileWaveGemmEfficiency(ModelBase):
         cm = {tm: _ceil_div(m, tm) for tm in {t[0] for t in self.tiles}}
         cn = {tn: _ceil_div(n, tn) for tn in {t[1] for t in self.tiles}}
         k_share = {s: k / (s * _ceil_div(k_pad, s)) for s in self.splits}
+        # the split's partial-sum reduction per useful MAC: s partials per output element,
+        # PARTIAL_BYTES each at the memory bandwidth, in tensor MACs (2 FLOPs), over K MACs
+        # per output: util = u / (1 + u x charge) (module docstring's form)
+        partial_macs = PARTIAL_BYTES * self.split_k_flop_per_byte / 2.0
+        charge = {s: s * partial_macs / k for s in self.splits}
         tiles, share, util = np.empty(full), np.empty(full), np.empty(full)
         for tm, tn in self.tiles:
             reuse = (1.0 if self.operand_intensity <= 0
@@ -195,6 +235,8 @@ class TileWaveGemmEfficiency(ModelBase):
                 elif fewest * s <= sms:  # some shape fits the split in one wave
                     np.multiply(share, k_share[s] * (s / sms), out=util)
                     util *= tiles
+                    if partial_macs > 0:  # its reduction: partials written and read back
+                        util /= 1.0 + util * charge[s]
                     np.maximum(best, util, out=best, where=tiles <= sms / s)
         return np.minimum(best, 1.0, out=best)
 
@@ -231,12 +273,18 @@ def for_device(device: Device) -> TileWaveGemmEfficiency | None:
     intensity = operand_intensity(device)
     parts.append(f"L2 operand feed {intensity:.1f} FLOP/element" if intensity > 0
                  else "no published L2 bandwidth: tile reuse not limiting")
+    ridges = tuple((f.value, device.peak_flops(f) / device.memory_bandwidth)
+                   for f in device.formats if f is not NumberFormat.INT8)
+    sixteen = next((r for f, r in ridges if f in ("fp16", "bf16")), 0.0)
+    parts.append("split-K reduction charged (parallel split-K: fp32 partials written and "
+                 "read at the memory bandwidth)")
     mma_k = device.mma_tile[2] if device.mma_tile is not None else 1
     return TileWaveGemmEfficiency(sm_count=device.sm_count, max_fraction=ASSUMED_FRACTION,
                                   mma_k=mma_k, operand_intensity=intensity,
-                                  format_fractions=cited,
+                                  format_fractions=cited, split_k_flop_per_byte=sixteen,
+                                  format_ridges=ridges,
                                   source="; ".join(parts))
 
 
-__all__ = ["ASSUMED_FRACTION", "GUIDE_TILES", "SPLITS", "TileWaveGemmEfficiency", "for_device",
-           "operand_intensity"]
+__all__ = ["ASSUMED_FRACTION", "GUIDE_TILES", "PARTIAL_BYTES", "SPLITS",
+           "TileWaveGemmEfficiency", "for_device", "operand_intensity"]
