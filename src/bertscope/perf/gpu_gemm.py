@@ -54,6 +54,7 @@ sweep's (rows, configs...) arrays), with a Python loop only over the fixed candi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -146,6 +147,9 @@ class TileWaveGemmEfficiency(ModelBase):
                                  for s in splits):
             raise BertscopeError(f"TileWaveGemmEfficiency.splits must be a list of positive "
                                  f"integers, got {self.splits!r}")
+        if 1 not in splits:
+            raise BertscopeError(f"TileWaveGemmEfficiency.splits must include 1 (no split), "
+                                 f"got {self.splits!r}")
         object.__setattr__(self, "tiles", tiles)
         object.__setattr__(self, "splits", splits)
         raw = self.format_fractions if isinstance(self.format_fractions, list | tuple) else None
@@ -170,7 +174,12 @@ class TileWaveGemmEfficiency(ModelBase):
 
     def for_format(self, fmt: NumberFormat | str) -> TileWaveGemmEfficiency:
         """The model with the attainable fraction of GEMMs in `fmt`, its source naming that
-        figure's citation (itself when none is given for `fmt`)."""
+        figure's citation (itself when none is given for `fmt`). Cached: a sweep asks once
+        per timed slice."""
+        return _for_format(self, str(fmt))
+
+    def _for_format(self, fmt: str) -> TileWaveGemmEfficiency:
+        """`for_format`, uncached."""
         ridge = dict(self.format_ridges).get(str(fmt), self.split_k_flop_per_byte)
         cited = {f: (v, why) for f, v, why in self.format_fractions}.get(str(fmt))
         if cited is None:
@@ -205,40 +214,90 @@ class TileWaveGemmEfficiency(ModelBase):
         and K shares are computed on each dimension's own (smaller) shape. A split s > 1
         counts only where tiles s <= SMs: one wave, so its wave share is tiles s / SMs
         (no ceiling to take)."""
-        k_pad = _ceil_div(k, self.mma_k) * self.mma_k
         sms = float(self.sm_count)
         full = np.broadcast_shapes(m.shape, n.shape, k.shape, b.shape)
+        if not full:  # one shape: as a 1-element array (the splits index entries)
+            one = self._utilization(*(x.reshape(1) for x in (m, n, k, b)))
+            return one.reshape(())
+        k_pad = _ceil_div(k, self.mma_k) * self.mma_k
         best = np.zeros(full)
         cm = {tm: _ceil_div(m, tm) for tm in {t[0] for t in self.tiles}}
         cn = {tn: _ceil_div(n, tn) for tn in {t[1] for t in self.tiles}}
-        k_share = {s: k / (s * _ceil_div(k_pad, s)) for s in self.splits}
-        # the split's partial-sum reduction per useful MAC: s partials per output element,
-        # PARTIAL_BYTES each at the memory bandwidth, in tensor MACs (2 FLOPs), over K MACs
-        # per output: util = u / (1 + u x charge) (module docstring's form)
+        splits = sorted(x for x in self.splits if x > 1)
+        # per split, on K's own shape: the K share x s / SMs (the one-wave share's factor)
+        # and the partial-sum reduction per useful MAC (s partials per output element,
+        # PARTIAL_BYTES each at the memory bandwidth, in tensor MACs of 2 FLOPs, over K MACs
+        # per output: util = u / (1 + u x charge), the module docstring's form)
         partial_macs = PARTIAL_BYTES * self.split_k_flop_per_byte / 2.0
-        charge = {s: s * partial_macs / k for s in self.splits}
+        kshape = (1,) * (len(full) - k.ndim) + k.shape
+        k_one = (k / k_pad / sms).reshape(kshape)
+        per_split: list[np.ndarray] = []  # (k_split, charge), built when a split is first due
+
+        def split_terms() -> list[np.ndarray]:
+            if not per_split:
+                per_split.append(np.stack([np.broadcast_to(
+                    k / (x * _ceil_div(k_pad, x)) * (x / sms), kshape) for x in splits]))
+                per_split.append(np.stack([np.broadcast_to(x * partial_macs / k, kshape)
+                                           for x in splits]))
+            return per_split
         tiles, share, util = np.empty(full), np.empty(full), np.empty(full)
         for tm, tn in self.tiles:
             reuse = (1.0 if self.operand_intensity <= 0
                      else min(1.0, 2.0 * tm * tn / (tm + tn) / self.operand_intensity))
             np.multiply(b * cm[tm], cn[tn], out=tiles)  # B x ceil(M/Tm) x ceil(N/Tn)
             np.multiply(m / (cm[tm] * (tm / reuse)), n / (cn[tn] * tn), out=share)
-            fewest = float(tiles.min()) if tiles.size else 0.0
-            for s in self.splits:
-                if s == 1:  # waves = ceil(tiles / SMs); wave share tiles / (waves SMs)
-                    np.multiply(tiles, 1.0 / sms, out=util)
-                    np.ceil(util, out=util)
-                    np.divide(tiles, util, out=util)
-                    util *= share
-                    util *= k_share[1] / sms
-                    np.maximum(best, util, out=best)
-                elif fewest * s <= sms:  # some shape fits the split in one wave
-                    np.multiply(share, k_share[s] * (s / sms), out=util)
-                    util *= tiles
-                    if partial_macs > 0:  # its reduction: partials written and read back
-                        util /= 1.0 + util * charge[s]
-                    np.maximum(best, util, out=best, where=tiles <= sms / s)
+            # s = 1: waves = ceil(tiles / SMs), wave share tiles / (waves SMs)
+            np.multiply(tiles, 1.0 / sms, out=util)
+            np.ceil(util, out=util)
+            np.divide(tiles, util, out=util)
+            util *= share
+            util *= k_one
+            np.maximum(best, util, out=best)
+            if splits and float(tiles.min()) <= sms / splits[0]:  # some shape can split
+                k_split, charge = split_terms()
+                self._split(best, tiles, share, util, splits, k_split,
+                            charge if partial_macs > 0 else None)
         return np.minimum(best, 1.0, out=best)
+
+    def _split(self, best: np.ndarray, tiles: np.ndarray, share: np.ndarray,
+               scratch: np.ndarray, splits: list[int], k_split: np.ndarray,
+               charge: np.ndarray | None) -> None:
+        """Raise `best` to each split-K candidate's utilization where its tiles fit one wave
+        (tiles s <= SMs): share x tiles x k_split[i], less the reduction `charge[i]`. On
+        the whole arrays when many shapes qualify, else on those few taken apart."""
+        sms = float(self.sm_count)
+        flat_tiles = tiles.reshape(-1)
+        few = np.flatnonzero(flat_tiles <= sms / splits[0])
+        if not few.size:
+            return
+        if 4 * few.size > flat_tiles.size:  # most shapes: whole-array passes, in inverse
+            # form: 1 / u = 1 / (share x tiles x k_split) + charge, least over the splits
+            inv = np.divide(1.0, share * tiles)
+            least = np.full(tiles.shape, np.inf)
+            for i, x in enumerate(splits):
+                np.divide(inv, k_split[i], out=scratch)
+                if charge is not None:  # its reduction: partials written and read back
+                    scratch += charge[i]
+                np.minimum(least, scratch, out=least, where=tiles <= sms / x)
+            np.divide(1.0, least, out=least)
+            np.maximum(best, least, out=best)
+            return
+        at = np.unravel_index(few, tiles.shape)
+        pick = (slice(None), *(c if d > 1 else 0
+                               for c, d in zip(at, k_split.shape[1:], strict=True)))
+        k_few, t_few = k_split[pick], flat_tiles[few]  # (splits, few), (few,)
+        c_few = charge[pick] if charge is not None else None
+        st = share.reshape(-1)[few] * t_few
+        top = best.reshape(-1)[few]
+        for i, x in enumerate(splits):
+            fits = t_few <= sms / x
+            if not fits.any():
+                break  # larger splits fit fewer shapes still
+            u = st * k_few[i]
+            if c_few is not None:
+                u /= 1.0 + u * c_few[i]
+            np.maximum(top, u, out=top, where=fits)
+        best.reshape(-1)[few] = top
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""
@@ -246,6 +305,11 @@ class TileWaveGemmEfficiency(ModelBase):
         batch = np.where(np.asarray(rows["batch"], dtype=float) > 0, rows["batch"], 1.0)
         f = self.max_fraction * self.utilization(rows["m"], rows["n"], rows["k"], batch)
         return np.where(w > 0, np.maximum(f, 1e-12), 1.0)
+
+
+@functools.lru_cache(maxsize=256)
+def _for_format(model: TileWaveGemmEfficiency, fmt: str) -> TileWaveGemmEfficiency:
+    return model._for_format(fmt)
 
 
 def operand_intensity(device: Device) -> float:
