@@ -84,6 +84,11 @@ PARTIAL_BYTES = 8.0
 read once by the reduction kernel, 4 bytes each (fp32, the accumulator type of CUTLASS's
 tensor-op GEMMs for 16-bit, tf32 and fp8 inputs)."""
 
+DENSE_SHARE = 0.1
+"""Share of a call's shapes with room for a split above which split candidates are timed on
+the whole arrays (below it, on those shapes taken apart: gathers cost more per entry;
+0.1 measured best of 0, 0.1, 0.25 and never on two sweep grids here, alternated)."""
+
 ASSUMED_FRACTION = 0.85
 """Attainable fraction used where the catalog cites no measurement: the assumed default of
 `efficiency._DEFAULTS` (not a cited figure; the profile's source says so)."""
@@ -233,12 +238,11 @@ class TileWaveGemmEfficiency(ModelBase):
         k_one = (k / k_pad / sms).reshape(kshape)
         per_split: list[np.ndarray] = []  # (k_split, charge), built when a split is first due
 
-        def split_terms() -> list[np.ndarray]:
+        def split_terms() -> list[list[np.ndarray]]:
             if not per_split:
-                per_split.append(np.stack([np.broadcast_to(
-                    k / (x * _ceil_div(k_pad, x)) * (x / sms), kshape) for x in splits]))
-                per_split.append(np.stack([np.broadcast_to(x * partial_macs / k, kshape)
-                                           for x in splits]))
+                per_split.append([(k / (x * _ceil_div(k_pad, x)) * (x / sms)).reshape(kshape)
+                                  for x in splits])
+                per_split.append([(x * partial_macs / k).reshape(kshape) for x in splits])
             return per_split
         tiles, share, util = np.empty(full), np.empty(full), np.empty(full)
         for tm, tn in self.tiles:
@@ -260,8 +264,8 @@ class TileWaveGemmEfficiency(ModelBase):
         return np.minimum(best, 1.0, out=best)
 
     def _split(self, best: np.ndarray, tiles: np.ndarray, share: np.ndarray,
-               scratch: np.ndarray, splits: list[int], k_split: np.ndarray,
-               charge: np.ndarray | None) -> None:
+               scratch: np.ndarray, splits: list[int], k_split: list[np.ndarray],
+               charge: list[np.ndarray] | None) -> None:
         """Raise `best` to each split-K candidate's utilization where its tiles fit one wave
         (tiles s <= SMs): share x tiles x k_split[i], less the reduction `charge[i]`. On
         the whole arrays when many shapes qualify, else on those few taken apart."""
@@ -270,7 +274,7 @@ class TileWaveGemmEfficiency(ModelBase):
         few = np.flatnonzero(flat_tiles <= sms / splits[0])
         if not few.size:
             return
-        if 4 * few.size > flat_tiles.size:  # most shapes: whole-array passes, in inverse
+        if few.size > DENSE_SHARE * flat_tiles.size:  # many shapes: whole arrays, in inverse
             # form: 1 / u = 1 / (share x tiles x k_split) + charge, least over the splits
             inv = np.divide(1.0, share * tiles)
             least = np.full(tiles.shape, np.inf)
@@ -283,10 +287,10 @@ class TileWaveGemmEfficiency(ModelBase):
             np.maximum(best, least, out=best)
             return
         at = np.unravel_index(few, tiles.shape)
-        pick = (slice(None), *(c if d > 1 else 0
-                               for c, d in zip(at, k_split.shape[1:], strict=True)))
-        k_few, t_few = k_split[pick], flat_tiles[few]  # (splits, few), (few,)
-        c_few = charge[pick] if charge is not None else None
+        pick = tuple(c if d > 1 else 0 for c, d in zip(at, k_split[0].shape, strict=True))
+        k_few = [v[pick] for v in k_split]  # each split's K terms at the few shapes
+        c_few = [v[pick] for v in charge] if charge is not None else None
+        t_few = flat_tiles[few]
         st = share.reshape(-1)[few] * t_few
         top = best.reshape(-1)[few]
         for i, x in enumerate(splits):

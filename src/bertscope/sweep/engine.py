@@ -123,6 +123,16 @@ def chunks(group: Group, limit: int = CHUNK) -> Iterator[Group]:
         yield from chunks(dataclasses.replace(group, values=part), limit)
 
 
+def _row_shape(op: Op) -> tuple[int, ...]:
+    """The broadcast shape of a row's numeric fields (most are plain numbers or share one
+    array shape: no `np.broadcast_shapes` call then)."""
+    shapes = {v.shape for v in (getattr(op, c) for c in NUMERIC)
+              if isinstance(v, np.ndarray) and v.ndim}
+    if len(shapes) <= 1:
+        return shapes.pop() if shapes else ()
+    return np.broadcast_shapes(*shapes)
+
+
 def _buckets(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]) -> list[_Bucket]:
     """The blocks' rows bucketed by the shape of their numeric fields, with their weights."""
     buckets: dict[tuple[int, ...], _Bucket] = {}
@@ -130,7 +140,7 @@ def _buckets(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]) -> li
         copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
         for ops, w in ((blk.rows, copies), (blk.later, later)):
             for op in ops:
-                shape = np.broadcast_shapes(*(np.shape(getattr(op, c)) for c in NUMERIC))
+                shape = _row_shape(op)
                 shape = (1,) * (len(full) - len(shape)) + shape
                 buckets.setdefault(shape, _Bucket(shape)).add(op, w)
     return list(buckets.values())
