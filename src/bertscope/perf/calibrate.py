@@ -157,12 +157,14 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
         # the model's time, W / (rate S) + W0 / rate, is linear in W / S: t = a W / S + c
         a, c = (_rate_fit if robust else _linear_fit)(w / shape, t)
         pred = a * w / shape + c  # rate 1 / a for large square GEMMs, W0 = c / a
-        if best is None or error(pred) < best[0]:
+        # a shape term must earn its place: lower the error by a point (0.01) or 2% of it,
+        # not by rounding (equal dims make every D0 fit alike)
+        if best is None or error(pred) < best[0] - max(0.01, 0.02 * best[0]):
             best = (error(pred), 1.0 / a, c / a, d0)
     assert best is not None
     err, rate, w0, d0 = best
     per_phase: dict[str, float] = {}
-    if robust and "phase" in p.columns:  # one factor per phase: the median rate ratio
+    if (robust or preserve_total) and "phase" in p.columns:  # a factor per phase
         phases = gemm_phase(p["phase"])
         shape = d / (d + d0) if d0 else np.ones_like(d)
         base = (w / shape + w0) / rate  # per-launch time at the base rate
@@ -201,20 +203,20 @@ def _gemm_format(profile: DeviceProfile, table: OpTable) -> NumberFormat:
 
 
 def fit_gemm_per_format(keys: pd.DataFrame, profile: DeviceProfile,
-                        source: str, *, preserve_total: bool = False
+                        source: str, *, preserve_total: bool = False, robust: bool = True
                         ) -> tuple[DeviceProfile, Any, dict[str, Any]]:
     """GEMM fits per number format (column `format` of the joined keys), each relative to
     its format's peak (raised where measured GEMMs beat it). One format: a `GemmEfficiency`;
     several: a `FormatGemmEfficiency` whose default is fp32 where fitted (else the format with
     the most points). Formats with fewer than 3 GEMM points are left to the default.
-    `preserve_total` as for `fit_gemm`."""
+    `preserve_total` and `robust` as for `fit_gemm`."""
     fits: dict[NumberFormat, GemmFit] = {}
     for fmt in sorted({NumberFormat(f) for f in keys["format"]}, key=list(NumberFormat).index):
         points = keys[(keys["kind"] == "gemm") & (keys["format"] == fmt.value)]
         if int(((points["flops"] > 0) & (points["time_s"] > 0)).sum()) < 3 and fits:
             continue
         fit = fit_gemm(points, profile.device.peak_flops(fmt), f"{source} ({fmt.value} GEMMs)",
-                       preserve_total=preserve_total)
+                       preserve_total=preserve_total, robust=robust)
         profile = with_gemm_peak(profile, fit, fmt)
         fits[fmt] = fit
     report = {"gemm_points": sum(f.points for f in fits.values()),

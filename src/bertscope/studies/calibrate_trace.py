@@ -129,10 +129,16 @@ def calibrate_from_traces(paths: Sequence[str | Path]) -> tuple[DeviceProfile, d
     base = default_profile(device)
     digests = ", ".join(f"{p.path.name} sha256 {p.sha256[:12]}" for p in points)
     source = f"fitted to {where} ({digests}) on {name}"
-    profile, gemm_model, fits = fit_gemm_per_format(gemm, base, source, preserve_total=True)
+    # one run's launches, measured under one load: least squares in time per launch (the
+    # large launches weigh most, and the intercepts keep the fixed costs of small ones: a
+    # median of per-launch rates lets a 192-byte loss that takes milliseconds set the rate
+    # of a 125 MB one), not the median fit meant for noisy separate runs
+    profile, gemm_model, fits = fit_gemm_per_format(gemm, base, source, preserve_total=True,
+                                                    robust=False)
     models: dict[str, Any] = {"gemm": gemm_model}
     if len(memory) >= 2:
-        models["bandwidth"] = fit_memory(memory, profile.device.memory_bandwidth, source)
+        models["bandwidth"] = fit_memory(memory, profile.device.memory_bandwidth, source,
+                                         robust=False)
     when = date.today().isoformat()
     kernels = {
         "gemm": {str(f): int(g["kernels"].sum()) for f, g in gemm.groupby("format")},
