@@ -11,8 +11,13 @@
    what a user waits for on a trace of one training step (targets: >= 3x faster, <= 1/4 of
    HTA's peak memory).
 3. --startup: `bertscope trace` (the command, a whole process, the terminal report) on a
-   ~2 KB trace, 9 runs, median (target: under 0.25 s).
-4. With --big: a generated 1 GB trace read with peak RSS under 1 GB (target < 1.0 GiB).
+   ~2 KB trace, 9 runs, median (target: under 0.25 s), as `python -m bertscope.cli` and as
+   the console script; `--startup-vs OTHER/src` interleaves another checkout's runs (A/B).
+4. --recorded: the side by side of 2. on CPU traces recorded at bench time from Hugging Face
+   BERT, GPT-2 and ViT training steps (12 narrow layers, random weights, synthetic batches;
+   shapes, modules and stacks recorded, nothing dropped), gzipped to 1-5 MB (default ~2.5);
+   needs torch and transformers.
+5. With --big: a generated 1 GB trace read with peak RSS under 1 GB (target < 1.0 GiB).
 
 Traces are generated in a temporary folder (deleted afterwards) with Kineto's layout and
 formatting: CPU ops, runtime launches, kernels on two streams with Kineto's kernel args,
@@ -21,6 +26,8 @@ ac2g flows, ProfilerStep#N annotations, distributedInfo.
     .venv/bin/python bench/bench_trace.py                  # 100 MB, vs HTA if installed
     .venv/bin/python bench/bench_trace.py --size-mb 300 --big
     .venv/bin/python bench/bench_trace.py --size-mb 0 --small --startup   # only those
+    .venv/bin/python bench/bench_trace.py --size-mb 0 --recorded          # HF CPU traces
+    .venv/bin/python bench/bench_trace.py --size-mb 0 --startup --startup-vs ../main/src
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 KERNELS = [
     ("aten::addmm", "ampere_sgemm_128x64_tn", 30.0),
@@ -262,21 +270,106 @@ def small(gz_mb: float, runs: int = 5) -> None:
             shutil.copyfileobj(src, dst)
         raw.unlink()
         print(f"[small] {path.stat().st_size / 2**20:.2f} MiB gzipped, {n:,} events")
-        ours = [_run(_OURS, str(path)) for _ in range(runs)]
-        ours_wall = statistics.median(w for _, _, w in ours)
-        ours_rss = statistics.median(r for _, r, _ in ours)
-        print(f"[bertscope] whole process {ours_wall:.2f} s (median of {runs}), peak RSS "
-              f"{_gib(ours_rss)}")
-        if not _hta_installed():
-            print("[HTA] not installed: skipping the HTA side")
-            return
-        hta = [_run(_HTA, tmp, hta=True) for _ in range(runs)]
-        hta_wall = statistics.median(w for _, _, w in hta)
-        hta_rss = statistics.median(r for _, r, _ in hta)
-        print(f"[HTA] whole process {hta_wall:.2f} s (median of {runs}), peak RSS "
-              f"{_gib(hta_rss)}")
-        print(f"[small vs HTA] speed {hta_wall / ours_wall:.2f}x (target >= 3), memory "
-              f"{ours_rss / hta_rss:.3f} of HTA's (target <= 0.25)")
+        side_by_side("small", path, runs)
+
+
+def side_by_side(label: str, path: Path, runs: int) -> tuple[float, float] | None:
+    """Whole-process wall time and peak RSS of bertscope and HTA on the trace at `path` (the
+    only trace in its folder, which HTA reads), `runs` each, interleaved (a change of load
+    falls on both sides), medians printed; returns (speed ratio, memory ratio), None without
+    HTA."""
+    hta_too = _hta_installed()
+    ours: list[tuple[float, float, float]] = []
+    hta: list[tuple[float, float, float]] = []
+    for _ in range(runs):
+        ours.append(_run(_OURS, str(path)))
+        if hta_too:
+            hta.append(_run(_HTA, str(path.parent), hta=True))
+    ours_wall = statistics.median(w for _, _, w in ours)
+    ours_rss = statistics.median(r for _, r, _ in ours)
+    print(f"[{label}: bertscope] whole process {ours_wall:.2f} s (median of {runs}), peak RSS "
+          f"{_gib(ours_rss)}")
+    if not hta_too:
+        print("[HTA] not installed: skipping the HTA side")
+        return None
+    hta_wall = statistics.median(w for _, _, w in hta)
+    hta_rss = statistics.median(r for _, r, _ in hta)
+    print(f"[{label}: HTA] whole process {hta_wall:.2f} s (median of {runs}), peak RSS "
+          f"{_gib(hta_rss)}")
+    speed, memory = hta_wall / ours_wall, ours_rss / hta_rss
+    print(f"[{label} vs HTA] speed {speed:.2f}x (target >= 3), memory {memory:.3f} of HTA's "
+          f"(target <= 0.25)", flush=True)
+    return speed, memory
+
+
+def _hf_models() -> dict[str, tuple[Any, dict[str, Any]]]:
+    """HF BERT, GPT-2 and ViT of 12 narrow layers (random weights, built from configs) with a
+    synthetic batch each: no network, no downloads."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 1000, (4, 64))
+    text = {"input_ids": ids, "labels": ids}
+    return {
+        "bert": (tf.BertForMaskedLM(tf.BertConfig(
+            vocab_size=1000, hidden_size=64, num_hidden_layers=12, num_attention_heads=4,
+            intermediate_size=256, max_position_embeddings=128)), text),
+        "gpt2": (tf.GPT2LMHeadModel(tf.GPT2Config(
+            vocab_size=1000, n_embd=64, n_layer=12, n_head=4, n_positions=128)), text),
+        "vit": (tf.ViTForImageClassification(tf.ViTConfig(
+            image_size=64, patch_size=16, num_channels=3, hidden_size=64, num_hidden_layers=12,
+            num_attention_heads=4, intermediate_size=256, num_labels=10)),
+            {"pixel_values": torch.randn(4, 3, 64, 64), "labels": torch.randint(0, 10, (4,))}),
+    }
+
+
+def record_trace(model: Any, batch: dict[str, Any], out: Path, gz_mb: float) -> int:
+    """Record CPU training steps of `model` (shapes, modules, stacks: everything torch
+    writes, python frames included) gzipped at `out`, as many steps as bring it to about
+    `gz_mb` MB (one step recorded first to size them); returns the steps recorded."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.data.traces.record_hf import profile_steps
+
+    raw = out.with_name("raw.json")
+    profile_steps(model, batch, raw, 1)
+    per_step = len(gzip.compress(raw.read_bytes(), compresslevel=6))
+    steps = max(1, min(40, round(gz_mb * 2**20 / per_step)))
+    profile_steps(model, batch, raw, steps)
+    with raw.open("rb") as src, gzip.open(out, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    return steps
+
+
+def record_all(into: Path, gz_mb: float) -> None:
+    """Record each model's trace into its own folder under `into` (HTA reads a folder)."""
+    for name, (model, batch) in _hf_models().items():
+        folder = into / name
+        folder.mkdir()
+        path = folder / f"{name}_rank0.json.gz"
+        steps = record_trace(model, batch, path, gz_mb)
+        size = path.stat().st_size / 2**20
+        with gzip.open(path, "rt") as f:
+            events = len(json.load(f)["traceEvents"])
+        where = "in" if 1 <= size <= 5 else "OUT OF"
+        print(f"[recorded {name}] {size:.2f} MiB gzipped ({where} 1-5 MB), {events:,} events, "
+              f"{steps} training steps", flush=True)
+
+
+def recorded(gz_mb: float, runs: int = 3) -> None:
+    """bertscope vs HTA on CPU traces recorded now from HF BERT, GPT-2 and ViT training
+    steps, each gzipped to about `gz_mb` MB (target 1-5 MB), whole processes. The recording
+    runs in a process of its own: a child forked from a parent holding torch and the models
+    would report the parent's resident memory as its own peak (Linux keeps the high-water
+    mark across exec)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, __file__, "--size-mb", "0", "--record-into", tmp,
+                        "--recorded-mb", str(gz_mb)], check=True,
+                       env={**os.environ, "TRANSFORMERS_VERBOSITY": "error",
+                            "PYTHONWARNINGS": "ignore"})
+        for folder in sorted(Path(tmp).iterdir()):
+            side_by_side(f"recorded {folder.name}", next(folder.glob("*.json.gz")), runs)
 
 
 _TINY = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
@@ -284,21 +377,46 @@ _TINY = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
          for i in range(12)]
 
 
-def startup(runs: int = 9) -> None:
-    """`bertscope trace` on a ~2 KB trace: the whole command's wall time."""
+def startup(runs: int = 9, versus: Path | None = None) -> None:
+    """`bertscope trace` on a ~2 KB trace: the whole command's wall time, as `python -m
+    bertscope.cli` and as the installed `bertscope` console script, with bytecode caches
+    written (as an installed package has them; one warm-up run first). With `versus` (another
+    checkout's src folder) the two trees run interleaved, round by round."""
+    trees = [Path(__file__).resolve().parents[1] / "src", *([versus] if versus else [])]
+    script = Path(sys.executable).with_name("bertscope")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tiny.json"
         path.write_text(json.dumps({"traceEvents": _TINY}))
-        env = {**os.environ, "BERTSCOPE_STORE": "off"}
-        times = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "bertscope.cli", "trace", str(path)],
-                           capture_output=True, check=True, env=env)
-            times.append(time.perf_counter() - t0)
-        print(f"[startup] bertscope trace on a {path.stat().st_size / 1024:.1f} KB trace: "
-              f"median {statistics.median(times):.3f} s, min {min(times):.3f} s of {runs} "
-              f"(target < 0.25 s)")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(BERTSCOPE_STORE="off", PYTHONPYCACHEPREFIX=str(Path(tmp) / "pyc"))
+        commands = {"python -m bertscope.cli trace": [sys.executable, "-m", "bertscope.cli"]}
+        if script.exists():
+            commands["bertscope trace (console script)"] = [str(script)]
+        times: dict[tuple[Path, str], list[tuple[float, float]]] = {}
+        for rnd in range(runs + 1):
+            for tree in trees:
+                for label, cmd in commands.items():
+                    c0 = _children_cpu()
+                    t0 = time.perf_counter()
+                    subprocess.run([*cmd, "trace", str(path)], capture_output=True, check=True,
+                                   env={**env, "PYTHONPATH": str(tree)})
+                    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
+                    if rnd:  # round 0 writes the bytecode caches
+                        times.setdefault((tree, label), []).append((wall, cpu))
+        for (tree, label), t in times.items():
+            walls, cpus = [w for w, _ in t], [c for _, c in t]
+            print(f"[startup] {label} on a {path.stat().st_size / 1024:.1f} KB trace, {tree}: "
+                  f"wall median {statistics.median(walls):.3f} s, min {min(walls):.3f} s; CPU "
+                  f"(user+sys) median {statistics.median(cpus):.3f} s, min {min(cpus):.3f} s "
+                  f"of {runs} (target < 0.25 s)")
+
+
+def _children_cpu() -> float:
+    """User + system seconds of the finished child processes so far."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def big(size_gb: float) -> None:
@@ -325,15 +443,28 @@ def main() -> None:
     ap.add_argument("--small", action="store_true",
                     help="also compare on a trace gzipped to --small-mb, whole processes")
     ap.add_argument("--small-mb", type=float, default=2.0, help="gzipped size of --small")
+    ap.add_argument("--recorded", action="store_true",
+                    help="also compare on CPU traces recorded now from HF BERT/GPT-2/ViT "
+                         "training steps (needs torch and transformers)")
+    ap.add_argument("--recorded-mb", type=float, default=2.5, help="gzipped size of each")
+    ap.add_argument("--runs", type=int, default=3, help="runs per side for --recorded")
+    ap.add_argument("--startup-vs", type=Path,
+                    help="with --startup: another checkout's src folder, run interleaved")
+    ap.add_argument("--record-into", type=Path, help=argparse.SUPPRESS)  # --recorded's child
     ap.add_argument("--startup", action="store_true",
                     help="also time `bertscope trace` on a 2 KB trace")
     args = ap.parse_args()
+    if args.record_into is not None:
+        record_all(args.record_into, args.recorded_mb)
+        return
     if args.size_mb > 0:
         versus(args.size_mb)
     if args.small:
         small(args.small_mb)
+    if args.recorded:
+        recorded(args.recorded_mb, args.runs)
     if args.startup:
-        startup()
+        startup(versus=args.startup_vs)
     if args.big:
         big(args.big_gb)
     print(json.dumps({"python": sys.version.split()[0]}))

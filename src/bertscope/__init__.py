@@ -4,31 +4,42 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bertscope.analytic import build, memory_estimate, ops, parameter_count
-from bertscope.config import (
-    PRESETS,
-    Family,
-    ModelConfig,
-    Optimizer,
-    Precision,
-    RunConfig,
-    get_model,
-)
-from bertscope.errors import BertscopeError
-from bertscope.optable import Op, OpTable
-from bertscope.taxonomy import Category, Phase, Sublayer
-
 if TYPE_CHECKING:
+    from bertscope.analytic import build, memory_estimate, ops, parameter_count
+    from bertscope.config import (
+        PRESETS,
+        Family,
+        ModelConfig,
+        Optimizer,
+        Precision,
+        RunConfig,
+        get_model,
+    )
+    from bertscope.errors import BertscopeError
+    from bertscope.optable import Op, OpTable
     from bertscope.studies.study import study
     from bertscope.sweep import sweep
+    from bertscope.taxonomy import Category, Phase, Sublayer
     from bertscope.trace import analyze_trace, read_trace
 
 __version__ = "0.1.0"
 
-_LAZY = {"analyze_trace": "bertscope.trace", "read_trace": "bertscope.trace",
-         "sweep": "bertscope.sweep", "study": "bertscope.studies.study"}
-"""Names imported on first use: the trace reader, the sweep and the study need pandas, which
-commands that use none of them should not pay for at start-up."""
+_LAZY = {
+    **dict.fromkeys(("build", "memory_estimate", "ops", "parameter_count"), "bertscope.analytic"),
+    **dict.fromkeys(("PRESETS", "Family", "ModelConfig", "Optimizer", "Precision", "RunConfig",
+                     "get_model"), "bertscope.config"),
+    "BertscopeError": "bertscope.errors",
+    **dict.fromkeys(("Op", "OpTable"), "bertscope.optable"),
+    **dict.fromkeys(("Category", "Phase", "Sublayer"), "bertscope.taxonomy"),
+    **dict.fromkeys(("analyze_trace", "read_trace"), "bertscope.trace"),
+    "sweep": "bertscope.sweep",
+    "study": "bertscope.studies.study",
+}
+"""Public name -> the module that defines it, imported on first use (PEP 562): `import
+bertscope` costs nothing, and a command pays only for what it uses (`bertscope trace` neither
+numpy's nor pandas's import for the analytic producer it does not run). `bertscope.sweep` is
+also the package's name: once that package is imported, the attribute is the package, which
+is callable as the function (bertscope/sweep/__init__.py)."""
 
 
 def __getattr__(name: str) -> Any:
@@ -40,7 +51,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "PRESETS",

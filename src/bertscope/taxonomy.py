@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -259,11 +259,49 @@ class PipelineStage(StrEnum):
     """Heads, loss and the tied embedding's gradient sum, on the last stage."""
 
 
+class Regex:
+    """A regular expression compiled on first use (`search`, `pattern` and `groupindex` as
+    `re.Pattern`'s): the built-in tables hold over a hundred, compiling them all costs more
+    than reading a small trace, and a trace reaches only the rows its names get to. `check`
+    compiles at once (a user's file: a bad regex is an error where it is read)."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str, *, check: bool = False) -> None:
+        self.pattern = pattern
+        self._compiled: re.Pattern[str] | None = re.compile(pattern) if check else None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled expression."""
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern)
+        return self._compiled
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """`re.Pattern.search`."""
+        return self.compiled.search(text)
+
+    @property
+    def groupindex(self) -> Mapping[str, int]:
+        """`re.Pattern.groupindex`."""
+        return self.compiled.groupindex
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Regex) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"Regex({self.pattern!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class Pattern:
     """One row of the name -> category table."""
 
-    regex: re.Pattern[str]
+    regex: Regex
     category: Category
     note: str = ""
     phase: Phase | None = None
@@ -272,7 +310,7 @@ class Pattern:
     gradient); applied only when the launching op runs in a backward phase."""
 
 
-def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
+def _parse_patterns(text: str, origin: str, *, check: bool = True) -> tuple[Pattern, ...]:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -290,7 +328,7 @@ def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
         phase_name = expect(row, "phase", str, where, "")
         pattern, name = expect(row, "regex", str, where), expect(row, "category", str, where)
         try:
-            regex = re.compile(pattern)
+            regex = Regex(pattern, check=check)
             category = Category(name)
         except re.error as e:
             raise BertscopeError(f"{origin}: pattern {i}: bad regex ({e})") from None
@@ -309,7 +347,7 @@ def _parse_patterns(text: str, origin: str) -> tuple[Pattern, ...]:
 def builtin_patterns() -> tuple[Pattern, ...]:
     """The built-in ordered pattern table (`bertscope/data/patterns.toml`)."""
     text = (files("bertscope") / "data" / "patterns.toml").read_text(encoding="utf-8")
-    return _parse_patterns(text, "patterns.toml")
+    return _parse_patterns(text, "patterns.toml", check=False)  # compiled where reached
 
 
 def load_patterns(path: str | Path) -> tuple[Pattern, ...]:
@@ -423,10 +461,10 @@ def fused_kernel(name: str) -> Pattern | None:
     cat = next((c for c in _FUSED_RANK if c in cats), _KIND_DEFAULT[m.group(1)])
     if m.group(1) == "tem" and not cat.is_gemm:
         cat = Category.GEMM  # a GEMM template with a fused epilogue
-    return Pattern(re.compile(re.escape(name)), cat, "fuses: " + ", ".join(ops))
+    return Pattern(Regex(re.escape(name)), cat, "fuses: " + ", ".join(ops))
 
 
 __all__ = ["NORMALIZATIONS", "Category", "Classifier", "Pattern", "Phase", "PhaseFamily",
-           "PipelineStage", "Sublayer", "SublayerGroup", "TensorSplit", "aten_category",
+           "PipelineStage", "Regex", "Sublayer", "SublayerGroup", "TensorSplit", "aten_category",
            "builtin_patterns", "fused_kernel", "fused_ops", "gemm_mask", "load_patterns",
            "phase_families"]

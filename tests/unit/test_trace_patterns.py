@@ -219,3 +219,31 @@ def test_every_op_the_gemm_registry_sizes_classifies_as_a_gemm() -> None:
 
     classify = Classifier()
     assert {op: classify(op).is_gemm for op in GEMM_OPS} == dict.fromkeys(GEMM_OPS, True)
+
+
+def test_every_built_in_regex_compiles() -> None:
+    # the built-in tables compile their rows where first reached (start-up), so a broken
+    # row would only show on a trace that reaches it: compile them all here
+    import re
+
+    from bertscope.trace.modules import builtin_modules
+
+    table = builtin_modules()
+    regexes = [p.regex for p in builtin_patterns()] + [r.regex for r in table.rows] + [
+        r for r, _ in table.kinds] + [table.layer_class, table.dotted]
+    assert len(regexes) > 100
+    for r in regexes:
+        assert r.compiled.pattern == r.pattern and isinstance(r.compiled, re.Pattern)
+
+
+def test_a_users_bad_regex_is_refused_where_the_file_is_read(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from bertscope.errors import BertscopeError
+    from bertscope.taxonomy import load_patterns
+
+    path = Path(str(tmp_path)) / "p.toml"
+    path.write_text('[[pattern]]\nregex = "ok"\ncategory = "gemm"\n'
+                    '[[pattern]]\nregex = "(unclosed"\ncategory = "gemm"\n')
+    with pytest.raises(BertscopeError, match="pattern 2: bad regex"):
+        load_patterns(path)

@@ -146,6 +146,35 @@ def test_missing_paths(tmp_path: Path) -> None:
         trace_files(tmp_path / "nope")
 
 
+def test_events_at_a_chunk_end_are_read_on_not_retried(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # an event cut by the buffer's end used to be decoded after a JSONDecodeError (which
+    # counts the lines of the whole buffer); the reader now reads on first: no error at all
+    # on a trace of many chunks, and the columns are those of a one-chunk read
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": 1, "tid": 1,
+               "ts": float(i), "dur": 0.5, "args": {"Sequence number": i}}
+              for i in range(4000)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}, indent=1))
+    chunk = 1 << 14  # ~40 chunks; events end anywhere in them
+    assert path.stat().st_size > 30 * chunk
+    errors = []
+    init = json.JSONDecodeError.__init__
+
+    def counted(self: json.JSONDecodeError, *args: object) -> None:
+        errors.append(args[0])
+        init(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(json.JSONDecodeError, "__init__", counted)
+    small = read_events(path, chunk=chunk)
+    assert errors == []
+    monkeypatch.undo()
+    whole = read_events(path, chunk=1 << 24)
+    assert len(small) == len(whole) == 4000
+    for col in ("name", "ts", "seq"):
+        assert np.array_equal(getattr(small, col), getattr(whole, col)), col
+
+
 def test_a_long_string_across_many_chunks(tmp_path: Path) -> None:
     name = "void at::native::elementwise_kernel<" + "x" * 5000 + ">"
     f = tmp_path / "long.json"

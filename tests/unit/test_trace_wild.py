@@ -286,3 +286,58 @@ def test_a_norm_written_in_python_is_rmsnorm_work(model: str, norm: str) -> None
     inside = d[(d["phase"] == P.FORWARD) & d["module"].str.rpartition("/")[2].str.startswith(
         norm) & d["category"].isin([C.ELEMENTWISE, C.REDUCTION, C.DATA_MOVEMENT])]
     assert inside.empty  # every such op inside the norm became rmsnorm work
+
+
+def test_t5_decoder_layers_are_numbered_after_the_encoders() -> None:
+    # the fixture's T5 has 2 encoder and 2 decoder blocks; the analytic op table numbers the
+    # decoder's after the encoder's, and the trace must use the same keys (a join, not a
+    # collision of encoder layer 0 with decoder layer 0)
+    from bertscope.analytic import build
+    from bertscope.config import Family, RunConfig
+    from tests.conftest import tiny
+
+    analytic = build(tiny(Family.T5, decoder_layers=2), RunConfig(batch=2, seq=8,
+                                                                    decoder_seq=4)).df
+    cross = set(analytic.loc[analytic["sublayer"] == S.CROSS_QKV, "layer"])
+    enc = set(analytic.loc[analytic["sublayer"] == S.QKV, "layer"]) - cross
+    d = analyze_trace(HF / "t5_cpu_train.json.gz").table.df
+    in_stack = {i: set(d.loc[d["module"].str.contains(f"/T5Stack_{i}/T5Block_"), "layer"])
+                for i in (0, 1)}
+    assert in_stack == {0: enc, 1: cross} and enc == {0, 1} and cross == {2, 3}
+    assert set(d.loc[d["sublayer"] == S.CROSS_QKV, "layer"]) == cross
+    # each stack computes its relative bias in its first layer (the decoder's: layer 2)
+    bias = set(d.loc[d["sublayer"] == S.REL_POS_BIAS, "layer"])
+    assert bias == {min(enc), min(cross)}
+    assert bias <= set(analytic.loc[analytic["sublayer"] == S.REL_POS_BIAS, "layer"])
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_annotations_inside_backward_nodes_are_scopes_not_ops(tmp_path: Path, gpu: bool
+                                                              ) -> None:
+    # a record_function inside a backward node (a custom Function's backward, a hook) wraps
+    # the node's ops: they are the rows (their kernels on a GPU), with the node's place and
+    # the gradient phases the node's GEMMs compute; the annotation is not an op
+    from tests.data.traces.make_traces import SGEMM, Trace
+
+    tr = Trace()
+    with tr.ann("ProfilerStep#1"):
+        with tr.op("aten::mm", dims=[[8, 16], [16, 4]], seq=7):
+            if gpu:
+                tr.kernel(SGEMM, 6.0)
+        with tr.op("autograd::engine::evaluate_function: MmBackward0", seq=7, fwd=False), \
+                tr.op("MmBackward0"), tr.ann("my_backward_hook"):
+            for dims in ([[8, 4], [4, 16]], [[16, 8], [8, 4]]):
+                with tr.op("aten::mm", dims=dims):
+                    if gpu:
+                        tr.kernel(SGEMM, 4.0)
+    path = tmp_path / "bwd_annotation.json.gz"
+    tr.write(path)
+    d = analyze_trace(path).table.df
+    assert "my_backward_hook" not in set(d["name"])
+    bwd = d[d["phase"] != P.FORWARD]
+    assert set(bwd["name"]) == {SGEMM if gpu else "aten::mm"}
+    assert set(bwd["category"]) == {C.GEMM}
+    assert set(bwd["phase"]) == {P.BACKWARD_DATA, P.BACKWARD_WEIGHT}
+    # GPU: two 4 us kernels; CPU: the node's whole 10 us (1 us either side of the node, its
+    # op, the annotation, and two 2 us GEMMs), its dispatch gaps given to its largest op
+    assert float(bwd["time_s"].sum()) == pytest.approx(8e-6 if gpu else 10e-6)

@@ -80,9 +80,12 @@ def trace_cmd(
 
 def _record(st: object, result: object, path: Path, *, to_stdout: bool) -> None:
     """Record the trace's op table (said on the terminal, except when the data itself goes
-    to stdout: then quietly, so a pipe gets the data alone)."""
+    to stdout: then quietly, so a pipe gets the data alone). Without a store, nothing (a
+    large trace is not read again for its digest)."""
     import hashlib
 
+    if st is None:
+        return
     digest = ""
     if path.is_file():
         with path.open("rb") as f:

@@ -16,7 +16,9 @@ producer on arrays and the same `perf.predict.row_times`. Configurations a model
 from __future__ import annotations
 
 import os
+import sys
 import time
+import types
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -262,6 +264,18 @@ def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]
     out["fits"] = out["memory_bytes"] <= cat("capacity_bytes")
     return pd.DataFrame(out, copy=False)  # no consolidating copy: one copy of the results
 
+
+class _CallablePackage(types.ModuleType):
+    """This package, callable as `sweep()`: `bertscope.sweep` names both the package and the
+    public function, and the import system rebinds the attribute to the package once it is
+    imported, so `import bertscope; bertscope.sweep(...)` works either way."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> SweepResult:
+        """`sweep(*args, **kwargs)`."""
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage
 
 __all__ = ["ASCENDING", "BYTES_PER_CONFIG", "LABEL_COLUMNS", "MAX_CONFIGS", "METRIC_COLUMNS",
            "Grid", "SweepResult", "check_sort", "make_grid", "sweep"]

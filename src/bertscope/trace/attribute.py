@@ -174,7 +174,7 @@ class Attributor:
             return sum(self.walk(c, phase, where) for c in evt.cpu_children)
         scope = self.scope_of(evt)
         if scope is not None:
-            return self._scope(evt, phase, where or _NOWHERE, *scope, 0)
+            return self._scope(evt, phase, where or _NOWHERE, *scope, 0)[0]
         return self._add(evt, phase, where or _NOWHERE)[1]
 
     def scope_of(self, evt: Any) -> tuple[str, str] | None:
@@ -183,22 +183,25 @@ class Attributor:
         return module_class(evt.name)
 
     def _scope(self, evt: Any, phase: Phase, where: _Where, display: str, cls: str,
-               ordinal: int) -> float:
+               ordinal: int, first: int = 0) -> tuple[float, int]:
         """Walk a module call (or annotation): its children get the path, the layer index of
-        a layer class (its ordinal among its parent's calls), and each op the module its
-        module called last before it."""
+        a layer class (`first` + its ordinal among its parent's calls), and each op the
+        module its module called last before it. Returns the time emitted and the number of
+        layer calls made directly in it (a stack's layers): a later stack under the same
+        parent numbers its layers after an earlier one's, as the analytic op table numbers
+        T5's decoder layers after the encoder's."""
         token = f"{cls}#{ordinal}"
         layer = where.layer
         if where.sublayer is Sublayer.OTHER and where.core is None:
             if self.modules.is_layer(cls):
-                layer = ordinal
+                layer = first + ordinal
             elif (n := self.modules.dotted_layer(display)) is not None:
                 layer = n
         inner = replace(where, layer=layer, last="",
                         module=f"{where.module}/{display}" if where.module else display,
                         place=f"{where.place}/{token}" if where.place else token)
         counts: dict[str, int] = {}
-        total = 0.0
+        total, offset, direct = 0.0, first, 0
         for c in evt.cpu_children:
             sc = self.scope_of(c)
             if sc is None:
@@ -206,9 +209,12 @@ class Attributor:
                 continue
             n = counts.get(sc[1], 0)
             counts[sc[1]] = n + 1
-            total += self._scope(c, phase, inner, *sc, n)
+            spent, stacked = self._scope(c, phase, inner, *sc, n, offset)
+            total += spent
+            offset += stacked
+            direct += self.modules.is_layer(sc[1])
             inner = replace(inner, last=f"{sc[1]}#{n}")
-        return total
+        return total, direct
 
     def _backward_node(self, evt: Any) -> float:
         node = evt.name[len(_EVAL):]
@@ -225,9 +231,7 @@ class Attributor:
         fwd_shape = _fwd_shape(fwd) if fwd is not None else None
         gemms = 0
         emitted: list[tuple[tuple[Any, ...], float]] = []
-        children = []
-        for c in evt.cpu_children:
-            children += c.cpu_children if c.name == node else [c]
+        children = self._node_ops(evt, node)
         total = 0.0
         recomputed = False
         for c in children:
@@ -251,6 +255,19 @@ class Attributor:
                    0, 0, 0, 0, 0, where.module)
             self._accumulate(key, 0.0, rest)
         return total + rest
+
+    def _node_ops(self, evt: Any, node: str) -> list[Any]:
+        """What a backward node ran: the node's own event (named as the node) and the
+        record_function annotations inside it (a custom Function's backward, a hook) are
+        looked through, so their ops are the rows, with the node's place and phases (an
+        annotation is not an op); bertscope's own scopes stay (a checkpoint's recompute)."""
+        out = []
+        for c in evt.cpu_children:
+            if c.name == node or (not c.name.startswith(SCOPE) and self.scope_of(c) is not None):
+                out += self._node_ops(c, node)
+            else:
+                out.append(c)
+        return out
 
     def _add(self, evt: Any, phase: Phase, where: _Where) -> tuple[tuple[Any, ...], float]:
         name = evt.name

@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from bertscope.optable import Combine, Op, OpTable, combine
-from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Sublayer
+from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Regex, Sublayer
 from bertscope.trace.attribute import ITER, PHASE, SCOPE, Attributor
 from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
 
@@ -290,7 +289,7 @@ def kernel_place(pattern: Pattern | Category | None, launcher: _Place | None, *,
     return _Place(layer, sub, cat, phase, module)
 
 
-_ANY = re.compile("")
+_ANY = Regex("")
 
 
 def launch_keys(ev: Events, w: _Walk) -> tuple[np.ndarray, np.ndarray]:

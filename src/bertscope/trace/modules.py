@@ -17,7 +17,7 @@ from functools import cache
 from importlib.resources import files
 
 from bertscope.errors import BertscopeError, expect, parse_enum
-from bertscope.taxonomy import Category, Sublayer
+from bertscope.taxonomy import Category, Regex, Sublayer
 
 MODULE_PREFIX = "nn.Module: "
 """Name prefix of torch.profiler's module-call events (python_function category)."""
@@ -37,7 +37,7 @@ class ModulePlace:
 
 @dataclass(frozen=True, slots=True)
 class _Row:
-    regex: re.Pattern[str]
+    regex: Regex
     sublayer: Sublayer | None
     """None: an attention core (`ATTN_CORE`)."""
 
@@ -45,9 +45,8 @@ class _Row:
 class ModuleMap:
     """The module table: layer classes and the ordered place -> sublayer rows."""
 
-    def __init__(self, rows: tuple[_Row, ...], layer_class: re.Pattern[str],
-                 dotted: re.Pattern[str],
-                 kinds: tuple[tuple[re.Pattern[str], Category], ...] = ()) -> None:
+    def __init__(self, rows: tuple[_Row, ...], layer_class: Regex, dotted: Regex,
+                 kinds: tuple[tuple[Regex, Category], ...] = ()) -> None:
         self.rows = rows
         self.layer_class = layer_class
         self.dotted = dotted
@@ -114,31 +113,25 @@ def _parse(text: str, origin: str) -> ModuleMap:
         where = f"{origin}: module {i}"
         regex, sub = expect(row, "regex", str, where), expect(row, "sublayer", str, where)
         expect(row, "note", str, where, "")
-        out.append(_Row(_compile(regex, where),
+        out.append(_Row(Regex(regex),
                         None if sub == ATTN_CORE else parse_enum(Sublayer, sub, "sublayer",
                                                                  where)))
     kinds = []
     for i, row in enumerate(doc.get("kind", []), 1):
         where = f"{origin}: kind {i}"
         expect(row, "note", str, where, "")
-        kinds.append((_compile(expect(row, "class", str, where), where),
+        kinds.append((Regex(expect(row, "class", str, where)),
                       parse_enum(Category, expect(row, "category", str, where), "category",
                                  where)))
     where = f"{origin}: layer"
-    return ModuleMap(tuple(out), _compile(expect(layers[0], "class", str, where), where),
-                     _compile(expect(layers[0], "dotted", str, where), where), tuple(kinds))
-
-
-def _compile(regex: str, where: str) -> re.Pattern[str]:
-    try:
-        return re.compile(regex)
-    except re.error as e:
-        raise BertscopeError(f"{where}: bad regex ({e})") from None
+    return ModuleMap(tuple(out), Regex(expect(layers[0], "class", str, where)),
+                     Regex(expect(layers[0], "dotted", str, where)), tuple(kinds))
 
 
 @cache
 def builtin_modules() -> ModuleMap:
-    """The built-in module table (`bertscope/data/modules.toml`)."""
+    """The built-in module table (`bertscope/data/modules.toml`; its regexes compiled where
+    first reached, every one checked by tests/unit/test_trace_patterns.py)."""
     text = (files("bertscope") / "data" / "modules.toml").read_text(encoding="utf-8")
     return _parse(text, "modules.toml")
 

@@ -48,6 +48,11 @@ gemm_like = has_gemm_shape
 MAX_EVENT = 1 << 26
 """Longest single JSON value accepted (64 Mi characters): beyond it the file is malformed."""
 
+_TAIL = 1 << 16
+"""Most characters left undecoded at a buffer's end before the next chunk is read (`_events`):
+an event cut by the buffer's end is decoded only after a JSONDecodeError, which counts the
+lines of the whole buffer (CPython's error position), ~6 ms per 4 Mi chunk: reading on first
+keeps that to events longer than this."""
 _WS = re.compile(r"[ \t\n\r]*")
 _GAP = re.compile(r"[ \t\n\r,]*")
 
@@ -61,6 +66,9 @@ class _Stream:
 
     def __init__(self, f: TextIO, chunk: int) -> None:
         self.f, self.chunk = f, chunk
+        self.tail = min(_TAIL, chunk >> 6)
+        """Within this many characters of the buffer's end (and not at EOF), read on before
+        decoding (`_events`)."""
         self.buf = ""
         self.pos = 0
         self.offset = 0
@@ -222,9 +230,10 @@ def _events(s: _Stream, cols: Columns, decode: Callable[[str, int], tuple[Any, i
             # fast path: decode events straight from the buffer until its end
             buf, pos = s.buf, s.pos
             end = len(buf)
+            low = end if s.eof else end - s.tail
             while True:
                 pos = gap(buf, pos).end()  # type: ignore[union-attr]
-                if pos >= end or buf[pos] != "{":
+                if pos >= end or buf[pos] != "{" or pos > low:
                     break
                 try:
                     v, pos = decode(buf, pos)
@@ -233,6 +242,8 @@ def _events(s: _Stream, cols: Columns, decode: Callable[[str, int], tuple[Any, i
                 seen += 1
                 add(v)
             s.pos = pos
+            if pos > low and s.more():
+                continue  # near the buffer's end: read on before decoding what is there
             c = s.skip(_GAP)
             if c == "{":
                 seen += 1

@@ -55,20 +55,28 @@ def _models() -> dict[str, tuple[torch.nn.Module, dict[str, torch.Tensor]]]:
     }
 
 
-def record(name: str, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Path:
-    """One training step of `model` recorded into hf/<name>_cpu_train.json.gz."""
+def profile_steps(model: torch.nn.Module, batch: dict[str, torch.Tensor], raw: Path,
+                  steps: int = 1) -> None:
+    """Record `steps` AdamW training steps of `model` (after one warm-up step) on CPU with
+    shapes, modules and stacks, as torch.profiler's Chrome trace JSON at `raw` (also used by
+    bench/bench_trace.py --recorded)."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model.train()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_modules=True,
+                 with_stack=True, schedule=schedule(wait=0, warmup=1, active=steps),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+        for _ in range(steps + 1):
+            model(**batch).loss.backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+
+
+def record(name: str, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> Path:
+    """One training step of `model` recorded into hf/<name>_cpu_train.json.gz."""
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_modules=True,
-                     with_stack=True, schedule=schedule(wait=0, warmup=1, active=1),
-                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
-            for _ in range(2):
-                model(**batch).loss.backward()
-                opt.step()
-                opt.zero_grad()
-                prof.step()
+        profile_steps(model, batch, raw)
         doc = json.loads(raw.read_text())
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "python_function"
                           or str(e.get("name", "")).startswith("nn.Module: ")]

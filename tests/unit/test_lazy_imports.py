@@ -1,0 +1,94 @@
+"""Start-up: `import bertscope` imports nothing heavy, its public names resolve on first use
+(PEP 562), and `bertscope trace`'s command path (the package, the CLI, the trace command
+registered in its typer app) loads neither numpy nor pandas. Checked in fresh Pythons by what
+`sys.modules` holds, never by the clock."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import bertscope
+
+_PROBE = textwrap.dedent("""
+    import importlib, json, sys
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
+    if "bertscope.cli" in sys.modules:
+        sys.modules["bertscope.cli"].build_app(("trace",))  # what `bertscope trace` builds
+    print(json.dumps(sorted(sys.modules)))
+""")
+
+
+def _loaded(*modules: str) -> set[str]:
+    """The modules a fresh Python holds after importing `modules` (and building the trace
+    command's app when the CLI is among them)."""
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *modules], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_the_trace_command_path_imports_neither_numpy_nor_pandas() -> None:
+    loaded = _loaded("bertscope", "bertscope.cli", "bertscope.cli.trace")
+    assert {"bertscope.cli.trace", "typer"} <= loaded  # the probe did import the command
+    assert "numpy" not in loaded and "pandas" not in loaded
+    assert "bertscope.analytic" not in loaded  # no producer the command does not use
+    others = {f"bertscope.cli.{m}" for m in ("predict", "distributed", "sweep", "study")}
+    assert not loaded & others
+
+
+def test_the_probe_sees_numpy_where_it_is_imported() -> None:
+    # the same check fails for what does need numpy: the reader's columns are arrays
+    assert "numpy" in _loaded("bertscope.trace")
+    assert "numpy" in _loaded("bertscope.analytic")
+
+
+def test_import_bertscope_alone_loads_no_subpackage() -> None:
+    loaded = _loaded("bertscope")
+    assert not {m for m in loaded if m.startswith("bertscope.")}
+    assert "numpy" not in loaded
+
+
+@pytest.mark.parametrize("name", bertscope.__all__)
+def test_every_public_name_resolves_to_its_definition(name: str) -> None:
+    value = getattr(bertscope, name)
+    home = importlib.import_module(bertscope._LAZY[name])
+    if value is home:  # `sweep`, once its package is imported (another test may have)
+        assert callable(value) and name == "sweep"
+    else:
+        assert value is getattr(home, name)
+    assert name in dir(bertscope)
+    exec(f"from bertscope import {name} as got", ns := {})  # the `from` form too
+    assert ns["got"] is getattr(bertscope, name)
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        bertscope.no_such_name  # noqa: B018
+
+
+def test_sweep_is_callable_whether_or_not_its_package_was_imported() -> None:
+    # `bertscope.sweep` names the package and the function; the import system rebinds the
+    # attribute to the package once it is imported, which calls the function
+    code = textwrap.dedent("""
+        import bertscope
+        first = bertscope.sweep
+        import bertscope.sweep.engine as engine  # the package's submodules stay importable
+        after = bertscope.sweep
+        kw = dict(batch=(8,), seq=(128,))
+        a = bertscope.sweep(["bert-base"], ["a100"], **kw).frame
+        b = first(["bert-base"], ["a100"], **kw).frame
+        print(type(first).__name__, type(after).__name__, len(a),
+              a["iteration_s"].tolist() == b["iteration_s"].tolist(), engine.__name__)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["function", "_CallablePackage", "1", "True",
+                                   "bertscope.sweep.engine"]
