@@ -146,3 +146,54 @@ def test_cli_layout_axes(tmp_path, capsys, monkeypatch) -> None:
     assert sorted(df["devices"]) == [1, 2, 2, 2, 4, 4, 4, 8]
     assert main(["sweep", "bert-mini", "--zero", "0,4"]) == 2
     assert "stages are 0, 1, 2 or 3" in capsys.readouterr().err
+
+
+_POOLS = """
+import json, sys
+import bertscope.sweep as sw
+used = []
+real = sw._pool
+def spy(n, tasks, configs):
+    pool = real(n, tasks, configs)
+    used.append(type(pool).__name__)
+    return pool
+sw._pool = spy
+sw.PROCESS_CONFIGS = 2
+sw.PROCESS_PIECES = 1
+kw = dict(batch=range(1, 9), seq=[32, 64], precision=["fp32", "bf16"], optimizer=["adam", "lamb"],
+          micro_batches=[1, 2])
+a = sw.sweep(["bert-tiny", "bert-mini"], ["a100", "tpu-v4"], workers=2, **kw).frame
+b = sw.sweep(["bert-tiny", "bert-mini"], ["a100", "tpu-v4"], workers=1, **kw).frame
+print(json.dumps({"used": used, "rows": len(a), "equal": bool(a.equals(b)),
+                  "torch": "torch" in sys.modules}))
+"""
+
+
+def test_worker_processes_give_the_threads_answer() -> None:
+    """Many pieces run on forked worker processes (no torch, no other thread: checked in a
+    fresh Python); the frame equals the one-thread run value for value."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _POOLS], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["used"] == ["ProcessPoolExecutor", "ThreadPoolExecutor"] and not got["torch"]
+    # 2 models x 2 devices x 8 batches x 2 seqs x 2 precisions x 2 optimizers x 2 micro
+    assert got["rows"] == 2 * 2 * 8 * 2 * 2 * 2 * 2
+    assert got["equal"]
+
+
+def test_threads_where_torch_is_loaded(monkeypatch) -> None:
+    """A process that has torch loaded never forks workers (a forked threaded runtime can
+    deadlock): the pool is threads whatever the piece count."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    import bertscope.sweep as sw
+
+    monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch", object()))
+    with sw._pool(2, 100, 10**9) as pool:
+        assert isinstance(pool, ThreadPoolExecutor)

@@ -160,8 +160,9 @@ def sweep(models: Sequence[str | Path | ModelConfig],
     parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]] = []
     done = 0
     n_workers = max(1, min(workers or os.cpu_count() or 1, max(1, len(tasks)), 16))
-    with ThreadPoolExecutor(n_workers) as pool:  # numpy's loops release the GIL
-        results = pool.map(lambda t: engine.evaluate_piece(t[1], targets, sets), tasks)
+    with _pool(n_workers, len(tasks), grid.size) as pool:
+        results = pool.map(_evaluate, [(piece, targets, sets) for _, piece in tasks],
+                           chunksize=max(1, len(tasks) // (8 * n_workers)))
         for (group, piece), res in zip(tasks, results, strict=True):
             labels = _labels(group)
             parts += [(labels, target, cols) for target, cols in res]
@@ -176,6 +177,40 @@ def sweep(models: Sequence[str | Path | ModelConfig],
     frame = _frame(parts, targets, layouts=bool(combos))
     return SweepResult(frame=frame, grid_size=grid.size, skipped=grid.size - len(frame),
                        seconds=time.perf_counter() - t0)
+
+
+PROCESS_CONFIGS = 100_000
+"""Configurations (x devices and knob sets) from which a grid of many pieces
+(`PROCESS_PIECES` per worker) runs on worker processes rather than threads: many small
+pieces spend their time in Python between numpy calls, holding the GIL (a 1M-configuration
+grid of 128 groups ran 1.0x faster on two threads than on one; on two processes 2.2x),
+while a few large pieces run well on threads (numpy's loops release the GIL) and would pay
+for shipping their results back (bench/results/bench_sweep.txt)."""
+PROCESS_PIECES = 8
+"""Pieces per worker from which a large grid runs on processes (see `PROCESS_CONFIGS`)."""
+
+
+def _evaluate(task: tuple[Group, Any, Any]) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """`engine.evaluate_piece` on one (piece, targets, model sets) task (a pool's unit)."""
+    return engine.evaluate_piece(*task)
+
+
+def _pool(n_workers: int, tasks: int, configs: int) -> Any:
+    """Threads for small grids and few pieces; for large grids of many pieces
+    (`PROCESS_CONFIGS`), forked worker processes where forking is safe: a POSIX fork start
+    method, no other thread running in this process and no torch loaded (a forked copy of a
+    threaded runtime can deadlock). Never spawn or forkserver: they re-run the caller's main
+    module, which a script calling `sweep()` at top level does not guard."""
+    import multiprocessing
+    import threading
+
+    if (n_workers > 1 and tasks >= PROCESS_PIECES * n_workers and configs >= PROCESS_CONFIGS
+            and "fork" in multiprocessing.get_all_start_methods()
+            and threading.active_count() == 1 and "torch" not in sys.modules):
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"))
+    return ThreadPoolExecutor(n_workers)
 
 
 def _labels(group: Group) -> dict[str, Any]:

@@ -248,7 +248,7 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     return results
 
 
-SUB = 1 << 17
+SUB = 1 << 18
 """Entries (rows x configurations x targets) timed at once: the row formulas run on whole
 pieces (few calls), the timing on slices of them small enough that numpy's temporaries stay
 in cache instead of being mapped and faulted in on every operation."""
