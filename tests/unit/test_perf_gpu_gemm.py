@@ -163,3 +163,22 @@ def test_device_file_needs_a_source_for_the_sm_count() -> None:
         parse_device_text(table.replace("1.5", "0.5") + 'sm_count = "s"\n')
     ok = parse_device_text(text + 'sm_count = "s"\n')
     assert ok.sm_count == 10 and isinstance(default_profile(ok).gemm, TileWaveGemmEfficiency)
+
+
+def test_alike_stacked_rows_are_timed_once_with_the_same_answer() -> None:
+    """Stacked (rows, configs) shapes where rows 0, 2 and 3 are one shape: the fractions equal
+    each row's own `utilization` (times the cap), row by row."""
+    from bertscope.perf.gpu_gemm import _distinct_rows
+
+    model = for_device(load_device("a100"))
+    tokens = np.array([[64.0, 512.0, 4096.0]])
+    m = np.concatenate([tokens, tokens * 2, tokens, tokens])
+    n = np.array([[1024.0], [1024.0], [1024.0], [1024.0]])
+    k = np.array([[1024.0], [4096.0], [1024.0], [1024.0]])
+    first, inverse = _distinct_rows([m, n, k, np.ones((1, 1))])
+    assert first == [0, 1] and list(inverse) == [0, 1, 0, 0]
+    rows = {"flops": np.ones((4, 3)), "count": 1.0, "m": m, "n": n, "k": k, "batch": 0.0}
+    got = model.fraction(rows)
+    for i in range(4):
+        want = model.max_fraction * model.utilization(m[i], n[i], k[i])
+        np.testing.assert_allclose(got[i], want, rtol=1e-12)  # dense or sparse split path

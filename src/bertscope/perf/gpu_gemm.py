@@ -307,8 +307,41 @@ class TileWaveGemmEfficiency(ModelBase):
         """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""
         w = per_launch(rows, "flops")
         batch = np.where(np.asarray(rows["batch"], dtype=float) > 0, rows["batch"], 1.0)
-        f = self.max_fraction * self.utilization(rows["m"], rows["n"], rows["k"], batch)
+        dims = [np.maximum(np.asarray(x, dtype=float), 1.0)
+                for x in (rows["m"], rows["n"], rows["k"], batch)]
+        first, inverse = _distinct_rows(dims)
+        if first is None:
+            util = self._utilization(*dims)
+        else:  # rows of one shape (a layer's dgrad and forward GEMMs, say) timed once
+            util = self._utilization(*(x[first] if x.ndim and len(x) > 1 else x
+                                       for x in dims))[inverse]
+        f = self.max_fraction * util
         return np.where(w > 0, np.maximum(f, 1e-12), 1.0)
+
+
+def _distinct_rows(dims: list[np.ndarray]) -> tuple[list[int] | None, np.ndarray | None]:
+    """For stacked (rows, configurations...) GEMM shape arrays: the first row of each
+    distinct (M, N, K, batch) and every row's index among those, or (None, None) where no
+    two rows are alike or the arrays are not stacked rows (a plain op table's 1-D columns)."""
+    n = max(len(x) if x.ndim else 0 for x in dims)
+    if n < 2 or max(x.ndim for x in dims) < 2:
+        return None, None
+    rows = [[x if not x.ndim else x[i] if len(x) > 1 else x[0] for x in dims]
+            for i in range(n)]
+    first: list[int] = []
+    seen: dict[tuple[Any, ...], list[int]] = {}
+    inverse = np.empty(n, dtype=np.intp)
+    for i, row in enumerate(rows):  # a cheap key first, equality to confirm
+        key = tuple((r.shape, float(r.flat[0]), float(r.flat[-1])) for r in row)
+        for j in seen.get(key, ()):
+            if all(np.array_equal(a, b) for a, b in zip(row, rows[first[j]], strict=True)):
+                inverse[i] = j
+                break
+        else:
+            seen.setdefault(key, []).append(len(first))
+            inverse[i] = len(first)
+            first.append(i)
+    return (None, None) if len(first) == n else (first, inverse)
 
 
 @functools.lru_cache(maxsize=256)
