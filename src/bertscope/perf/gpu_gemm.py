@@ -206,8 +206,7 @@ class TileWaveGemmEfficiency(ModelBase):
     def utilization(self, m: Any, n: Any, k: Any, batch: Any = 1) -> np.ndarray:
         """max over candidates of tile x wave x K share x reuse, per GEMM shape (arrays
         broadcast): the fraction before the `max_fraction` cap."""
-        m, n, k, b = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (m, n, k, batch))
-        return self._utilization(m, n, k, b)
+        return self._utilization(*_dims(m, n, k, batch))
 
     def _utilization(self, m: np.ndarray, n: np.ndarray, k: np.ndarray,
                      b: np.ndarray) -> np.ndarray:
@@ -306,9 +305,7 @@ class TileWaveGemmEfficiency(ModelBase):
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""
         w = per_launch(rows, "flops")
-        batch = np.where(np.asarray(rows["batch"], dtype=float) > 0, rows["batch"], 1.0)
-        dims = [np.maximum(np.asarray(x, dtype=float), 1.0)
-                for x in (rows["m"], rows["n"], rows["k"], batch)]
+        dims = _dims(rows["m"], rows["n"], rows["k"], rows["batch"])  # (batch 0: one GEMM)
         first, inverse = _distinct_rows(dims)
         if first is None:
             util = self._utilization(*dims)
@@ -317,6 +314,11 @@ class TileWaveGemmEfficiency(ModelBase):
                                        for x in dims))[inverse]
         f = self.max_fraction * util
         return np.where(w > 0, np.maximum(f, 1e-12), 1.0)
+
+
+def _dims(*values: Any) -> list[np.ndarray]:
+    """GEMM dimensions as floats of at least 1 (a 0, as a plain GEMM's batch, counts 1)."""
+    return [np.maximum(np.asarray(x, dtype=float), 1.0) for x in values]
 
 
 def _distinct_rows(dims: list[np.ndarray]) -> tuple[list[int] | None, np.ndarray | None]:

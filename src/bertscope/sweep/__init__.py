@@ -34,7 +34,7 @@ from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
 from bertscope.sweep import engine, multi
-from bertscope.sweep.grid import KNOB_AXES, LAYOUT_SIZES, NUM_AXES, STRUCTURAL, Grid, Group
+from bertscope.sweep.grid import KNOB_AXES, LAYOUT_AXES, NUM_AXES, STRUCTURAL, Grid, Group
 from bertscope.taxonomy import Category
 
 MAX_CONFIGS = 2_000_000
@@ -123,7 +123,7 @@ def _devices(devices: Sequence[str | Path | DeviceProfile]) -> tuple[DeviceProfi
 def make_grid(models: Sequence[str | Path | ModelConfig],
               devices: Sequence[str | Path | DeviceProfile], **axes: Any) -> Grid:
     """The grid of `sweep` (models and devices loaded, every axis checked)."""
-    unknown = sorted(set(axes) - {*NUM_AXES, *KNOB_AXES, *STRUCTURAL, *LAYOUT_SIZES, "zero"})
+    unknown = sorted(set(axes) - {*NUM_AXES, *KNOB_AXES, *STRUCTURAL, *LAYOUT_AXES})
     if unknown:
         raise BertscopeError(f"unknown sweep axis {', '.join(unknown)}")
     return Grid(models=_models(models), devices=_devices(devices),
@@ -225,9 +225,7 @@ MULTI = "_multi"
 """Key marking a multi-device part's columns (`multi.evaluate_group`)."""
 LAYOUT_COLUMNS = ("dp", "tp", "pp", "zero", "devices")
 """Layout columns, in a sweep with multi-device points (1, 1, 1, 0, 1 on the others)."""
-PART_SHARES = {"compute_s": "compute_share", "tp_comm_s": "tp_comm_share",
-               "pp_comm_s": "pp_comm_share", "bubble_s": "bubble_share",
-               "dp_comm_s": "dp_comm_share"}
+PART_SHARES = {part: part.removesuffix("_s") + "_share" for part in multi.PARTS}
 """Time parts of a layout and their share columns (compute the whole on one device)."""
 
 

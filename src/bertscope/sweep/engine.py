@@ -169,7 +169,7 @@ def same_models(devices: list[tuple[DeviceProfile, Knobs]]) -> list[list[int]]:
     return list(by.values())
 
 
-def _runs(profile: DeviceProfile, precision: Any) -> bool:
+def runs_on(profile: DeviceProfile, precision: Any) -> bool:
     """Whether the device has the GEMM format the precision needs."""
     from bertscope.errors import BertscopeError
 
@@ -219,7 +219,7 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     n = int(valid.sum())
     results = []
     for group_idx in sets:
-        idx = [i for i in group_idx if _runs(devices[i][0], piece.precision)]
+        idx = [i for i in group_idx if runs_on(devices[i][0], piece.precision)]
         if not idx:  # a precision these devices lack (tf32 on a TPU): skipped, counted
             continue
         targets = [devices[i] for i in idx]
@@ -315,4 +315,4 @@ def _add(acc: dict[str, np.ndarray], flops: np.ndarray, at: tuple[Any, ...], col
         acc[f"bound:{bound.value}"][at] += timed.sum(axis=0, where=sel)
 
 
-__all__ = ["CHUNK", "SUB", "chunks", "evaluate_piece", "same_models"]
+__all__ = ["CHUNK", "SUB", "chunks", "evaluate_piece", "runs_on", "same_models"]

@@ -44,11 +44,13 @@ STRUCTURAL: tuple[str, ...] = ("precision", "optimizer", "checkpoint", "dropout"
 """Axes that change which rows an iteration has: each combination is a `Group`."""
 LAYOUT_SIZES: tuple[str, ...] = ("dp", "tp", "pp")
 """Distributed layout sizes (with `zero`, the stage): any above 1 makes a multi-device point."""
+LAYOUT_AXES: tuple[str, ...] = (*LAYOUT_SIZES, "zero")
+"""Axes of a distributed layout: data-, tensor- and pipeline-parallel sizes, ZeRO stage."""
 KNOB_AXES: tuple[str, ...] = ("gemm_peak", "bandwidth", "overhead", "memory")
 """Hardware what-ifs: multipliers of each device's figures (`perf.Knobs`)."""
-_MODEL_FIELD = {"layers": "num_layers", "hidden": "hidden", "heads": "heads",
+MODEL_FIELD = {"layers": "num_layers", "hidden": "hidden", "heads": "heads",
                 "ffn": "intermediate", "vocab": "vocab_size"}
-_LIMITS = {**{a: MODEL_LIMITS[f] for a, f in _MODEL_FIELD.items()},
+_LIMITS = {**{a: MODEL_LIMITS[f] for a, f in MODEL_FIELD.items()},
            "batch": 2**31, "seq": 2**24, "micro_batches": 2**20,
            "dp": 2**20, "tp": 2**20, "pp": 2**20}
 
@@ -163,7 +165,7 @@ class Grid:
     def size(self) -> int:
         """Configurations in the grid (before those a model cannot run are skipped)."""
         n = len(self.models) * len(self.devices)
-        for name in (*NUM_AXES, *STRUCTURAL, *LAYOUT_SIZES, "zero", *KNOB_AXES):
+        for name in (*NUM_AXES, *STRUCTURAL, *LAYOUT_AXES, *KNOB_AXES):
             values = getattr(self, name)
             n *= len(values) if values is not None else 1
         return n
@@ -190,8 +192,8 @@ class Grid:
 
 
 def _model_value(m: ModelConfig, axis: str) -> int:
-    if axis in _MODEL_FIELD:
-        return int(getattr(m, _MODEL_FIELD[axis]))
+    if axis in MODEL_FIELD:
+        return int(getattr(m, MODEL_FIELD[axis]))
     return {"batch": 8, "seq": 128, "micro_batches": 1}[axis]
 
 
@@ -327,6 +329,6 @@ class RunView:
         return self.batch * self.seq * self.micro_batches
 
 
-__all__ = ["DIM_AXES", "KNOB_AXES", "LAYOUT_SIZES", "NUM_AXES", "STRUCTURAL", "Grid", "Group",
-           "ModelView",
+__all__ = ["DIM_AXES", "KNOB_AXES", "LAYOUT_AXES", "LAYOUT_SIZES", "MODEL_FIELD", "NUM_AXES",
+           "STRUCTURAL", "Grid", "Group", "ModelView",
            "RunView"]

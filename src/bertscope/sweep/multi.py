@@ -36,15 +36,11 @@ from bertscope.parallel.job import Cluster, Layout, Workload, check_layout
 from bertscope.parallel.pipeline import Schedule
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.roofline import Knobs, select_peaks
-from bertscope.sweep.grid import DIM_AXES, NUM_AXES, Group, ModelView
+from bertscope.sweep.engine import runs_on
+from bertscope.sweep.grid import DIM_AXES, MODEL_FIELD, NUM_AXES, Group, ModelView
 
-LAYOUT_AXES: tuple[str, ...] = ("dp", "tp", "pp", "zero")
-"""Axes of a distributed layout: data-, tensor- and pipeline-parallel sizes, ZeRO stage."""
 PARTS: tuple[str, ...] = ("compute_s", "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s")
 """Time parts of a multi-device row besides the optimizer (`parallel.TIME_KEYS`)."""
-
-_FIELD = {"layers": "num_layers", "hidden": "hidden", "heads": "heads",
-          "ffn": "intermediate", "vocab": "vocab_size"}
 
 
 def layouts(dp: tuple[int, ...], tp: tuple[int, ...], pp: tuple[int, ...],
@@ -80,8 +76,8 @@ def _models(group: Group) -> list[tuple[tuple[int, ...], ModelConfig]]:
         for a, i in zip(axes, idx, strict=True):
             at[a] = i
         sizes["ffn"] = int(ffn[tuple(at)])
-        changes = {_FIELD[a]: v for a, v in sizes.items()
-                   if v != getattr(group.model, _FIELD[a])}
+        changes = {MODEL_FIELD[a]: v for a, v in sizes.items()
+                   if v != getattr(group.model, MODEL_FIELD[a])}
         try:
             model = replace(group.model, **changes) if changes else group.model
         except BertscopeError:
@@ -116,6 +112,10 @@ def evaluate_group(group: Group, targets: list[tuple[DeviceProfile, Knobs]],
     flops = job_flops(group)
     checkpoint = Checkpoint.FULL if group.checkpointing else Checkpoint.NONE
     batch, seqs, micro = (group.values[a] for a in ("batch", "seq", "micro_batches"))
+    counts = sorted({d * t * p for d, t, p, _ in combos})
+    runs = [runs_on(profile, group.precision) for profile, _ in targets]
+    clusters = [{n: Cluster.build(profile, n) for n in counts} if ok else {}  # node design
+                for (profile, _), ok in zip(targets, runs, strict=True)]
     results = []
     for idx, model in _models(group):
         for si, seq in enumerate(seqs.astype(int).tolist()):
@@ -128,20 +128,16 @@ def evaluate_group(group: Group, targets: list[tuple[DeviceProfile, Knobs]],
             except BertscopeError:
                 continue  # a sequence beyond the model's positions: skipped
             for ti, (profile, knobs) in enumerate(targets):
-                try:
-                    select_peaks(profile.device, group.precision)
-                except BertscopeError:
+                if not runs[ti]:
                     continue  # a precision the device lacks: skipped, counted
-                counts = sorted({d * t * p for d, t, p, _ in combos})
-                clusters = {n: Cluster.build(profile, n) for n in counts}  # node design
-                valid = _valid_layouts(combos, micro, workload, clusters, checkpoint)
+                valid = _valid_layouts(combos, micro, workload, clusters[ti], checkpoint)
                 if not valid:
                     continue
                 table = compute_table(workload, profile, batch, [v[1] for v in valid], knobs)
                 for n in counts:
                     mine = [v for v in valid if v[0] * v[1] * v[2] == n]
                     if mine:
-                        results.append(_slice(mine, batch, micro, workload, clusters[n],
+                        results.append(_slice(mine, batch, micro, workload, clusters[ti][n],
                                               table, knobs, ti, flops, checkpoint, (idx, si)))
     return results
 
@@ -189,4 +185,4 @@ def _slice(valid: list[tuple[int, int, int, int, int]], batch: np.ndarray, micro
     return np.full(n, target), out
 
 
-__all__ = ["LAYOUT_AXES", "PARTS", "evaluate_group", "job_flops", "layouts"]
+__all__ = ["PARTS", "evaluate_group", "job_flops", "layouts"]
