@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -20,6 +20,7 @@ import numpy as np
 
 from bertscope.errors import BertscopeError, expect, parse_enum
 from bertscope.io import read_text
+from bertscope.lazyre import Regex
 
 
 class Phase(StrEnum):
@@ -257,44 +258,6 @@ class PipelineStage(StrEnum):
     labelled."""
     LAST = "last"
     """Heads, loss and the tied embedding's gradient sum, on the last stage."""
-
-
-class Regex:
-    """A regular expression compiled on first use (`search`, `pattern` and `groupindex` as
-    `re.Pattern`'s): the built-in tables hold over a hundred, compiling them all costs more
-    than reading a small trace, and a trace reaches only the rows its names get to. `check`
-    compiles at once (a user's file: a bad regex is an error where it is read)."""
-
-    __slots__ = ("_compiled", "pattern")
-
-    def __init__(self, pattern: str, *, check: bool = False) -> None:
-        self.pattern = pattern
-        self._compiled: re.Pattern[str] | None = re.compile(pattern) if check else None
-
-    @property
-    def compiled(self) -> re.Pattern[str]:
-        """The compiled expression."""
-        if self._compiled is None:
-            self._compiled = re.compile(self.pattern)
-        return self._compiled
-
-    def search(self, text: str) -> re.Match[str] | None:
-        """`re.Pattern.search`."""
-        return self.compiled.search(text)
-
-    @property
-    def groupindex(self) -> Mapping[str, int]:
-        """`re.Pattern.groupindex`."""
-        return self.compiled.groupindex
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Regex) and other.pattern == self.pattern
-
-    def __hash__(self) -> int:
-        return hash(self.pattern)
-
-    def __repr__(self) -> str:
-        return f"Regex({self.pattern!r})"
 
 
 @dataclass(frozen=True, slots=True)

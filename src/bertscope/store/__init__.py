@@ -20,6 +20,7 @@ import os
 import platform
 import secrets
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -143,14 +144,10 @@ class Store:
                device: str | None = None, inputs: dict[str, Any] | None = None,
                summary: dict[str, Any] | None = None) -> str:
         """Keep one run (its op table's rows, when given) in one transaction; its id."""
-        import importlib.metadata as md
-
         from bertscope import __version__
 
-        try:
-            torch_version: str | None = md.version("torch")
-        except md.PackageNotFoundError:
-            torch_version = None
+        torch = sys.modules.get("torch")  # the torch that took part in the run, if any
+        torch_version: str | None = getattr(torch, "__version__", None) if torch else None
         rows = []
         if table is not None:  # read through columns: no pandas for a prediction
             c = table.columns
