@@ -212,95 +212,89 @@ class TileWaveGemmEfficiency(ModelBase):
                      b: np.ndarray) -> np.ndarray:
         """`utilization` of shapes already floats >= 1 (broadcasting).
 
-        Factored so that few passes need the full broadcast shape: useful / launched =
-        share x tiles s / (waves SMs) with share = (M / (ceil(M/Tm) Tm)) (N / (ceil(N/Tn)
-        Tn)) (K / (s ceil(Kpad/s))) x reuse and tiles = B ceil(M/Tm) ceil(N/Tn); the tile
-        and K shares are computed on each dimension's own (smaller) shape. A split s > 1
-        counts only where tiles s <= SMs: one wave, so its wave share is tiles s / SMs
-        (no ceiling to take)."""
+        Factored so that the candidates' loop runs on the tile counts' own shape (that of M,
+        N and the batch, not K's): a tile's share x its tile count is B M N reuse / (Tm Tn)
+        whatever the tile, so with P = B M N and c = reuse / (Tm Tn)
+
+            no split:  u = P x (K / Kpad / SMs) x c / ceil(tiles / SMs)
+            split s:   u = g_s(P x Ks x c) where tiles s <= SMs, Ks = K / (s ceil(Kpad / s))
+                       x s / SMs and g_s(u) = u / (1 + u charge_s) (increasing in u)
+
+        and the best candidate is P x (K / Kpad / SMs) x max over tiles of c / waves, or per
+        split g_s(P x Ks x the largest c among the tiles that fit one wave split s ways)."""
         sms = float(self.sm_count)
         full = np.broadcast_shapes(m.shape, n.shape, k.shape, b.shape)
-        if not full:  # one shape: as a 1-element array (the splits index entries)
+        if not full:  # one shape: as a 1-element array
             one = self._utilization(*(x.reshape(1) for x in (m, n, k, b)))
             return one.reshape(())
-        k_pad = _ceil_div(k, self.mma_k) * self.mma_k
-        best = np.zeros(full)
-        cm = {tm: _ceil_div(m, tm) for tm in {t[0] for t in self.tiles}}
+        tshape = np.broadcast_shapes(m.shape, n.shape, b.shape)
+        cm = {tm: b * _ceil_div(m, tm) for tm in {t[0] for t in self.tiles}}
         cn = {tn: _ceil_div(n, tn) for tn in {t[1] for t in self.tiles}}
         splits = sorted(x for x in self.splits if x > 1)
-        # per split, on K's own shape: the K share x s / SMs (the one-wave share's factor)
-        # and the partial-sum reduction per useful MAC (s partials per output element,
-        # PARTIAL_BYTES each at the memory bandwidth, in tensor MACs of 2 FLOPs, over K MACs
-        # per output: util = u / (1 + u x charge), the module docstring's form)
-        partial_macs = PARTIAL_BYTES * self.split_k_flop_per_byte / 2.0
-        kshape = (1,) * (len(full) - k.ndim) + k.shape
-        k_one = (k / k_pad / sms).reshape(kshape)
-        per_split: list[np.ndarray] = []  # (k_split, charge), built when a split is first due
-
-        def split_terms() -> list[list[np.ndarray]]:
-            if not per_split:
-                per_split.append([(k / (x * _ceil_div(k_pad, x)) * (x / sms)).reshape(kshape)
-                                  for x in splits])
-                per_split.append([(x * partial_macs / k).reshape(kshape) for x in splits])
-            return per_split
-        tiles, share, util = np.empty(full), np.empty(full), np.empty(full)
+        ratio = np.zeros(tshape)  # max over tiles of c / waves
+        tiles, waves = np.empty(tshape), np.empty(tshape)
+        fits: dict[int, np.ndarray] = {}  # per split: the largest c of the tiles that fit
         for tm, tn in self.tiles:
-            reuse = (1.0 if self.operand_intensity <= 0
-                     else min(1.0, 2.0 * tm * tn / (tm + tn) / self.operand_intensity))
-            np.multiply(b * cm[tm], cn[tn], out=tiles)  # B x ceil(M/Tm) x ceil(N/Tn)
-            np.multiply(m / (cm[tm] * (tm / reuse)), n / (cn[tn] * tn), out=share)
-            # s = 1: waves = ceil(tiles / SMs), wave share tiles / (waves SMs)
-            np.multiply(tiles, 1.0 / sms, out=util)
-            np.ceil(util, out=util)
-            np.divide(tiles, util, out=util)
-            util *= share
-            util *= k_one
-            np.maximum(best, util, out=best)
-            if splits and float(tiles.min()) <= sms / splits[0]:  # some shape can split
-                k_split, charge = split_terms()
-                self._split(best, tiles, share, util, splits, k_split,
-                            charge if partial_macs > 0 else None)
+            c = self._reuse(tm, tn) / (tm * tn)
+            np.multiply(cm[tm], cn[tn], out=tiles)  # B x ceil(M/Tm) x ceil(N/Tn)
+            np.divide(tiles, sms, out=waves)  # exact where tiles is a multiple of SMs
+            np.ceil(waves, out=waves)
+            np.divide(c, waves, out=waves)
+            np.maximum(ratio, waves, out=ratio)
+            if not splits or float(tiles.min()) > sms / splits[0]:
+                continue  # no shape has room for a split
+            for x in splits:
+                room = tiles <= sms / x
+                if not room.any():
+                    break  # larger splits fit fewer shapes still
+                best_c = fits.setdefault(x, np.zeros(tshape))
+                np.maximum(best_c, c, out=best_c, where=room)
+        k_pad = _ceil_div(k, self.mma_k) * self.mma_k
+        p = m * n
+        p = p * b if b.size > 1 or float(b.flat[0]) != 1.0 else p
+        best = p * (k / k_pad / sms) * ratio
+        if fits:
+            self._split(best, p, k, k_pad, fits)
         return np.minimum(best, 1.0, out=best)
 
-    def _split(self, best: np.ndarray, tiles: np.ndarray, share: np.ndarray,
-               scratch: np.ndarray, splits: list[int], k_split: list[np.ndarray],
-               charge: list[np.ndarray] | None) -> None:
-        """Raise `best` to each split-K candidate's utilization where its tiles fit one wave
-        (tiles s <= SMs): share x tiles x k_split[i], less the reduction `charge[i]`. On
+    def _reuse(self, tm: int, tn: int) -> float:
+        """The operand-feed factor of a Tm x Tn tile (module docstring)."""
+        if self.operand_intensity <= 0:
+            return 1.0
+        return min(1.0, 2.0 * tm * tn / (tm + tn) / self.operand_intensity)
+
+    def _split(self, best: np.ndarray, p: np.ndarray, k: np.ndarray, k_pad: np.ndarray,
+               fits: dict[int, np.ndarray]) -> None:
+        """Raise `best` to each split-K candidate's utilization g_s(P x Ks x c_s) where some
+        tile fits one wave split s ways (`fits[s]`: the largest such c, 0 where none): on
         the whole arrays when many shapes qualify, else on those few taken apart."""
         sms = float(self.sm_count)
-        flat_tiles = tiles.reshape(-1)
-        few = np.flatnonzero(flat_tiles <= sms / splits[0])
-        if not few.size:
+        partial_macs = PARTIAL_BYTES * self.split_k_flop_per_byte / 2.0
+        first = fits[min(fits)]  # the smallest split: where any split fits
+        if first.shape == best.shape and np.count_nonzero(first) <= DENSE_SHARE * first.size:
+            few = np.flatnonzero(first)  # few shapes: gathered
+            at = np.unravel_index(few, best.shape)
+
+            def pick(v: np.ndarray) -> np.ndarray:
+                v = np.broadcast_to(v, best.shape)
+                return v[at]
+            p_f, k_f, kp_f = pick(p), pick(k), pick(k_pad)
+            top = best.reshape(-1)[few]
+            for x, c in fits.items():
+                u = p_f * c.reshape(-1)[few] * (k_f / (x * _ceil_div(kp_f, x)) * (x / sms))
+                if partial_macs > 0:
+                    u /= 1.0 + u * (x * partial_macs / k_f)
+                np.maximum(top, u, out=top)
+            best.reshape(-1)[few] = top
             return
-        if few.size > DENSE_SHARE * flat_tiles.size:  # many shapes: whole arrays, in inverse
-            # form: 1 / u = 1 / (share x tiles x k_split) + charge, least over the splits
-            inv = np.divide(1.0, share * tiles)
-            least = np.full(tiles.shape, np.inf)
-            for i, x in enumerate(splits):
-                np.divide(inv, k_split[i], out=scratch)
-                if charge is not None:  # its reduction: partials written and read back
-                    scratch += charge[i]
-                np.minimum(least, scratch, out=least, where=tiles <= sms / x)
-            np.divide(1.0, least, out=least)
-            np.maximum(best, least, out=best)
-            return
-        at = np.unravel_index(few, tiles.shape)
-        pick = tuple(c if d > 1 else 0 for c, d in zip(at, k_split[0].shape, strict=True))
-        k_few = [v[pick] for v in k_split]  # each split's K terms at the few shapes
-        c_few = [v[pick] for v in charge] if charge is not None else None
-        t_few = flat_tiles[few]
-        st = share.reshape(-1)[few] * t_few
-        top = best.reshape(-1)[few]
-        for i, x in enumerate(splits):
-            fits = t_few <= sms / x
-            if not fits.any():
-                break  # larger splits fit fewer shapes still
-            u = st * k_few[i]
-            if c_few is not None:
-                u /= 1.0 + u * c_few[i]
-            np.maximum(top, u, out=top, where=fits)
-        best.reshape(-1)[few] = top
+        u = np.empty(best.shape)
+        for x, c in fits.items():
+            np.multiply(p, (k / (x * _ceil_div(k_pad, x)) * (x / sms)), out=u)
+            u *= c
+            if partial_macs > 0:  # u / (1 + u charge): its partials written and read back
+                charge = x * partial_macs / k
+                np.divide(u, 1.0 + u * charge, out=u)
+            np.maximum(best, u, out=best)
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""
@@ -308,12 +302,45 @@ class TileWaveGemmEfficiency(ModelBase):
         dims = _dims(rows["m"], rows["n"], rows["k"], rows["batch"])  # (batch 0: one GEMM)
         first, inverse = _distinct_rows(dims)
         if first is None:
-            util = self._utilization(*dims)
+            util = self._stacked(dims)
         else:  # rows of one shape (a layer's dgrad and forward GEMMs, say) timed once
-            util = self._utilization(*(x[first] if x.ndim and len(x) > 1 else x
-                                       for x in dims))[inverse]
+            util = self._stacked([x[first] if x.ndim and len(x) > 1 else x
+                                  for x in dims])[inverse]
         f = self.max_fraction * util
         return np.where(w > 0, np.maximum(f, 1e-12), 1.0)
+
+
+    def _stacked(self, dims: list[np.ndarray]) -> np.ndarray:
+        """`_utilization` of stacked (rows, configurations...) shapes, the rows whose tile
+        counts do not vary with the configurations (M, N and batch fixed per row, as a weight
+        gradient's, whose K is the tokens) taken apart: their candidates are compared once
+        per row instead of once per configuration."""
+        m, n, k, b = dims
+        rows = max(len(x) if x.ndim else 0 for x in dims)
+        if m.ndim < 2 or rows < 2:
+            return self._utilization(m, n, k, b)
+        fixed = np.ones(rows, dtype=bool)
+        for x in (m, n, b):
+            if x.ndim < 2 or x[0].size == 1:
+                continue  # one value per row
+            if len(x) < rows:  # one array for every row, varying with the configurations
+                return self._utilization(m, n, k, b)
+            flat = x.reshape(rows, -1)
+            fixed &= flat.min(axis=1) == flat.max(axis=1)
+        if not fixed.any() or (fixed.all() and all(x[0].size == 1 for x in (m, n, b))):
+            return self._utilization(m, n, k, b)
+        at = (slice(None),) + (slice(0, 1),) * (m.ndim - 1)
+
+        def part(x: np.ndarray, sel: np.ndarray, one: bool) -> np.ndarray:
+            x = x[sel] if x.ndim >= 2 and len(x) == rows else x
+            return x[at] if one and x.ndim >= 2 else x
+        full = np.broadcast_shapes(*(x.shape for x in dims))
+        out = np.empty(full)
+        for sel, one in ((fixed, True), (~fixed, False)):
+            if sel.any():
+                out[sel] = self._utilization(part(m, sel, one), part(n, sel, one),
+                                             part(k, sel, False), part(b, sel, one))
+        return out
 
 
 def _dims(*values: Any) -> list[np.ndarray]:
