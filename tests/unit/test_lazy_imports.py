@@ -92,3 +92,32 @@ def test_sweep_is_callable_whether_or_not_its_package_was_imported() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["function", "_CallablePackage", "1", "True",
                                    "bertscope.sweep.engine"]
+
+
+_BLAS = textwrap.dedent("""
+    import os, sys
+    from bertscope.cli import main
+    main(sys.argv[1:] + ["--help"])
+    import numpy  # what the command would import next
+    print("threads:", os.environ.get("OPENBLAS_NUM_THREADS"))
+""")
+
+
+@pytest.mark.parametrize(("command", "env", "expected"), [
+    ("trace", None, "1"),  # a BLAS-free command: numpy's BLAS pool not started per core
+    ("sweep", None, "1"),
+    ("trace", "3", "3"),  # the user's choice stands
+    ("profile", None, "None"),  # torch's measurements keep the machine's defaults
+    ("calibrate", None, "None"),
+])
+def test_blas_free_commands_start_one_blas_thread(command: str, env: str | None,
+                                                  expected: str) -> None:
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if env is not None:
+        environ["OPENBLAS_NUM_THREADS"] = env
+    proc = subprocess.run([sys.executable, "-c", _BLAS, command], capture_output=True,
+                          text=True, timeout=120, check=False, env=environ)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == f"threads: {expected}"

@@ -9,6 +9,7 @@ exit code 2.
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 from typing import Any
@@ -31,6 +32,12 @@ COMMANDS = {"study": "study", "models": "ops", "ops": "ops", "profile": "profile
             "sweep": "sweep", "runs": "runs"}
 """Command name -> the module that registers it: a command imports only its own module
 (`bertscope trace` does not load the distributed model), help imports them all."""
+BLAS_FREE = frozenset({"trace", "ops", "models", "predict", "devices", "distributed", "sweep",
+                       "runs"})
+"""Commands that do no BLAS work (elementwise numpy, no torch): for them numpy's bundled
+OpenBLAS starts one thread rather than one per core unless the user chose
+(OPENBLAS_NUM_THREADS): starting the pool was ~50 ms of numpy's ~110 ms import here, more than
+the rest of `bertscope trace` on a small trace (bench/bench_trace.py --startup)."""
 
 
 def build_app(modules: tuple[str, ...] = MODULES) -> typer.Typer:
@@ -84,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     module = COMMANDS.get(args[0]) if args else None
+    if args and args[0] in BLAS_FREE and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         runner = build_app((module,)) if module is not None else __getattr__("app")
         rv = runner(args=args, standalone_mode=False)
