@@ -175,7 +175,9 @@ def test_summaries_add_up_to_totals() -> None:
 _COLUMN_OPS = {"q", "k", "v", "ffn1", "mlm_decoder"}
 _ROW_OPS = {"attn_out", "ffn2"}
 _SPLIT_OPS = {"score", "score_scale", "score_mask", "softmax", "attn_dropout", "context", "act",
-              "mlm_loss", "tied_embedding"}
+              "mlm_loss", "tied_embedding",
+              # the head split/merge copies: each rank copies its own heads
+              "context_merge", "q_heads", "k_heads", "v_heads"}
 
 
 def _expected_roles(op) -> tuple[TensorSplit, PipelineStage]:

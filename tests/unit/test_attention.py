@@ -52,7 +52,9 @@ def test_fused_softmax_is_one_kernel_between_the_gemms() -> None:
     _, core = _core("fused-softmax")
     names = {n for n, _ in core.index}
     assert names == {"score", "softmax", "context", "score.dgrad_a", "score.dgrad_b",
-                     "context.dgrad_a", "context.dgrad_b", "softmax.grad"}
+                     "context.dgrad_a", "context.dgrad_b", "softmax.grad",
+                     # the heads merged back (and its backward), as eager does
+                     "context_merge", "context_merge.grad"}
     sm = core.loc[("softmax", Phase.FORWARD)]
     assert sm["flops"] == (1 + 1 + 5 + 2) * 1_024
     # reads the scores (4,096 B) and the mask (128 B); writes the probabilities after dropout,

@@ -32,7 +32,7 @@ _D, _V, _S = compute._Dim, compute._Divide, compute._Section
 _COLUMN = {"q", "k", "v", "ffn1", "mlm_decoder"}
 _ROW = {"attn_out", "ffn2"}
 _SPLIT = {"score", "score_scale", "score_mask", "softmax", "attn_dropout", "context", "act",
-          "mlm_loss", "tied_embedding"}
+          "mlm_loss", "tied_embedding", "context_merge", "q_heads", "k_heads", "v_heads"}
 
 
 def _by_name(op: Op) -> tuple[int, int, int]:

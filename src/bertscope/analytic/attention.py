@@ -20,6 +20,17 @@ activation bytes (Q, K, V are the projections' outputs, t h = g s d elements eac
   Q, K, V, O, dO and writing dQ, dK, dV. (torch's FlopCounterMode counts the four gradient
   products, not the recompute.) Saved: Q, K, V, O and the log-sum-exp; no s x s tensor.
 
+**Head split and merge copies** (eager and fused-softmax; measured on the reference models of
+every family, `tests/integration/test_head_copies.py`). Splitting the projections into heads
+(view + transpose) is free, but merging the context back, transpose(1, 2).contiguous(), copies
+its g s d elements, and so does that copy's backward (the context product's gradient reshaped
+from the strided head view). Backward also copies the Q, K and V gradients from the head layout
+back to (tokens, features) before their projections' data-gradient GEMMs: three copies (dQ,
+and dK and dV at their key/value head count); with one fused QKV projection (GPT-2) two, as
+the split's backward concatenation reads dK in place. The sdpa kernel reads and writes the
+strided head layout directly: no copies (on a CPU torch falls back to its math kernel with
+attention dropout on, which copies as eager does; that fallback is not modelled).
+
 Every product is over the full s x s scores (BERT's attention is bidirectional; a causal
 kernel could skip masked tiles, an eager one cannot).
 """
@@ -41,7 +52,8 @@ LSE_BYTES = 4
 def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
                    skv: Any = None, kv_groups: int = 1, causal: bool = False,
                    scale: bool = True, bias_elems: Any = 0, cross: bool = False,
-                   dropout: bool | None = None, mask: bool = True) -> None:
+                   dropout: bool | None = None, mask: bool = True,
+                   fused_qkv: bool = False) -> None:
     """Emit the attention core's rows (and register their backward rows) into the layer's
     section `sec` (`analytic.section.Section`): g = batch x query heads, s query positions,
     `skv` key positions (None: s; T5's cross-attention attends the encoder's), head size d.
@@ -57,7 +69,8 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
     cross-attention's (`Sublayer.CROSS_CORE`). `dropout`: whether the attention probabilities
     are dropped out (None: the run's setting; False for a family without dropout layers).
     `mask=False`: no additive mask at all (ViT's attention has none: every image has all
-    its patches)."""
+    its patches). `fused_qkv`: Q, K and V come from one projection split three ways (GPT-2):
+    two gradient copies back from heads instead of three (see the module docstring)."""
     drop = run.dropout if dropout is None else dropout
     skv = s if skv is None else skv
     subs = _CROSS if cross else _SELF
@@ -66,6 +79,13 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
         _flash(sec, drop, s, skv, g, d, kv_groups, mask_elems + bias_elems, subs[3])
         return
     t_q, t_kv = g * s * d, g * skv * d  # elements of Q, and of K or V after any repeat
+    # gradients copied back from heads before the projections' data-gradient GEMMs (emitted
+    # last of the core's backward rows); K and V at their own head count
+    qkv_sub = S.CROSS_QKV if cross else S.QKV
+    sec.copy("q_heads", qkv_sub, t_q, forward=False)
+    if not fused_qkv:
+        sec.copy("k_heads", qkv_sub, t_kv // kv_groups, forward=False)
+    sec.copy("v_heads", qkv_sub, t_kv // kv_groups, forward=False)
     if kv_groups > 1:
         sec.repeat_kv("repeat_k", t_kv // kv_groups, kv_groups)
         sec.repeat_kv("repeat_v", t_kv // kv_groups, kv_groups)
@@ -86,6 +106,7 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
     # P V: keeps V; its other operand, the probabilities, is counted by the dropout row (or,
     # with dropout off, is the softmax's saved output)
     sec.bmm("context", subs[2], g, s, d, skv, saved_elems=t_kv, split=T.SPLIT)
+    sec.copy("context_merge", subs[2], t_q)  # (g, s, d) heads -> (b, s, heads d)
 
 
 _SELF = (S.ATTN_SCORE, S.ATTN_SOFTMAX, S.ATTN_CONTEXT, S.ATTN_FUSED)

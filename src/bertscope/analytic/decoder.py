@@ -96,7 +96,7 @@ def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = Tru
         sec.rotary("rotary_q", g * s * d, s, d)
         sec.rotary("rotary_k", b * kv * s * d, s, d)
     attention_core(sec, run, b, s, g, d, kv_groups=m.kv_groups, causal=causal, mask=causal,
-                   dropout=drop)
+                   dropout=drop, fused_qkv=m.family.fused_qkv)
     sec.linear("attn_out", S.ATTN_OUTPUT, t, a * d, h, bias=bias, split=T.ROW)
     if drop:
         sec.dropout("attn_out_dropout", S.ATTN_ADD_NORM, t * h)

@@ -293,6 +293,21 @@ class Section:
                                   split=split, elements=e, flops=fb * e,
                                   bytes_read=a * (e + 2 * s * d), bytes_written=a * e))
 
+    def copy(self, name: str, sub: Sublayer, e: int, *, forward: bool = True,
+             split: TensorSplit = T.SPLIT) -> None:
+        """A strided copy of e elements into a contiguous tensor (a head split or merge of
+        eager attention: `.contiguous()` or a `reshape` that cannot be a view): reads and
+        writes each element once, no FLOPs, nothing saved. `forward`: a forward copy, whose
+        backward copies the e-element gradient back; `forward=False`: a copy only backward
+        runs (a gradient reshaped back from heads)."""
+        a = self.ab
+        if forward:
+            self.fwd.append(self.row(name, sub, C.DATA_MOVEMENT, P.FORWARD, split=split,
+                                     elements=e, bytes_read=a * e, bytes_written=a * e))
+        self.on_backward(self.row(f"{name}.grad", sub, C.DATA_MOVEMENT, P.BACKWARD_DATA,
+                                  split=split, elements=e, bytes_read=a * e,
+                                  bytes_written=a * e))
+
     def repeat_kv(self, name: str, e_kv: int, groups: int) -> None:
         """Grouped-query attention run by eager kernels (Hugging Face's repeat_kv): each of the
         e_kv key (or value) elements copied to `groups` query heads; backward sums the copies'
