@@ -43,7 +43,8 @@ def _structure(text: str) -> list[tuple[int, str, int]] | None:
             i += 2
             continue
         if c == "[":
-            end = text.find("]", i + 2)  # a `]` right after `[` (or `[^`) is literal
+            first = i + 1 + text.startswith("^", i + 1)  # a `]` here (after `[` or `[^`)
+            end = text.find("]", first + 1)  # is a literal, not the class's end
             if end < 0:
                 return None
             i = end + 1

@@ -281,7 +281,7 @@ class TileWaveGemmEfficiency(ModelBase):
             p_f, k_f, kp_f = pick(p), pick(k), pick(k_pad)
             top = best.reshape(-1)[few]
             for x, c in fits.items():
-                u = p_f * c.reshape(-1)[few] * (k_f / (x * _ceil_div(kp_f, x)) * (x / sms))
+                u = p_f * c.reshape(-1)[few] * _k_split(k_f, kp_f, x, sms)
                 if partial_macs > 0:
                     u /= 1.0 + u * (x * partial_macs / k_f)
                 np.maximum(top, u, out=top)
@@ -289,11 +289,10 @@ class TileWaveGemmEfficiency(ModelBase):
             return
         u = np.empty(best.shape)
         for x, c in fits.items():
-            np.multiply(p, (k / (x * _ceil_div(k_pad, x)) * (x / sms)), out=u)
+            np.multiply(p, _k_split(k, k_pad, x, sms), out=u)
             u *= c
             if partial_macs > 0:  # u / (1 + u charge): its partials written and read back
-                charge = x * partial_macs / k
-                np.divide(u, 1.0 + u * charge, out=u)
+                np.divide(u, 1.0 + u * (x * partial_macs / k), out=u)
             np.maximum(best, u, out=best)
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
@@ -308,7 +307,6 @@ class TileWaveGemmEfficiency(ModelBase):
                                   for x in dims])[inverse]
         f = self.max_fraction * util
         return np.where(w > 0, np.maximum(f, 1e-12), 1.0)
-
 
     def _stacked(self, dims: list[np.ndarray]) -> np.ndarray:
         """`_utilization` of stacked (rows, configurations...) shapes, the rows whose tile
@@ -341,6 +339,12 @@ class TileWaveGemmEfficiency(ModelBase):
                 out[sel] = self._utilization(part(m, sel, one), part(n, sel, one),
                                              part(k, sel, False), part(b, sel, one))
         return out
+
+
+def _k_split(k: np.ndarray, k_pad: np.ndarray, x: int, sms: float) -> np.ndarray:
+    """Ks of a split x: the K share of K cut into x slices (each padded K / x rounded up)
+    times the x / SMs one-wave share's factor."""
+    return k / (x * _ceil_div(k_pad, x)) * (x / sms)
 
 
 def _dims(*values: Any) -> list[np.ndarray]:
