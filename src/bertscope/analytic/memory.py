@@ -16,6 +16,8 @@ The peak adds the largest single op output (a transient buffer) to everything ab
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -63,6 +65,17 @@ class MemoryEstimate:
         return {**asdict(self), "static": self.static, "peak": self.peak}
 
 
+def _fold(op: Any, values: list[Any]) -> Any:
+    """`op` (operator.add or np.maximum) folded over `values`, values of one type first: exact in
+    any order for maxima and for byte counts (integers), and a sweep's token-space values
+    (`sweep.tokens`) then meet the full-grid ones once, not once each."""
+    by: dict[type, Any] = {}
+    for v in values:
+        t = type(v)
+        by[t] = op(by[t], v) if t in by else v
+    return functools.reduce(op, by.values())
+
+
 def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[str, Any]:
     """The fields of `MemoryEstimate` from an iteration's blocks (numbers, or arrays with one
     entry per configuration when the configs hold arrays: the sweep engine's input)."""
@@ -73,22 +86,22 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
     inputs: Any = 0  # every layer's input: what full checkpointing keeps
     outside: Any = 0
     transient: Any = 0
+    written = [op.bytes_written / op.count for blk in blocks for op in [*blk.rows, *blk.later]
+               if op.phase is not Phase.OPTIMIZER]
+    transient = _fold(np.maximum, [0, *written])
     for blk in blocks:
-        for op in [*blk.rows, *blk.later]:
-            if op.phase is not Phase.OPTIMIZER:
-                transient = np.maximum(transient, op.bytes_written / op.count)
         if blk.repeat is Repeat.EACH_LAYER:
             fwd = [op for op in blk.rows if op.phase is Phase.FORWARD]
             if fwd:  # a stack's forward (the optimizer's per-layer blocks have none)
-                saved = sum(op.saved_bytes for op in fwd)
+                saved = _fold(operator.add, [op.saved_bytes for op in fwd])
                 layers = m.num_layers if blk.layers is None else blk.layers
                 per_layer = np.maximum(per_layer, saved)
                 stacked = stacked + layers * saved
                 seq = run.seq if blk.seq is None else blk.seq
                 inputs = inputs + layers * ab * run.batch * seq * m.hidden
         elif blk.repeat is Repeat.ONCE:
-            outside = outside + sum(op.saved_bytes for op in blk.rows
-                                    if op.phase is Phase.FORWARD and op.layer < 0)
+            outside = outside + _fold(operator.add, [0, *(
+                op.saved_bytes for op in blk.rows if op.phase is Phase.FORWARD and op.layer < 0)])
     acts = outside + (inputs + per_layer if run.checkpointing else stacked)
     return {
         "params": n,

@@ -8,6 +8,8 @@ times each bucket on each device: the roofline, the efficiency models and the la
 overheads. Each row's time is weighted by its multiplicity (1, the layer count, or the layer
 count less one; `analytic.blocks.multiplicity`) and summed per category, per bound and per
 phase into arrays of the group's full shape: the only full-size passes are those sums.
+Rows that read batch and seq only through their product are timed on its distinct values
+and their sums spread over the grid (`sweep.tokens`).
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from bertscope.perf.predict import Bound, row_times
 from bertscope.perf.roofline import Knobs, Peaks, select_peaks
 from bertscope.sweep.fusion import variants
 from bertscope.sweep.grid import NUM_AXES, Group
+from bertscope.sweep.tokens import Axis, TokenSpace, compact, varies
 from bertscope.taxonomy import Phase
 
-CHUNK = 1 << 15
+CHUNK = 1 << 17
 """Most configurations evaluated at once (per device and knob set); larger groups are cut
-along their longest axis, so memory stays bounded whatever the grid."""
+along their longest axis, so memory stays bounded whatever the grid. Large enough that a
+piece's (batch, seq) pairs share many products (`sweep.tokens`)."""
 
 NUMERIC = ("flops", "bytes_read", "bytes_written", "count", "m", "n", "k", "batch")
 """Numeric op-table columns a sweep passes to the efficiency models (the contract of
@@ -108,8 +112,10 @@ class _Bucket:
         return Columns(cols), stack([w for _, w in rows]), spans
 
 
-def chunks(group: Group, limit: int = CHUNK) -> Iterator[Group]:
-    """The group cut along its longest axis until each piece has at most `limit` configs."""
+def chunks(group: Group, limit: int | None = None) -> Iterator[Group]:
+    """The group cut along its longest axis until each piece has at most `limit` configs
+    (default `CHUNK`)."""
+    limit = CHUNK if limit is None else limit
     if group.size <= limit:
         yield group
         return
@@ -133,17 +139,33 @@ def _row_shape(op: Op) -> tuple[int, ...]:
     return np.broadcast_shapes(*shapes)
 
 
-def _buckets(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]) -> list[_Bucket]:
-    """The blocks' rows bucketed by the shape of their numeric fields, with their weights."""
-    buckets: dict[tuple[int, ...], _Bucket] = {}
+def _split_space(op: Op) -> tuple[Op, bool]:
+    """A row with plain numeric fields, and whether they are token-space values (`tokens`):
+    a row is timed on the distinct tokens where some field is a token array and none varies
+    along batch or seq otherwise; elsewhere its token arrays are expanded."""
+    got = {c: compact(getattr(op, c)) for c in NUMERIC}
+    if not any(tok for _, tok in got.values()):
+        return (op if not any(isinstance(getattr(op, c), Axis) for c in NUMERIC)
+                else op._replace(**{c: v for c, (v, _) in got.items()})), False
+    if any(not tok and varies(v) for v, tok in got.values()):
+        return op._replace(**{c: np.asarray(getattr(op, c)) for c in NUMERIC}), False
+    return op._replace(**{c: v for c, (v, _) in got.items()}), True
+
+
+def _buckets(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]
+             ) -> tuple[list[_Bucket], list[_Bucket]]:
+    """The blocks' rows bucketed by the shape of their numeric fields, with their weights:
+    the rows over the piece's grid, and those over its distinct tokens (`sweep.tokens`)."""
+    buckets: list[dict[tuple[int, ...], _Bucket]] = [{}, {}]
     for blk in blocks:
         copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
         for ops, w in ((blk.rows, copies), (blk.later, later)):
             for op in ops:
+                op, tok = _split_space(op)
                 shape = _row_shape(op)
                 shape = (1,) * (len(full) - len(shape)) + shape
-                buckets.setdefault(shape, _Bucket(shape)).add(op, w)
-    return list(buckets.values())
+                buckets[tok].setdefault(shape, _Bucket(shape)).add(op, w)
+    return list(buckets[0].values()), list(buckets[1].values())
 
 
 def _fixed(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]
@@ -205,12 +227,12 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     valid = piece.valid()
     if not valid.any():
         return []
-    m, run = piece.views()
+    m, run = piece.views(tokens=True)
     blocks = model_blocks(m, run)  # type: ignore[arg-type]  # the producer, once a piece
     fixed = _fixed(blocks, m, run, piece.shape)
     fusions = (variants(blocks, piece.shape, piece.precision.act_bytes, m.num_layers)
                if piece.fused else [(None, blocks)])
-    parts = [(mask, [b.columns() for b in _buckets(bl, m, run, piece.shape)])
+    parts = [(mask, *([b.columns() for b in bk] for bk in _buckets(bl, m, run, piece.shape)))
              for mask, bl in fusions]
     whole = bool(valid.all())  # no config to skip: views instead of masked copies
     axes = {a: piece.column(a).reshape(-1) if whole else piece.column(a)[valid]
@@ -227,8 +249,14 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
         scale = np.array([k.overhead for _, k in targets])
         shape = (*piece.shape, len(idx))
         sums: dict[str, np.ndarray] = {}
-        for mask, stacked in parts:  # one part unless fusion decides per configuration
+        for mask, stacked, on_tokens in parts:  # one part unless fusion decides per config
             got = _time_sums(shape, stacked, targets[0][0], peaks, scale)
+            if on_tokens:  # rows timed on the distinct tokens, spread over the grid
+                space: TokenSpace = run.space
+                tok = _time_sums(space.shape(shape), on_tokens, targets[0][0], peaks, scale)
+                for k, v in tok.items():
+                    got[k] = got[k] + space.expand(v) if k in got else space.expand(v)
+            _finish(got)
             if mask is None:
                 sums = got
                 continue
@@ -258,8 +286,9 @@ def _time_sums(shape: tuple[int, ...],
                stacked: list[tuple[Columns, np.ndarray, list[tuple[str, bool, int, int]]]],
                profile: DeviceProfile, peaks: Peaks,
                overhead_scale: np.ndarray) -> dict[str, np.ndarray]:
-    """Time summed over the rows per category ("cat:<c>"), per bound ("bound:<b>") and in
-    the optimizer phase ("optimizer_s"), plus the total ("time_s"), as arrays of `shape`
+    """Time summed over the rows per category ("cat:<c>"), per bound ("bound:<b>", compute
+    and memory; `_finish` adds the total and the overhead) and in the optimizer phase
+    ("optimizer_s"), as arrays of `shape`
     (the group's axes, then the targets), and the FLOPs x weights ("flops", the group's
     axes and one target); timed slice by slice along the outermost axis that varies."""
     keys = {f"cat:{cat}" for _, _, spans in stacked for cat, _, _, _ in spans}
@@ -287,11 +316,15 @@ def _time_sums(shape: tuple[int, ...],
 
             _add(acc, flops, cut[1:], Columns({c: part(v) for c, v in cols.items()}),
                  part(weights), spans, profile, peaks, overhead_scale)
+    acc["flops"] = flops
+    return acc
+
+
+def _finish(acc: dict[str, np.ndarray]) -> None:
+    """The total time ("time_s") and the overhead-bound time of `_time_sums`' sums."""
     acc["time_s"] = sum(v for k, v in acc.items() if k.startswith("cat:"))
     rest = acc["time_s"] - acc["bound:compute"] - acc["bound:memory"]
     acc["bound:overhead"] = np.maximum(rest, 0.0)  # rounding never makes it negative
-    acc["flops"] = flops
-    return acc
 
 
 def _add(acc: dict[str, np.ndarray], flops: np.ndarray, at: tuple[Any, ...], cols: Columns,

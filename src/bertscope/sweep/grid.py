@@ -34,6 +34,7 @@ from bertscope.config import (
 from bertscope.errors import MAX_SIZE, BertscopeError, parse_enum
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.roofline import Knobs
+from bertscope.sweep.tokens import Axis, TokenSpace
 
 DIM_AXES: tuple[str, ...] = ("layers", "hidden", "heads", "ffn", "vocab")
 """Model dimensions a sweep may vary (None on the grid: each base model's own)."""
@@ -250,9 +251,10 @@ class Group:
         values = ModelView(self).intermediate if name == "ffn" else self.axis(name)
         return np.broadcast_to(values, self.shape)
 
-    def views(self) -> tuple[ModelView, RunView]:
-        """The model and run configs of the group, size fields as broadcasting arrays."""
-        return ModelView(self), RunView(self)
+    def views(self, *, tokens: bool = False) -> tuple[ModelView, RunView]:
+        """The model and run configs of the group, size fields as broadcasting arrays (with
+        `tokens`, batch and seq as `sweep.tokens.Axis` values: `RunView`)."""
+        return ModelView(self), RunView(self, tokens=tokens)
 
     def valid(self) -> np.ndarray:
         """Configurations a model can run (heads divide hidden, the sequence fits the
@@ -310,11 +312,17 @@ class ModelView:
 
 
 class RunView:
-    """`RunConfig`'s fields for a group: batch, seq and micro-batches as arrays."""
+    """`RunConfig`'s fields for a group: batch, seq and micro-batches as arrays. With
+    `tokens`, batch and seq are `sweep.tokens.Axis` values, so that rows reading only their
+    product are computed on its distinct values (where that pays: `TokenSpace.of`)."""
 
-    def __init__(self, g: Group) -> None:
-        self.batch = g.axis("batch")
-        self.seq = g.axis("seq")
+    def __init__(self, g: Group, *, tokens: bool = False) -> None:
+        self.batch: Any = g.axis("batch")
+        self.seq: Any = g.axis("seq")
+        space = TokenSpace.of(self.batch, self.seq) if tokens else None
+        self.space = space
+        if space is not None:
+            self.batch, self.seq = Axis(self.batch, "batch", space), Axis(self.seq, "seq", space)
         self.micro_batches = g.axis("micro_batches")
         self.precision = g.precision
         self.optimizer = g.optimizer
