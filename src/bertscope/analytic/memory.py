@@ -65,6 +65,11 @@ class MemoryEstimate:
         return {**asdict(self), "static": self.static, "peak": self.peak}
 
 
+def _is_one(count: Any) -> bool:
+    """Whether a row's launch count is the number 1 (x / 1 needs no pass over x)."""
+    return isinstance(count, int | float) and count == 1
+
+
 def _fold(op: Any, values: list[Any]) -> Any:
     """`op` (operator.add or np.maximum) folded over `values`, values of one type first: exact in
     any order for maxima and for byte counts (integers), and a sweep's token-space values
@@ -86,7 +91,8 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
     inputs: Any = 0  # every layer's input: what full checkpointing keeps
     outside: Any = 0
     transient: Any = 0
-    written = [op.bytes_written / op.count for blk in blocks for op in [*blk.rows, *blk.later]
+    written = [op.bytes_written if _is_one(op.count) else op.bytes_written / op.count
+               for blk in blocks for op in [*blk.rows, *blk.later]
                if op.phase is not Phase.OPTIMIZER]
     transient = _fold(np.maximum, [0, *written])
     for blk in blocks:

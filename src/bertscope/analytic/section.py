@@ -99,26 +99,30 @@ class Section:
         all-reduce, whole on every rank, so its gradient is replicated. `input_grad=False`:
         X needs no gradient (ViT's patch embedding of the pixels), so no data-gradient GEMM."""
         a = self.ab
-        flops = 2 * t * d_out * d_in
+        # t (the tokens) is the one factor that may be a large array in a sweep: each
+        # product takes it once, last (integers: exact in any order)
+        flops = t * (2 * d_out * d_in)
+        x_bytes, y_bytes, w_bytes = t * (a * d_in), t * (a * d_out), a * (d_out * d_in)
         self.fwd.append(self.row(
             name, sub, C.GEMM, P.FORWARD, split=split, m=t, n=d_out, k=d_in, batch=1,
-            flops=flops, bytes_read=a * (t * d_in + d_out * d_in + (d_out if bias else 0)),
-            bytes_written=a * t * d_out, saved_bytes=a * t * d_in if save_input else 0))
+            flops=flops, bytes_read=x_bytes + (w_bytes + (a * d_out if bias else 0)),
+            bytes_written=y_bytes, saved_bytes=x_bytes if save_input else 0))
         grads = [
             self.row(f"{name}.dgrad", sub, C.GEMM, P.BACKWARD_DATA, split=split, m=t,
                      n=d_in, k=d_out, batch=1, flops=flops,
-                     bytes_read=a * (t * d_out + d_out * d_in), bytes_written=a * t * d_in),
+                     bytes_read=y_bytes + w_bytes, bytes_written=x_bytes),
         ] if input_grad else []
         grads += [
             self.row(f"{name}.wgrad", sub, C.GEMM, P.BACKWARD_WEIGHT, split=split, m=d_out,
                      n=d_in, k=t, batch=1, flops=flops,
-                     bytes_read=a * (t * d_out + t * d_in), bytes_written=a * d_out * d_in),
+                     bytes_read=y_bytes + x_bytes, bytes_written=w_bytes),
         ]
         if bias:
             bias_split = T.REPLICATED if split is T.ROW else split
+            e_out = t * d_out
             grads.append(self.row(f"{name}.bias_grad", sub, C.REDUCTION, P.BACKWARD_WEIGHT,
-                                  split=bias_split, elements=t * d_out, flops=t * d_out,
-                                  bytes_read=a * t * d_out, bytes_written=a * d_out))
+                                  split=bias_split, elements=e_out, flops=e_out,
+                                  bytes_read=y_bytes, bytes_written=a * d_out))
         self.on_backward(*grads)
 
     def bmm(self, name: str, sub: Sublayer, g: int, m: int, n: int, k: int, *,
