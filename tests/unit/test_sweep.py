@@ -23,7 +23,7 @@ from bertscope.perf import (
     load_profile,
     predict,
 )
-from bertscope.sweep import sweep
+from bertscope.sweep import make_grid, sweep
 from bertscope.taxonomy import Category, Phase
 
 MODELS = ("bert-tiny", "roberta-base", "albert-base-v2", "gpt2", "llama2-7b")
@@ -194,6 +194,18 @@ def test_chunks_do_not_change_the_answer(monkeypatch) -> None:
     b = cut.sort_values(key).reset_index(drop=True)
     assert np.allclose(a["iteration_s"], b["iteration_s"], rtol=1e-12)
     assert len(a) == len(b) == 120
+
+
+def test_pieces_hold_chunk_entries_over_the_targets() -> None:
+    import bertscope.sweep.engine as engine
+
+    # 2^17 entries: one target 131,072 configs; four 32,768; fifteen 8,738 -> the 2^15 floor
+    assert engine.piece_configs(1) == 131_072
+    assert engine.piece_configs(4) == 32_768
+    assert engine.piece_configs(15) == 32_768
+    grid = make_grid(["bert-tiny"], ["a100"], batch=range(1, 301), seq=range(1, 501))
+    sizes = [p.size for p in engine.chunks(next(grid.groups()), engine.piece_configs(4))]
+    assert sum(sizes) == 150_000 and max(sizes) <= 32_768
 
 
 @pytest.mark.parametrize(("axes", "message"), [

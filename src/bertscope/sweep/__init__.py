@@ -156,7 +156,9 @@ def sweep(models: Sequence[str | Path | ModelConfig],
     tell = progress or (lambda *_: None)
     combos = multi.layouts(grid.dp, grid.tp, grid.pp, grid.zero)
     single = len(combos) < len(grid.dp) * len(grid.tp) * len(grid.pp) * len(grid.zero)
-    tasks = [(g, piece) for g in grid.groups() for piece in engine.chunks(g)] if single else []
+    limit = engine.piece_configs(max(len(s) for s in sets))
+    tasks = ([(g, piece) for g in grid.groups() for piece in engine.chunks(g, limit)]
+             if single else [])
     parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]] = []
     done = 0
     n_workers = max(1, min(workers or os.cpu_count() or 1, max(1, len(tasks)), 16))

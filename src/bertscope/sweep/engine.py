@@ -35,9 +35,17 @@ from bertscope.sweep.tokens import Axis, TokenSpace, compact, varies
 from bertscope.taxonomy import Phase
 
 CHUNK = 1 << 17
-"""Most configurations evaluated at once (per device and knob set); larger groups are cut
-along their longest axis, so memory stays bounded whatever the grid. Large enough that a
+"""Most entries (configurations x targets timed together) a piece holds; larger groups are
+cut along their longest axis, so memory stays bounded whatever the grid. Large enough that a
 piece's (batch, seq) pairs share many products (`sweep.tokens`)."""
+MIN_CHUNK = 1 << 15
+"""Configurations a piece may hold however many targets are timed together."""
+
+
+def piece_configs(targets: int) -> int:
+    """Most configurations in a piece when `targets` devices and knob sets are timed
+    together (`same_models`): `CHUNK` entries, at least `MIN_CHUNK` configurations."""
+    return max(MIN_CHUNK, CHUNK // max(1, targets))
 
 NUMERIC = ("flops", "bytes_read", "bytes_written", "count", "m", "n", "k", "batch")
 """Numeric op-table columns a sweep passes to the efficiency models (the contract of
@@ -115,7 +123,7 @@ class _Bucket:
 def chunks(group: Group, limit: int | None = None) -> Iterator[Group]:
     """The group cut along its longest axis until each piece has at most `limit` configs
     (default `CHUNK`)."""
-    limit = CHUNK if limit is None else limit
+    limit = min(CHUNK, limit) if limit is not None else CHUNK
     if group.size <= limit:
         yield group
         return
@@ -348,4 +356,5 @@ def _add(acc: dict[str, np.ndarray], flops: np.ndarray, at: tuple[Any, ...], col
         acc[f"bound:{bound.value}"][at] += timed.sum(axis=0, where=sel)
 
 
-__all__ = ["CHUNK", "SUB", "chunks", "evaluate_piece", "runs_on", "same_models"]
+__all__ = ["CHUNK", "MIN_CHUNK", "SUB", "chunks", "evaluate_piece", "piece_configs", "runs_on",
+           "same_models"]
