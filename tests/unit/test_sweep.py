@@ -26,7 +26,7 @@ from bertscope.perf import (
 from bertscope.sweep import make_grid, sweep
 from bertscope.taxonomy import Category, Phase
 
-MODELS = ("bert-tiny", "roberta-base", "albert-base-v2", "gpt2", "llama2-7b")
+MODELS = ("bert-tiny", "roberta-base", "albert-base-v2", "gpt2", "llama2-7b", "t5-small")
 # a profile as calibration writes one: per-phase GEMM factors, per-category bandwidth
 # (phase-specific entries too), host time that adds to every launch
 FITTED = load_profile("a100").with_models(
@@ -127,6 +127,17 @@ def test_model_dimensions_as_axes(hidden, heads, vocab, ffn) -> None:
         assert row["ffn"] == m.intermediate
         assert row["params"] == build(m, RunConfig(batch=2, seq=32)).meta["params"]
         _check(row, _reference(m, RunConfig(batch=2, seq=32), "a100", Knobs()))
+
+
+@pytest.mark.parametrize(("model", "seqs"), [("t5-small", [8, 16]), ("vit-base", [197])])
+def test_encoder_decoder_and_vision_models(model, seqs) -> None:
+    # T5 (the decoder runs on `seq` target tokens, as RunConfig's default) and ViT (seq must
+    # be the 196 patches + the class token) through the sweep equal the per-config path
+    res = sweep([model], ["a100"], batch=[1, 2, 4], seq=seqs, precision=["bf16"])
+    assert res.evaluated == 3 * len(seqs)
+    for row in res.frame.to_dict(orient="records"):
+        run = RunConfig(batch=row["batch"], seq=row["seq"], precision="bf16")
+        _check(row, _reference(get_model(model), run, "a100", Knobs()))
 
 
 def test_two_point_grid_by_hand() -> None:

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from bertscope.analytic.section import _FLOPS, MASK_BYTES
 from bertscope.config import Attention, RunConfig
 from bertscope.taxonomy import Category, Phase, Sublayer, TensorSplit
@@ -96,7 +98,7 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
     else:
         if scale:
             sec.scale("score_scale", subs[0], scores, split=T.SPLIT)  # / sqrt(d)
-        if bias_elems:
+        if np.any(bias_elems):  # T5's bias (arrays of sizes in a sweep)
             sec.add("position_bias", S.REL_POS_BIAS, scores, bias_elems, split=T.SPLIT)
         if mask:
             sec.add("score_mask", subs[0], scores, mask_elems, split=T.SPLIT)

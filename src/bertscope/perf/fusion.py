@@ -193,9 +193,10 @@ def _optimizer_stages(rows: list[dict[str, Any]]) -> list[list[_Member]]:
 
 def _fuse_optimizer(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Multi-tensor optimizer: each stage of every parameter group in one launch."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((r["name"].split(".", 1)[0], r["layer"]), []).append(r)
+    groups: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    for r in rows:  # a sweep's layer index may be an array (T5's decoder: after L layers)
+        layer = r["layer"] if np.ndim(r["layer"]) == 0 else np.asarray(r["layer"]).tobytes()
+        groups.setdefault((r["name"].split(".", 1)[0], layer), []).append(r)
     by_kind: dict[tuple[Any, ...], list[list[_Member]]] = {}
     for grp in groups.values():
         for stage in _optimizer_stages(grp):

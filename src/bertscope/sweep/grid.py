@@ -336,6 +336,11 @@ class RunView:
         """Tokens per optimizer step."""
         return self.batch * self.seq * self.micro_batches
 
+    @property
+    def target_seq(self) -> Any:
+        """An encoder-decoder's decoder length: `seq` (a sweep has no decoder-length axis)."""
+        return self.seq
+
 
 __all__ = ["DIM_AXES", "KNOB_AXES", "LAYOUT_AXES", "LAYOUT_SIZES", "MODEL_FIELD", "NUM_AXES",
            "STRUCTURAL", "Grid", "Group", "ModelView",
