@@ -276,6 +276,10 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     for spec in [*calibrate, *check]:  # every config checked before minutes of profiling
         m, run = spec.configs()
         Job(model=m, run=run)
+    if device == "cpu":  # before torch's threads allocate: one malloc arena (`allocator`)
+        from bertscope.measure.allocator import keep_freed_memory
+
+        keep_freed_memory()
 
     def measure(spec: RunSpec, i: int) -> Measurement:
         stem = str(spec).replace(":", "-").replace("/", "_")
