@@ -25,8 +25,8 @@ spec = parse_specs(sys.argv[1])[0]
 iters = int(sys.argv[3])
 before = []
 def progress(stage, done, total):
-    if stage == "warmup" and done == total:
-        before.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+    if stage != "measure":  # the last warm-up or settling iteration's end
+        before[:] = [resource.getrusage(resource.RUSAGE_SELF).ru_minflt]
 r = profile(*spec.configs(), iters=iters, warmup=2, statistic="median",
             host_allocator=sys.argv[2], progress=progress)
 faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before[0]) / iters

@@ -171,6 +171,7 @@ def test_a_signal_keeps_a_marked_partial_result(sig, tmp_path, monkeypatch, caps
         real_step(self)
 
     monkeypatch.setattr(prof_mod._Trainer, "step", step)
+    monkeypatch.setattr(prof_mod, "MAX_SETTLING", 0)  # steps counted: no settling iterations
     out = tmp_path / "partial.json"
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN where a shell started us with &
     rc = main(["profile", "bert-tiny", "--batch", "1", "--seq", "8", "--iters", "3",

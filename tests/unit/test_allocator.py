@@ -70,3 +70,49 @@ def test_profile_rejects_an_unknown_allocator_before_training() -> None:
                        match="unknown host allocator 'jemalloc'; choose one of: keep, system"):
         profile(get_model("bert-tiny"), RunConfig(batch=1, seq=8), host_allocator="jemalloc")
     assert {a.value for a in HostAllocator} == {"keep", "system"}
+
+
+def test_settled_is_one_percent_of_the_resident_set() -> None:
+    """1 GiB resident, 4 KiB pages: 1% is 10,737,418 bytes = 2,621.4 pages."""
+    from bertscope.measure.allocator import settled
+
+    assert settled(2621, 2**30, page_bytes=4096)  # 10,735,616 bytes <= 10,737,418
+    assert not settled(2622, 2**30, page_bytes=4096)  # 10,739,712 bytes
+    assert settled(0, 0, page_bytes=4096)
+
+
+@pytest.mark.parametrize(("per_iteration", "settling", "kept"), [
+    # two iterations faulting 100,000 and 50,000 pages are thrown away, then 10 each is kept
+    ([100_000, 50_000, 10, 10, 10], 2, [10, 10, 10]),
+    # never settling: MAX_SETTLING (4) thrown away, the next 3 kept as they are
+    ([90_000] * 7, 4, [90_000] * 3),
+    ([0, 0, 0], 0, [0, 0, 0]),
+])
+def test_profiled_iterations_settle_before_they_are_kept(monkeypatch, per_iteration, settling,
+                                                          kept) -> None:
+    """`_Session.capture` throws away profiled iterations while each faults more than 1% of
+    the resident set (here 1 GiB: 2,621 pages), at most MAX_SETTLING, then keeps `iters`."""
+    pytest.importorskip("torch")
+    import bertscope.measure.profile as prof
+
+    counts = iter([c for f in per_iteration for c in (0, f)])  # (before, after) per step
+    monkeypatch.setattr(prof, "minor_faults", lambda: next(counts))
+    monkeypatch.setattr(prof, "resident_bytes", lambda: 2**30)
+    monkeypatch.setattr("bertscope.measure.allocator.PAGE_BYTES", 4096)
+    steps: list[int] = []
+
+    class Trainer:
+        def step(self) -> None:
+            steps.append(1)
+
+        def sync(self) -> None:
+            pass
+
+    told: list[tuple[str, int, int]] = []
+    session = prof._Session(Trainer(), [prof.torch.profiler.ProfilerActivity.CPU], False,
+                            lambda *a: told.append(a))
+    cap = session.capture(3, whole=False, settle=prof.MAX_SETTLING)
+    assert cap.settling == settling and cap.faults == kept
+    assert len(cap.done) == 3 and len(steps) == settling + 3
+    assert [t for t in told if t[0] == "measure"] == [("measure", i, 3) for i in (1, 2, 3)]
+    assert len(cap.walked_us) == 3  # only kept iterations are walked into the result

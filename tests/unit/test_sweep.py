@@ -28,13 +28,16 @@ from bertscope.taxonomy import Category, Phase
 
 MODELS = ("bert-tiny", "roberta-base", "albert-base-v2", "gpt2", "llama2-7b", "t5-small")
 # a profile as calibration writes one: per-phase GEMM factors, per-category bandwidth
-# (phase-specific entries too), host time that adds to every launch
+# (phase- and format-specific entries too), host time that adds to every launch
 FITTED = load_profile("a100").with_models(
     gemm=GemmEfficiency(max_fraction=0.6, half_saturation_flops=1e7, half_saturation_dim=8,
                         per_phase={"forward": 1.2, "backward_weight": 0.7}, source="test"),
     bandwidth=CategoryBandwidthEfficiency(
         per_category={"softmax": [0.4, 1e5], "layernorm@backward": [0.3, 2e5],
-                      "optimizer": [0.9, 0.0]}, max_fraction=0.6, half_saturation_bytes=5e4,
+                      "optimizer": [0.9, 0.0], "softmax#bf16": [0.2, 1e5],
+                      "layernorm@backward#fp16": [0.25, 0.0], "dropout#fp32": [0.5, 0.0],
+                      "optimizer#bf16": [0.1, 0.0]},
+        max_fraction=0.6, half_saturation_bytes=5e4,
         gemm_fraction=0.8, source="test"),
     overhead=Overhead(seconds_per_launch=3e-6, host_seconds_per_launch=2e-6, source="test"))
 DEVICES = {"a100": load_profile("a100"), "tpu-v4": load_profile("tpu-v4"), "fitted": FITTED}

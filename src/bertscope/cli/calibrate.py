@@ -92,7 +92,8 @@ def validate_cmd(
              "median (a shared machine's slow spells then fall on all configs alike).")] = 1,
     output: Annotated[Path | None, typer.Option(help="Write the full report (JSON).")] = None,
     results_dir: Annotated[Path | None, typer.Option(
-        help="Keep each config's profile result here and reuse those already there.")] = None,
+        help="Keep each config's profile result, and the microbenchmarks "
+             "(microbench.json), here and reuse those already there.")] = None,
     store: StoreOpt = None,
     no_store: NoStoreOpt = False,
 ) -> None:

@@ -5,8 +5,11 @@
     result.comparison()               # measured vs analytic FLOPs, achieved FLOP/s and B/s
 
 Warm-up iterations run unprofiled; the measured ones run under torch.profiler with module
-scopes (see `attribution.py`). Ctrl-C during measurement stops cleanly: the iterations that
-completed make a valid result marked `partial`.
+scopes (see `attribution.py`). On a CPU keeping freed memory, profiled iterations that still
+fault in fresh pages (the profiler's first captures grow the heap) are thrown away first
+(`MAX_SETTLING`, `allocator.settled`); meta records how many ("settling_iterations") and the
+minor page faults of each measured iteration ("page_faults"). Ctrl-C during measurement
+stops cleanly: the iterations that completed make a valid result marked `partial`.
 
 `bertscope.measure.ddp_worker` runs the same loop on every rank of a DistributedDataParallel
 job: `profile(..., wrap=DDP, data_seed=..., analyze=...)` wraps the model, gives each rank its
@@ -34,7 +37,13 @@ from bertscope.analytic import build
 from bertscope.config import Attention, Family, Job, ModelConfig, Precision, RunConfig
 from bertscope.errors import STOP, BertscopeError, parse_enum
 from bertscope.io import atomic_path, write_or_rescue
-from bertscope.measure.allocator import HostAllocator, keep_freed_memory
+from bertscope.measure.allocator import (
+    HostAllocator,
+    keep_freed_memory,
+    minor_faults,
+    resident_bytes,
+    settled,
+)
 from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
 from bertscope.measure.families import measured
@@ -46,7 +55,12 @@ from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic
 
 Progress = Callable[[str, int, int], None]
-"""progress(stage, done, total): stage is "warmup" or "measure"."""
+"""progress(stage, done, total): stage is "warmup", "settle" (a profiled iteration thrown
+away: total is the most there can be) or "measure"."""
+
+MAX_SETTLING = 4
+"""Most profiled settling iterations before the measured ones (a 2-micro-batch bert-mini
+run settles in 2 on the dev VM)."""
 Wrap = Callable[[nn.Module], nn.Module]
 """Wraps the built model for training (e.g. in DistributedDataParallel); the optimizer and
 the scope hooks stay on the inner model."""
@@ -226,6 +240,100 @@ def resolve_device(name: str) -> torch.device:
     return dev
 
 
+@dataclass
+class _Capture:
+    """What a profiler session recorded: the attributor its kept iterations were walked
+    into, their times, walked time (us) and minor page faults, and the settling iterations
+    thrown away before them (walked into `scratch`, so they allocate as kept ones do)."""
+
+    attr: Attributor
+    scratch: Attributor
+    prof: Any = None
+    walked_us: list[float] = field(default_factory=list)
+    done: list[float] = field(default_factory=list)
+    faults: list[int] = field(default_factory=list)
+    settling: int = 0
+    partial: bool = False
+    pending: Attributor | None = None
+    """Where the capture ending next is walked (None: a capture with no iteration)."""
+
+    def walk(self, p: Any) -> None:
+        """Walk a finished capture's iteration into the attributor it is pending for."""
+        attr, self.pending = self.pending, None
+        if attr is None:
+            return
+        attr.new_iteration()
+        attr.end_tree()
+        took = walk_capture(attr, p.events(), len(self.done) + (attr is self.scratch))
+        if attr is self.attr:
+            self.walked_us.append(took)
+
+
+def _settling(faults: int | None) -> bool:
+    """Whether an iteration that faulted `faults` pages is still growing into fresh memory
+    (see `allocator.settled`); False where faults cannot be counted."""
+    resident = resident_bytes()
+    return faults is not None and resident is not None and not settled(faults, resident)
+
+
+@dataclass
+class _Session:
+    """Profiled iterations of a trainer under torch.profiler, one capture per iteration
+    (or one for all: `whole`)."""
+
+    trainer: Any
+    activities: list[Any]
+    device_time: bool
+    tell: Progress
+
+    def capture(self, iters: int, *, whole: bool, settle: int) -> _Capture:
+        """Run and walk `iters` kept profiled iterations, after at most `settle` thrown
+        away while they fault in fresh pages (Ctrl-C keeps those completed)."""
+        cap = _Capture(attr=Attributor(Classifier(), use_device_time=self.device_time),
+                       scratch=Attributor(Classifier(), use_device_time=self.device_time))
+        settle = 0 if whole else settle  # a whole-run capture keeps every iteration
+        with warnings.catch_warnings():
+            # a capture per iteration has no warm-up of its own and clears its events as it
+            # ends
+            warnings.filterwarnings("ignore", message=".*(warmup|clears events).*")
+            cap.prof = torch.profiler.profile(
+                activities=self.activities, record_shapes=True, with_flops=True,
+                schedule=None if whole else torch.profiler.schedule(
+                    wait=0, warmup=0, active=1, repeat=iters + settle),
+                on_trace_ready=None if whole else cap.walk)
+            quiet = QuietProfiler(cap.prof)
+            try:
+                with STOP.graceful(), quiet:
+                    while len(cap.done) < iters:
+                        f0, t0 = minor_faults(), time.perf_counter()
+                        with torch.autograd.profiler.record_function(f"{ITER}{len(cap.done)}"):
+                            self.trainer.step()
+                            self.trainer.sync()
+                        took = time.perf_counter() - t0
+                        f1 = minor_faults()
+                        faults = None if f0 is None or f1 is None else f1 - f0
+                        if cap.settling < settle and _settling(faults):
+                            cap.settling += 1
+                            cap.pending = cap.scratch
+                            self.tell("settle", cap.settling, settle)
+                        else:
+                            cap.done.append(took)
+                            cap.faults.extend([] if faults is None else [faults])
+                            cap.pending = cap.attr
+                            self.tell("measure", len(cap.done), iters)
+                        if not whole:
+                            quiet.step()
+                        if STOP and len(cap.done) < iters:  # SIGINT/SIGTERM under the CLI
+                            cap.partial = True
+                            break
+            except KeyboardInterrupt:
+                cap.partial = True
+        if whole:
+            cap.pending = cap.attr
+            cap.walk(cap.prof)
+        return cap
+
+
 def profile(
     m: ModelConfig,
     run: RunConfig,
@@ -287,53 +395,24 @@ def profile(
     activities = [torch.profiler.ProfilerActivity.CPU]
     if dev.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    attr = Attributor(Classifier(), use_device_time=dev.type == "cuda")
-    done: list[float] = []
-    walked_us: list[float] = []
     # One capture per iteration, walked and dropped as soon as it ends: the profiler's
     # buffers are then reused by the next iteration instead of growing (~90,000 page faults
     # per bert-base iteration on a CPU, charged to whatever op was running). A trace file or
     # an `analyze` callback needs the whole run in one capture.
     whole = trace_out is not None or analyze is not None
-
-    def walk(p: torch.profiler.profile) -> None:
-        attr.new_iteration()
-        attr.end_tree()
-        walked_us.append(walk_capture(attr, p.events(), len(done)))
-
-    partial = False
-    with warnings.catch_warnings():
-        # a capture per iteration has no warm-up of its own and clears its events as it ends
-        warnings.filterwarnings("ignore", message=".*(warmup|clears events).*")
-        prof = torch.profiler.profile(
-            activities=activities, record_shapes=True, with_flops=True,
-            schedule=None if whole else torch.profiler.schedule(wait=0, warmup=0, active=1,
-                                                                repeat=iters),
-            on_trace_ready=None if whole else walk)
-        quiet = QuietProfiler(prof)
-        try:
-            with STOP.graceful(), quiet:
-                for i in range(iters):
-                    t0 = time.perf_counter()
-                    with torch.autograd.profiler.record_function(f"{ITER}{i}"):
-                        trainer.step()
-                        trainer.sync()
-                    done.append(time.perf_counter() - t0)
-                    tell("measure", i + 1, iters)
-                    if not whole:
-                        quiet.step()
-                    if STOP and i + 1 < iters:  # SIGINT/SIGTERM under the CLI: keep these
-                        partial = True
-                        break
-        except KeyboardInterrupt:
-            partial = True
-        finally:
-            trainer.hooks.remove()
+    session = _Session(trainer, activities, dev.type == "cuda", tell)
+    # profiled iterations thrown away while they fault in fresh pages: the profiler's buffers
+    # grow the heap in its first captures and move tensors onto untouched pages (see
+    # `allocator`); only where freed memory is kept (else every iteration faults)
+    settle = MAX_SETTLING if current_allocator() is HostAllocator.KEEP else 0
+    try:
+        cap = session.capture(iters, whole=whole, settle=settle if dev.type == "cpu" else 0)
+    finally:
+        trainer.hooks.remove()
+    prof, attr, done, partial = cap.prof, cap.attr, cap.done, cap.partial
     if not done:
         raise BertscopeError("interrupted before any measured iteration completed")
-    if whole:
-        walk(prof)
-    iter_time_us = sum(walked_us)
+    iter_time_us = sum(cap.walked_us)
     extra = analyze(prof.events(), len(done)) if analyze is not None else {}
     trace_error = None
     if trace_out is not None:
@@ -360,6 +439,8 @@ def profile(
         "hf": hf,
         "iters": len(done),
         "warmup": warmup,
+        "settling_iterations": cap.settling,
+        "page_faults": cap.faults,
         "partial": partial,
         **({"trace_error": trace_error} if trace_error else {}),
         "statistic": statistic.value,

@@ -26,6 +26,10 @@ Fits (closed form):
   measured time over that phase's keys.
 - Memory, per category c: per launch t = a_c B + c_c, which is `CategoryBandwidthEfficiency`
   with max_c = 1 / (bandwidth a_c) and B0_c = c_c / a_c (a fixed cost per launch, Little's law).
+  From measured runs of several activation formats (fp32 and bf16 runs), per format as well
+  (keys "c#bf16"; predictions of a bf16 run read them first): a CPU's bf16 kernels of some
+  categories upcast to fp32 (the loss's log-softmax), so their time per byte is not the fp32
+  kernels'; pooling the formats left bf16 loss rows ~2x slower than predicted.
 - From measured op tables the fits are robust (`robust=True`): c = 0 and a = the median of
   time / work over the join keys, because run-to-run noise there is heavy-tailed;
   microbenchmarks (clean, repeated medians) use least squares with the fixed-cost term.
@@ -56,7 +60,8 @@ from bertscope.perf.efficiency import (
     gemm_phase,
 )
 from bertscope.perf.gemm_models import FormatGemmEfficiency
-from bertscope.perf.roofline import select_peaks
+from bertscope.perf.memory_models import tensor_formats
+from bertscope.perf.roofline import activation_format, select_peaks
 from bertscope.taxonomy import Phase, PhaseFamily, gemm_mask, phase_families
 
 KEYS = ["layer", "sublayer", "phase", "kind", "category"]
@@ -235,7 +240,10 @@ def fit_gemm_per_format(keys: pd.DataFrame, profile: DeviceProfile,
 def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
                min_points: int = 2, *, robust: bool = True) -> CategoryBandwidthEfficiency:
     """Fit per-category bandwidth models to points with columns category, bytes, count,
-    time_s (memory-bound time per join key); a pooled fit is the default."""
+    time_s (memory-bound time per join key); a pooled fit is the default. With points of
+    several activation formats (column `activation_format`), each format's categories are
+    fitted on that format's points alone too ("category[@family]#format" keys, which
+    predictions of that format read first: `CategoryBandwidthEfficiency.for_format`)."""
     p = points[(points["bytes"] > 0) & (points["time_s"] > 0)]
     if len(p) < 2:
         raise BertscopeError(f"memory fit needs at least 2 measured keys, got {len(p)}")
@@ -247,19 +255,30 @@ def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
         return [min(1.0, 1.0 / (bandwidth * a)), c / a]
 
     pooled = fit(p)
+    per = _per_category(p, fit, min_points)
+    if "activation_format" in p.columns and p["activation_format"].nunique() > 1:
+        for fmt, sub in p.groupby("activation_format"):
+            per |= _per_category(sub, fit, min_points, f"#{NumberFormat(fmt).value}")
+    return CategoryBandwidthEfficiency(per_category=per, max_fraction=pooled[0],
+                                       half_saturation_bytes=pooled[1], source=source)
+
+
+def _per_category(p: pd.DataFrame, fit: Any, min_points: int,
+                  suffix: str = "") -> dict[str, list[float]]:
+    """`fit` per category of the points, and per category and phase family, where they
+    have `min_points` points of more than one size; keys end in `suffix`."""
     per: dict[str, list[float]] = {}
     family = (pd.Series(phase_families(p["phase"]), index=p.index) if "phase" in p.columns
               else None)
     for cat, sel in p.groupby("category"):
         if len(sel) >= min_points and sel["bytes"].nunique() > 1:
-            per[str(cat)] = fit(sel)
+            per[f"{cat}{suffix}"] = fit(sel)
         if family is None:
             continue
         for fam, sub in sel.groupby(family.loc[sel.index]):  # forward and backward apart
             if len(sub) >= min_points and sub["bytes"].nunique() > 1:
-                per[f"{cat}@{fam}"] = fit(sub)
-    return CategoryBandwidthEfficiency(per_category=per, max_fraction=pooled[0],
-                                       half_saturation_bytes=pooled[1], source=source)
+                per[f"{cat}@{fam}{suffix}"] = fit(sub)
+    return per
 
 
 def fit_host_gap(pairs: Iterable[tuple[OpTable, OpTable]]) -> float | None:
@@ -277,14 +296,23 @@ def fit_host_gap(pairs: Iterable[tuple[OpTable, OpTable]]) -> float | None:
     return float(np.median(gaps)) if gaps else None
 
 
+def _joined_formats(measured: OpTable, analytic: OpTable, profile: DeviceProfile
+                    ) -> pd.DataFrame:
+    """`joined` keys of one run with its GEMM format (`format`) and, per key, the format
+    its memory-bound tensors are in (`activation_format`: `memory_models.tensor_formats`)."""
+    keys = joined(measured, analytic)
+    act = activation_format(analytic.run.precision)
+    return keys.assign(format=_gemm_format(profile, analytic).value,
+                       activation_format=tensor_formats(phase_families(keys["phase"]), act))
+
+
 def fit_from_tables(pairs: Iterable[tuple[OpTable, OpTable]], profile: DeviceProfile,
                     source: str) -> tuple[DeviceProfile, dict[str, Any]]:
     """Fit GEMM and memory models, and the host time per launch (when the measured tables
     carry iteration times), from (measured, analytic) table pairs of the same runs; returns
     the profile with the fitted models and a report of the fits."""
     pairs = list(pairs)
-    keys = pd.concat([joined(m, a).assign(format=_gemm_format(profile, a).value)
-                      for m, a in pairs], ignore_index=True)
+    keys = pd.concat([_joined_formats(m, a, profile) for m, a in pairs], ignore_index=True)
     keys = keys.rename(columns={"measured_s": "time_s"})
     profile, gemm, report = fit_gemm_per_format(keys, profile, source)
     mem = fit_memory(keys[keys["kind"] == "memory"], profile.device.memory_bandwidth, source)

@@ -4,19 +4,22 @@
   default of every device kind, and what microbenchmark calibration fits);
 - `CategoryBandwidthEfficiency`: its fitted kin, one (max, half-saturation) pair per category
   of memory-bound op and optionally per phase family (`Phase.family`: recompute rows take the
-  forward entries), as fitted from measured op tables (`calibrate.fit_memory`);
+  forward entries) and per tensor format (`for_format`, `tensor_formats`: a CPU's bf16 loss
+  kernels upcast to fp32 and run at another rate than its fp32 ones), as fitted from
+  measured op tables (`calibrate.fit_memory`);
 - `Overhead`: a fixed launch floor per execution, plus host time nothing overlaps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from bertscope.errors import BertscopeError, is_positive_number
+from bertscope.errors import BertscopeError, is_positive_number, parse_enum
+from bertscope.hardware import NumberFormat
 from bertscope.optable import bytes_moved
 from bertscope.perf.device_profile import (
     ASSUMED,
@@ -25,10 +28,12 @@ from bertscope.perf.device_profile import (
     register_model,
     saturating,
 )
-from bertscope.taxonomy import gemm_mask, phase_families
+from bertscope.taxonomy import PhaseFamily, gemm_mask, phase_families
 
 if TYPE_CHECKING:
     import pandas as pd
+
+_FORMATS = frozenset(f.value for f in NumberFormat)
 
 
 @register_model
@@ -67,11 +72,18 @@ class BandwidthEfficiency(ModelBase):
 class CategoryBandwidthEfficiency(ModelBase):
     """`BandwidthEfficiency` with its own (max_fraction, half_saturation_bytes) per category
     of memory-bound op, as fitted from measured op tables; categories not listed use the
-    defaults. GEMM rows get `gemm_fraction` (their time is the GEMM model's business)."""
+    defaults. GEMM rows get `gemm_fraction` (their time is the GEMM model's business).
+
+    Keys are "category[@family][#format]". A key with a format applies to rows whose
+    tensors are in that format (`tensor_formats` of the run's activation format, which
+    `for_format` sets and `predict.row_times` asks for); a model with no activation format
+    set ignores such keys."""
 
     per_category: dict[str, list[float]] = field(default_factory=dict)
     """category (or "category@phase family": forward, which covers recompute; backward;
-    optimizer) -> [max_fraction, half_saturation_bytes]; the phase-specific entry wins."""
+    optimizer; either with "#format", e.g. "loss@backward#bf16") -> [max_fraction,
+    half_saturation_bytes]; the phase-specific entry wins over the category's, so a row of
+    format f takes cat@fam#f, else cat@fam, else cat#f, else cat, else the defaults."""
     max_fraction: float = 1.0
     """Default for categories not listed."""
     half_saturation_bytes: float = 0.0
@@ -80,6 +92,9 @@ class CategoryBandwidthEfficiency(ModelBase):
     """Bandwidth fraction of GEMM rows."""
     source: str = "fitted"
     """Where the figures come from."""
+    activation_format: str = ""
+    """The run's activation format the "#format" keys are read for ("": none, those keys
+    ignored); set by `for_format`, left out of `to_dict` when empty."""
 
     _bounds: ClassVar[dict[str, tuple[float, float]]] = {
         "max_fraction": (1e-9, 1.0), "half_saturation_bytes": (0.0, 1e15),
@@ -99,6 +114,31 @@ class CategoryBandwidthEfficiency(ModelBase):
                 raise BertscopeError(f"CategoryBandwidthEfficiency: {cat}: expected "
                                      f"[max_fraction in (0, 1], half_saturation_bytes >= 0], "
                                      f"got {pair!r}")
+            fmt = str(cat).partition("#")[2]
+            if "#" in str(cat) and fmt not in _FORMATS:
+                raise BertscopeError(f"CategoryBandwidthEfficiency: {cat}: unknown number "
+                                     f"format {fmt!r} after '#'; formats are "
+                                     f"{', '.join(sorted(_FORMATS))}")
+        if self.activation_format and self.activation_format not in _FORMATS:
+            raise BertscopeError(f"CategoryBandwidthEfficiency.activation_format: unknown "
+                                 f"number format {self.activation_format!r}; formats are "
+                                 f"{', '.join(sorted(_FORMATS))}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields plus `"model"` (`activation_format` only when set)."""
+        out = ModelBase.to_dict(self)
+        if not self.activation_format:
+            out.pop("activation_format")
+        return out
+
+    def for_format(self, fmt: NumberFormat | str | None) -> CategoryBandwidthEfficiency:
+        """The model for a run of activation format `fmt` (its "#format" keys read for the
+        rows' `tensor_formats`); itself where it has no format keys."""
+        if not any("#" in k for k in self.per_category):
+            return self
+        fmt = None if fmt is None else parse_enum(NumberFormat, str(getattr(fmt, "value", fmt)),
+                                                  "activation format")
+        return replace(self, activation_format="" if fmt is None else fmt.value)
 
     def __hash__(self) -> int:
         return self._hash()
@@ -108,15 +148,35 @@ class CategoryBandwidthEfficiency(ModelBase):
         b = per_launch(rows, bytes_moved(rows))
         raw = np.asarray(rows["category"], dtype=object)
         cats = np.array([str(c) for c in raw.ravel()], dtype=object).reshape(raw.shape)
-        keyed = cats + "@" + (phase_families(rows["phase"]) if "phase" in rows else "")
+        fam = phase_families(rows["phase"]) if "phase" in rows else np.full(cats.shape, "")
+        keyed = cats + "@" + fam
+        fmt = tensor_formats(fam, self.activation_format) if self.activation_format else None
         top = np.full(cats.shape, self.max_fraction, dtype=float)
         half = np.full(cats.shape, self.half_saturation_bytes, dtype=float)
-        for key, (mx, h) in sorted(self.per_category.items(), key=lambda kv: "@" in kv[0]):
-            sel = (keyed == key) if "@" in key else (cats == key)  # category@phase wins
+        # least specific first: category, category#format, category@family, then both
+        for key, (mx, h) in sorted(self.per_category.items(),
+                                   key=lambda kv: ("@" in kv[0], "#" in kv[0])):
+            base, _, f = key.partition("#")
+            if f and fmt is None:
+                continue
+            sel = (keyed == base) if "@" in base else (cats == base)
+            if f:
+                sel = sel & (fmt == f)
             top[sel], half[sel] = float(mx), float(h)
         f = top * np.where(half > 0, b / np.maximum(b + half, 1e-300), 1.0)
         f = np.where(gemm_mask(cats), self.gemm_fraction, f)
         return np.where(b > 0, f, 1.0)
+
+
+def tensor_formats(families: Any, activation_format: NumberFormat | str) -> np.ndarray:
+    """Per row, the number format a memory-bound row's tensors are in, given its phase
+    family (`phase_families`) and the run's activation format: that format, except rows of
+    the optimizer phase, which update fp32 master weights and fp32 optimizer states in any
+    precision (mixed precision keeps them in fp32; `config.Precision`)."""
+    fmt = NumberFormat(activation_format).value
+    fam = np.asarray(families, dtype=object)
+    return np.where(fam == PhaseFamily.OPTIMIZER.value, NumberFormat.FP32.value,
+                    fmt).astype(object)
 
 
 @register_model
@@ -155,4 +215,4 @@ class Overhead(ModelBase):
         return np.asarray(rows["count"], dtype=float) * self.host_seconds_per_launch
 
 
-__all__ = ["BandwidthEfficiency", "CategoryBandwidthEfficiency", "Overhead"]
+__all__ = ["BandwidthEfficiency", "CategoryBandwidthEfficiency", "Overhead", "tensor_formats"]

@@ -76,6 +76,15 @@ def gemm_for(profile: DeviceProfile, peaks: Peaks) -> Any:
     return profile.gemm if pick is None else pick(peaks.gemm_format)
 
 
+def bandwidth_for(profile: DeviceProfile, peaks: Peaks) -> Any:
+    """The profile's bandwidth model for the run's activation format
+    (`Peaks.activation_format`): a model with per-format figures
+    (`CategoryBandwidthEfficiency` fitted on runs of several formats) offers `for_format`;
+    any other model is used as it is."""
+    pick = getattr(profile.bandwidth, "for_format", None)
+    return profile.bandwidth if pick is None else pick(peaks.activation_format)
+
+
 def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
               overhead_scale: float = 1.0) -> dict[str, np.ndarray]:
     """The formulas of the module docstring for op-table columns `rows`: compute_s,
@@ -96,7 +105,7 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
         sel = slice(at[0], at[-1] + 1) if at[-1] - at[0] + 1 == len(at) else gemm
         subset = Columns({c: np.asarray(v)[sel] for c, v in rows.items()})
         compute[sel] = compute[sel] / _fraction(gemm_model.fraction(subset), "GEMM")
-    f_bw = _fraction(profile.bandwidth.fraction(rows), "bandwidth")
+    f_bw = _fraction(bandwidth_for(profile, peaks).fraction(rows), "bandwidth")
     memory = roof["memory_s"] / f_bw
     overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)
     host = np.asarray(profile.overhead.host_seconds(rows), dtype=float)
@@ -185,7 +194,7 @@ def _summary(cols: Mapping[str, Any], meta: dict[str, Any], profile: DeviceProfi
         "bandwidth": peaks.bandwidth,
         "notes": list(peaks.notes),
         "models": {"gemm": gemm_for(profile, peaks).to_dict(),
-                   "bandwidth": profile.bandwidth.to_dict(),
+                   "bandwidth": bandwidth_for(profile, peaks).to_dict(),
                    "overhead": profile.overhead.to_dict()},
         "time_s": time_s,
         "roofline_s": _total(cols["roofline_s"]),
@@ -239,5 +248,5 @@ def top_ops(table: OpTable, n: int) -> pd.DataFrame:
     return top_groups(table, n).to_frame().reset_index()
 
 
-__all__ = ["PREDICTED_COLUMNS", "Bound", "by_bound", "predict", "row_times", "top_groups",
-           "top_ops"]
+__all__ = ["PREDICTED_COLUMNS", "Bound", "bandwidth_for", "by_bound", "predict", "row_times",
+           "top_groups", "top_ops"]

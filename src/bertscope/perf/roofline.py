@@ -52,6 +52,10 @@ _GEMM_FORMATS: dict[Precision, tuple[NumberFormat, ...]] = {
     Precision.FP16: (F.FP16, F.BF16, F.FP32),
     Precision.FP8: (F.FP8,),  # no stand-in: a chip without FP8 tensor math refuses the run
 }
+_ACTIVATION_FORMATS: dict[Precision, NumberFormat] = {
+    Precision.FP32: F.FP32, Precision.TF32: F.FP32, Precision.BF16: F.BF16,
+    Precision.FP16: F.FP16, Precision.FP8: F.BF16,  # fp8 runs keep bf16 activations
+}
 _REFUSED = {  # precision -> (who has the format, what to run instead)
     Precision.TF32: ("TF32 tensor math: NVIDIA Ampere and newer, AMD MI300", "fp32 or bf16"),
     Precision.FP8: ("FP8 tensor math: NVIDIA Hopper and newer, AMD MI300, TPU v5p", "bf16"),
@@ -85,6 +89,17 @@ class Peaks:
     batched_gemm_flops: float | None = None
     """FLOP/s of batched-GEMM rows where it differs from `gemm_flops` (fp8 runs: attention's
     batched GEMMs stay bf16); None: the same."""
+    activation_format: NumberFormat | None = None
+    """The format the run's activations are stored in (`activation_format`): bandwidth
+    models fitted per format read it (`predict.bandwidth_for`); None: not known."""
+
+
+def activation_format(precision: Precision | str) -> NumberFormat:
+    """The number format a run's activations (and so its memory-bound ops' tensors) are
+    stored in: fp32 for fp32 and tf32 (TF32 changes the GEMM rate only), the 16-bit format
+    of fp16 and bf16 mixed precision, bf16 for fp8 runs (`analytic/fp8.py`: only the linear
+    GEMMs' inputs are fp8)."""
+    return _ACTIVATION_FORMATS[parse_enum(Precision, precision, "precision")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +174,8 @@ def select_peaks(device: Device, precision: Precision | str,
         batched = select_peaks(device, Precision.BF16).gemm_flops
     return Peaks(gemm_format=g, gemm_flops=gemm, vector_format=v, vector_flops=vector,
                  bandwidth=device.memory_bandwidth, interconnect=device.interconnect_bandwidth,
-                 notes=tuple(notes), batched_gemm_flops=batched)
+                 notes=tuple(notes), batched_gemm_flops=batched,
+                 activation_format=_ACTIVATION_FORMATS[prec])
 
 
 def row_peaks(rows: Mapping[str, Any] | pd.DataFrame,
@@ -194,4 +210,4 @@ def roofline(rows: Mapping[str, Any] | pd.DataFrame,
     return out
 
 
-__all__ = ["Knobs", "Peaks", "roofline", "row_peaks", "select_peaks"]
+__all__ = ["Knobs", "Peaks", "activation_format", "roofline", "row_peaks", "select_peaks"]

@@ -7,9 +7,14 @@ tables, the GEMM and memory models refitted to those.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from bertscope.errors import BertscopeError
 from bertscope.perf.calibrate import fit_from_microbench, fit_from_tables
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
@@ -19,19 +24,19 @@ from bertscope.perf.efficiency import (
 )
 from bertscope.studies.validate import Measurement, config_name
 
+MICROBENCH_VERSION = 1
+"""Version of the saved microbenchmark file (`run_microbench`, `calibrate_local`)."""
 
-def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: bool = False,
-                    log: Callable[[str], None] = lambda _: None) -> tuple[DeviceProfile,
-                                                                             dict[str, Any]]:
-    """Microbenchmark the local device and fit its efficiency models; with profile results
-    (measured op tables), refit GEMM and memory models from them. Returns the profile and a
-    report of where each figure came from."""
-    import torch
+_FRAMES = ("gemm", "stream", "bf16", "fp16")
 
+
+def run_microbench(dev: Any, *, quick: bool = False,
+                   log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """The local microbenchmarks on torch device `dev`: points of the fp32 GEMM grid
+    ("gemm"), streaming copies ("stream"), 16-bit GEMMs ("bf16", "fp16"), as DataFrames,
+    and the per-op overhead ("overhead_s")."""
     from bertscope.measure import microbench as mb
-    from bertscope.measure.profile import resolve_device
 
-    dev = resolve_device(device)
     grid = mb.GEMM_GRID[:8] if quick else mb.GEMM_GRID
     log("GEMM microbenchmarks")
     gemm = mb.gemm_points(grid, dev)
@@ -43,8 +48,66 @@ def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: 
     # emulated on many CPUs): measured on the larger shapes, where the peak is reached
     log("16-bit GEMM microbenchmarks")
     big = [s for s in grid if min(s) >= 256] or list(grid[-2:])
-    bf16 = mb.gemm_points(big, dev, "bf16")
-    fp16 = mb.gemm_points(big[-2:], dev, "fp16")
+    return {"gemm": gemm, "stream": stream, "overhead_s": overhead_s,
+            "bf16": mb.gemm_points(big, dev, "bf16"), "fp16": mb.gemm_points(big[-2:], dev, "fp16")}
+
+
+def save_microbench(points: dict[str, Any], path: str | Path, *, quick: bool) -> Path:
+    """Write `run_microbench`'s points to a JSON file (`load_microbench` reads it back)."""
+    doc = {"bertscope_microbench": MICROBENCH_VERSION, "quick": quick,
+           "overhead_s": float(points["overhead_s"]),
+           **{k: points[k].to_dict(orient="records") for k in _FRAMES}}
+    p = Path(path)
+    p.write_text(json.dumps(doc, indent=1) + "\n")
+    return p
+
+
+def load_microbench(path: str | Path, *, quick: bool) -> dict[str, Any]:
+    """The points of a file `save_microbench` wrote, taken with the same `quick`."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise BertscopeError(f"{p}: not a readable microbenchmark file ({e}); delete it to "
+                             f"re-measure") from None
+    ok = (isinstance(doc, dict) and doc.get("bertscope_microbench") == MICROBENCH_VERSION
+          and isinstance(doc.get("overhead_s"), int | float)
+          and all(isinstance(doc.get(k), list) and doc[k] for k in _FRAMES))
+    if not ok:
+        raise BertscopeError(f"{p}: not a bertscope microbenchmark file (version "
+                             f"{MICROBENCH_VERSION}); delete it to re-measure")
+    if doc.get("quick") is not quick:
+        raise BertscopeError(f"{p}: microbenchmarks taken with quick={doc.get('quick')}, "
+                             f"asked for quick={quick}; delete it to re-measure")
+    return {"overhead_s": float(doc["overhead_s"]),
+            **{k: pd.DataFrame(doc[k]) for k in _FRAMES}}
+
+
+def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: bool = False,
+                    microbench: str | Path | None = None,
+                    log: Callable[[str], None] = lambda _: None) -> tuple[DeviceProfile,
+                                                                             dict[str, Any]]:
+    """Microbenchmark the local device and fit its efficiency models; with profile results
+    (measured op tables), refit GEMM and memory models from them. Returns the profile and a
+    report of where each figure came from. `microbench`: a JSON file the microbenchmark
+    points are read from when it exists, and written to when not (re-predictions from
+    saved results are then reproducible)."""
+    import torch
+
+    from bertscope.measure import microbench as mb
+    from bertscope.measure.profile import resolve_device
+
+    dev = resolve_device(device)
+    saved = Path(microbench) if microbench is not None else None
+    if saved is not None and saved.is_file():
+        log(f"reusing {saved}")
+        points = load_microbench(saved, quick=quick)
+    else:
+        points = run_microbench(dev, quick=quick, log=log)
+        if saved is not None:
+            save_microbench(points, saved, quick=quick)
+    gemm, stream, overhead_s = points["gemm"], points["stream"], points["overhead_s"]
+    bf16, fp16 = points["bf16"], points["fp16"]
     device_desc = mb.local_device(dev, gemm, stream, bf16, fp16)
     src = device_desc.sources["memory_bandwidth"].split(" (")[0]
     # the gemm and bandwidth models are replaced by the fits below
@@ -72,4 +135,5 @@ def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: 
     return profile, report
 
 
-__all__ = ["calibrate_local"]
+__all__ = ["MICROBENCH_VERSION", "calibrate_local", "load_microbench", "run_microbench",
+           "save_microbench"]

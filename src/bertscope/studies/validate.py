@@ -262,7 +262,8 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     `bertscope.measure.profile`). With `rounds` > 1 every config is measured that many
     times, all configs in turn each round (slow spells of a shared machine then fall on all
     configs alike), and the rounds are combined by their median (`combine_rounds`). With
-    `results_dir`, each measurement is kept there and reused when present."""
+    `results_dir`, each measurement is kept there and reused when present, and so are the
+    calibration's microbenchmarks (microbench.json; microbench-quick.json with `quick`)."""
     from bertscope.measure.profile import profile as run_profile
     from bertscope.studies.calibrate import calibrate_local
 
@@ -275,6 +276,10 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     for spec in [*calibrate, *check]:  # every config checked before minutes of profiling
         m, run = spec.configs()
         Job(model=m, run=run)
+    if device == "cpu":  # before torch's threads allocate: one malloc arena (`allocator`)
+        from bertscope.measure.allocator import keep_freed_memory
+
+        keep_freed_memory()
 
     def measure(spec: RunSpec, i: int) -> Measurement:
         stem = str(spec).replace(":", "-").replace("/", "_")
@@ -297,7 +302,9 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
         for s in specs:
             measured[str(s)].append(measure(s, i))
     fitted = [combine_rounds(measured[str(s)]) for s in calibrate]
-    profile, fits = calibrate_local(device, fitted, quick=quick, log=log)
+    bench = (None if results_dir is None
+             else Path(results_dir) / ("microbench-quick.json" if quick else "microbench.json"))
+    profile, fits = calibrate_local(device, fitted, quick=quick, microbench=bench, log=log)
     rows = [compare(combine_rounds(measured[str(s)]), profile) for s in check]
     errors = np.array([abs(r["error"]) for r in rows])
     return {

@@ -220,7 +220,8 @@ def _stacked_peaks(targets: list[tuple[DeviceProfile, Knobs]], precision: Any) -
                  bandwidth=np.array([x.bandwidth for x in each]),  # type: ignore[arg-type]
                  interconnect=np.array(link),  # type: ignore[arg-type]
                  batched_gemm_flops=(None if each[0].batched_gemm_flops is None else np.array(
-                     [x.batched_gemm_flops for x in each])))  # type: ignore[arg-type]
+                     [x.batched_gemm_flops for x in each])),  # type: ignore[arg-type]
+                 activation_format=each[0].activation_format)
 
 
 def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
