@@ -121,3 +121,35 @@ def test_blas_free_commands_start_one_blas_thread(command: str, env: str | None,
                           text=True, timeout=120, check=False, env=environ)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == f"threads: {expected}"
+
+
+_ARENA = """
+import os, sys
+sys.argv = ["bertscope", *sys.argv[1:], "--help"]
+from bertscope.cli import main
+main()  # a measuring command re-executes this script with MALLOC_ARENA_MAX set
+print("arena:", os.environ.get("MALLOC_ARENA_MAX"))
+"""
+
+
+@pytest.mark.parametrize(("args", "env", "expected"), [
+    (["profile", "bert-tiny"], None, "1"),  # measures kernels: one malloc arena from start
+    (["validate"], None, "1"),
+    (["ops", "bert-tiny"], None, "None"),  # no measurement: no re-execution
+    (["profile", "bert-tiny", "--host-allocator", "system"], None, "None"),  # user's choice
+    (["profile", "bert-tiny"], "4", "4"),  # the user's own setting stands
+])
+def test_measuring_commands_run_with_one_malloc_arena(args: list[str], env: str | None,
+                                                      expected: str) -> None:
+    import os
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("MALLOC_ARENA_MAX is glibc's")
+    environ = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if env is not None:
+        environ["MALLOC_ARENA_MAX"] = env
+    proc = subprocess.run([sys.executable, "-c", _ARENA, *args], capture_output=True,
+                          text=True, timeout=120, check=False, env=environ)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == f"arena: {expected}"

@@ -39,6 +39,28 @@ OpenBLAS starts one thread rather than one per core unless the user chose
 (OPENBLAS_NUM_THREADS): starting the pool was ~50 ms of numpy's ~110 ms import here, more than
 the rest of `bertscope trace` on a small trace (bench/bench_trace.py --startup)."""
 
+MEASURING = frozenset({"profile", "validate", "calibrate", "study"})
+"""Commands that time kernels on the host: on glibc they run with one malloc arena from
+process start (`one_arena`)."""
+
+
+def one_arena(args: list[str]) -> dict[str, str] | None:
+    """The environment to re-execute a measuring command in, or None: glibc reads
+    MALLOC_ARENA_MAX when the process starts, and threads' own arenas fault pages in again
+    in every iteration of some runs (bench/results/bench_loss_microbatch.txt; setting it
+    later with mallopt, as `measure.allocator` does, leaves arenas already attached). Not
+    when the user set MALLOC_ARENA_MAX, chose `--host-allocator system`, or off glibc."""
+    if not args or args[0] not in MEASURING or "MALLOC_ARENA_MAX" in os.environ:
+        return None
+    import itertools
+    import platform
+
+    if ("--host-allocator=system" in args
+            or any(p == ("--host-allocator", "system") for p in itertools.pairwise(args))
+            or platform.libc_ver()[0] != "glibc"):
+        return None
+    return {**os.environ, "MALLOC_ARENA_MAX": "1"}
+
 
 def build_app(modules: tuple[str, ...] = MODULES) -> typer.Typer:
     """The typer app with the commands of `modules` (all of them by default)."""
@@ -91,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     module = COMMANDS.get(args[0]) if args else None
+    env = one_arena(args) if argv is None else None  # a real invocation, not main([...])
+    if env is not None:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
     if args and args[0] in BLAS_FREE and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
