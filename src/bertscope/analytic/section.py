@@ -63,6 +63,29 @@ _FLOPS: dict[str, tuple[int, int]] = {
 }
 
 
+Composite = tuple[tuple[tuple[str, int, int], ...], tuple[tuple[str, int, int], ...]]
+"""(forward kernels, backward kernels): each (ATen op, tensor operands read, tensors of
+the input's size it saves for backward)."""
+COMPOSITE: dict[str, Composite] = {
+    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) written out (Hugging Face's
+    # NewGELUActivation, `measure.models.NewGELU`), as the profiler sees it on CPU (torch
+    # 2.13): mul, pow, mul, add, mul, tanh, add, mul. Saved: x only, as Korthikanti et al.
+    # count the GELU's (eager autograd also keeps tanh's output and both factors of the last
+    # mul, 3 more t x f tensors: not counted, so that `parallel.memory`'s closed form and the
+    # table agree; a known underestimate for eager gelu_new). Backward: the last mul's two
+    # products, tanh_backward,
+    # the scalar muls, pow's backward (pow, mul by 3, mul by the gradient) and the two adds
+    # summing the three gradients of x. tests/integration/test_composite_activation.py
+    Activation.GELU_NEW: (
+        (("mul", 1, 0), ("pow", 1, 1), ("mul", 1, 0), ("add", 2, 0), ("mul", 1, 0),
+         ("tanh", 1, 0), ("add", 1, 0), ("mul", 2, 0)),
+        (("mul", 2, 0), ("mul", 2, 0), ("tanh_backward", 2, 0), ("mul", 1, 0), ("mul", 1, 0),
+         ("pow", 1, 0), ("mul", 1, 0), ("mul", 2, 0), ("add_", 2, 0), ("mul", 1, 0),
+         ("add_", 2, 0))),
+}
+"""Elementwise functions eager PyTorch runs as several kernels, by `Activation`."""
+
+
 @dataclass(slots=True)
 class Section:
     """Rows of one part of the model (embeddings, one layer, heads): forward rows in order,
@@ -146,7 +169,12 @@ class Section:
     # -- memory-bound ----------------------------------------------------------------------
     def pointwise(self, name: str, sub: Sublayer, cat: Category, e: int, kind: str, *,
                   saves_input: bool = True, split: TensorSplit = T.REPLICATED) -> None:
-        """y = f(x) elementwise (activation); backward reads x and dy, writes dx."""
+        """y = f(x) elementwise (activation); backward reads x and dy, writes dx. A function
+        eager PyTorch runs as several kernels (`COMPOSITE`: Hugging Face's gelu_new) gets a
+        row per kernel."""
+        if kind in COMPOSITE:
+            self._composite(name, sub, e, COMPOSITE[kind], split=split)
+            return
         a = self.ab
         ff, fb = _FLOPS[kind]
         self.fwd.append(self.row(name, sub, cat, P.FORWARD, split=split, elements=e,
@@ -155,6 +183,24 @@ class Section:
         self.on_backward(self.row(f"{name}.grad", sub, cat, P.BACKWARD_DATA, split=split,
                                   elements=e, flops=fb * e, bytes_read=2 * a * e,
                                   bytes_written=a * e))
+
+    def _composite(self, name: str, sub: Sublayer, e: int, recipe: Composite, *,
+                   split: TensorSplit) -> None:
+        """The kernels of a composite elementwise function (`COMPOSITE`), each reading its
+        tensor operands and writing one e-element tensor, one FLOP per element (two for a
+        tanh backward); activation rows for the tanh kernels, elementwise for the rest."""
+        a = self.ab
+
+        def rows(phase: Phase, kernels: tuple[tuple[str, int, int], ...]) -> list[Op]:
+            return [self.row(f"{name}.{i}.{op}", sub,
+                             C.ACTIVATION if op.startswith("tanh") else C.ELEMENTWISE, phase,
+                             split=split, elements=e, flops=(2 if op == "tanh_backward" else 1)
+                             * e, bytes_read=reads * a * e, bytes_written=a * e,
+                             saved_bytes=saved * a * e if phase is P.FORWARD else 0)
+                    for i, (op, reads, saved) in enumerate(kernels)]
+
+        self.fwd.extend(rows(P.FORWARD, recipe[0]))
+        self.on_backward(*rows(P.BACKWARD_DATA, recipe[1]))
 
     def scale(self, name: str, sub: Sublayer, e: int, *,
               split: TensorSplit = T.REPLICATED) -> None:
