@@ -79,3 +79,32 @@ def test_bad_format_models_are_refused() -> None:
         FormatGemmEfficiency(per_format={}, default="fp32")
     with pytest.raises(BertscopeError, match="unknown model"):
         FormatGemmEfficiency(per_format={"fp32": {"model": "Nope"}}, default="fp32")
+
+
+def test_measured_table_fit_reproduces_each_phases_gemm_time() -> None:
+    # the larger half of the GEMMs run 1.5x slower than the rest: a median of per-key ratios
+    # would follow the many small ones; the per-phase factor is the ratio of totals, so the
+    # fitted profile predicts the calibration runs' GEMM time per phase exactly
+    from bertscope.perf.calibrate import gemm_phase
+
+    pairs = []
+    for b, s in ((2, 32), (4, 64)):
+        measured, analytic = _measured("fp32", b, s)
+        c = measured.columns
+        big = c["flops"] > np.median(c["flops"][c["flops"] > 0])
+        pairs.append((measured.with_columns({"time_s": np.where(big, 1.5, 1.0) * c["time_s"]}),
+                      analytic))
+    profile, _ = fit_from_tables(pairs, default_profile(CHIP), "synthetic")
+    want: dict[str, float] = {}
+    got: dict[str, float] = {}
+    for measured, analytic in pairs:
+        pred = predict(analytic, profile).columns
+        sel = gemm_mask(np.asarray(pred["category"], dtype=object))
+        phases = gemm_phase(np.asarray(pred["phase"], dtype=object)[sel])
+        for ph in set(phases):
+            on = phases == ph
+            want[ph] = want.get(ph, 0.0) + float(np.sum(measured.columns["time_s"][sel][on]))
+            got[ph] = got.get(ph, 0.0) + float(np.sum(pred["compute_s"][sel][on]))
+    assert len(want) == 3  # forward, data gradient, weight gradient
+    for ph, w in want.items():
+        assert got[ph] == pytest.approx(w, rel=1e-9), ph

@@ -131,7 +131,7 @@ def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
                                 P.BACKWARD_WEIGHT, split=T.SPLIT, elements=v * h,
                                 flops=v * h, bytes_read=2 * ab * v * h,
                                 bytes_written=ab * v * h))
-    sec.cross_entropy("lm_loss", t, v, split=T.SPLIT)
+    sec.cross_entropy("lm_loss", t, v, upcast=True, split=T.SPLIT)  # logits.float()
     return sec
 
 

@@ -276,18 +276,33 @@ class Section:
             flops=rows * d, bytes_read=INDEX_BYTES * rows + a * rows * d,
             bytes_written=a * (table_rows * d + rows * d)))
 
-    def cross_entropy(self, name: str, rows: int, classes: int, *,
+    def cross_entropy(self, name: str, rows: int, classes: int, *, upcast: bool = False,
                       split: TensorSplit = T.REPLICATED) -> None:
-        """log_softmax + nll in fp32 over (rows x classes) logits; keeps the log-probs."""
+        """log_softmax + nll in fp32 over (rows x classes) logits; keeps the log-probs. With
+        16-bit activations autocast casts the logits up inside the loss's forward kernel, and
+        its backward casts the fp32 gradient back down in a kernel of its own (a
+        ToCopyBackward `aten::to`): a data-movement row. `upcast`: the model casts the logits
+        to fp32 itself first (`logits.float()`, as Hugging Face's causal-LM loss does), a
+        forward data-movement row, the loss then reading fp32."""
         a, e = self.ab, rows * classes
         ff, fb = _FLOPS["cross_entropy"]
+        if upcast and a != LOSS_BYTES:
+            self.fwd.append(self.row(f"{name}.upcast", S.LOSS, C.DATA_MOVEMENT, P.FORWARD,
+                                     split=split, elements=e, bytes_read=a * e,
+                                     bytes_written=LOSS_BYTES * e))
+        read = LOSS_BYTES if upcast else a
         self.fwd.append(self.row(name, S.LOSS, C.LOSS, P.FORWARD, split=split, elements=e,
-                                 flops=ff * e, bytes_read=a * e + INDEX_BYTES * rows,
+                                 flops=ff * e, bytes_read=read * e + INDEX_BYTES * rows,
                                  bytes_written=LOSS_BYTES * e, saved_bytes=LOSS_BYTES * e))
-        self.on_backward(self.row(f"{name}.grad", S.LOSS, C.LOSS, P.BACKWARD_DATA,
-                                  split=split, elements=e, flops=fb * e,
-                                  bytes_read=LOSS_BYTES * e + INDEX_BYTES * rows,
-                                  bytes_written=a * e))
+        grads = [self.row(f"{name}.grad", S.LOSS, C.LOSS, P.BACKWARD_DATA, split=split,
+                          elements=e, flops=fb * e,
+                          bytes_read=LOSS_BYTES * e + INDEX_BYTES * rows,
+                          bytes_written=LOSS_BYTES * e)]
+        if a != LOSS_BYTES:
+            grads.append(self.row(f"{name}.grad_cast", S.LOSS, C.DATA_MOVEMENT,
+                                  P.BACKWARD_DATA, split=split, elements=e,
+                                  bytes_read=LOSS_BYTES * e, bytes_written=a * e))
+        self.on_backward(*grads)
 
     # -- families beyond BERT ---------------------------------------------------------------
     def rmsnorm(self, name: str, sub: Sublayer, t: int, d: int) -> None:

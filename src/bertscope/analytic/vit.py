@@ -66,7 +66,7 @@ def _head(m: ModelConfig, run: RunConfig, ab: int) -> Section:
                             elements=b * s * h, bytes_read=ab * b * h,
                             bytes_written=ab * b * s * h))
     sec.linear("classifier", S.CLS_HEAD, b, h, m.vocab_size)
-    sec.cross_entropy("cls_loss", b, m.vocab_size)
+    sec.cross_entropy("cls_loss", b, m.vocab_size, upcast=True)  # logits.float()
     return sec
 
 
