@@ -27,6 +27,13 @@ def _axes() -> tuple[Axis, Axis, np.ndarray, np.ndarray]:
     return Axis(b, "batch", space), Axis(s, "seq", space), b, s
 
 
+def test_dimensions_are_the_groups() -> None:
+    from bertscope.sweep.grid import NUM_AXES
+
+    want = (NUM_AXES.index("batch"), NUM_AXES.index("seq"), len(NUM_AXES))
+    assert want == (tk.BATCH_DIM, tk.SEQ_DIM, tk.ND)
+
+
 def test_space_of_distinct_products() -> None:
     # 1..4 x 1..4: products {1, 2, 3, 4, 6, 8, 9, 12, 16}, 9 of 16 (<= 0.8 x 16)
     space = TokenSpace.of(B, S)

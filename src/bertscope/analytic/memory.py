@@ -90,7 +90,6 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
     stacked: Any = 0  # every layer's, summed over the stacks
     inputs: Any = 0  # every layer's input: what full checkpointing keeps
     outside: Any = 0
-    transient: Any = 0
     written = [op.bytes_written if _is_one(op.count) else op.bytes_written / op.count
                for blk in blocks for op in [*blk.rows, *blk.later]
                if op.phase is not Phase.OPTIMIZER]

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from bertscope.errors import BertscopeError
+from bertscope.io import atomic_write
 from bertscope.perf.calibrate import fit_from_microbench, fit_from_tables
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
@@ -58,7 +59,7 @@ def save_microbench(points: dict[str, Any], path: str | Path, *, quick: bool) ->
            "overhead_s": float(points["overhead_s"]),
            **{k: points[k].to_dict(orient="records") for k in _FRAMES}}
     p = Path(path)
-    p.write_text(json.dumps(doc, indent=1) + "\n")
+    atomic_write(p, (json.dumps(doc, indent=1) + "\n").encode())
     return p
 
 

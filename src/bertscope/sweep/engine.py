@@ -31,7 +31,7 @@ from bertscope.perf.predict import Bound, row_times
 from bertscope.perf.roofline import Knobs, Peaks, select_peaks
 from bertscope.sweep.fusion import variants
 from bertscope.sweep.grid import NUM_AXES, Group
-from bertscope.sweep.tokens import Axis, TokenSpace, compact, varies
+from bertscope.sweep.tokens import TokenSpace, compact, varies
 from bertscope.taxonomy import Phase
 
 CHUNK = 1 << 17
@@ -152,12 +152,11 @@ def _split_space(op: Op) -> tuple[Op, bool]:
     a row is timed on the distinct tokens where some field is a token array and none varies
     along batch or seq otherwise; elsewhere its token arrays are expanded."""
     got = {c: compact(getattr(op, c)) for c in NUMERIC}
-    if not any(tok for _, tok in got.values()):
-        return (op if not any(isinstance(getattr(op, c), Axis) for c in NUMERIC)
-                else op._replace(**{c: v for c, (v, _) in got.items()})), False
-    if any(not tok and varies(v) for v, tok in got.values()):
+    tok = any(t for _, t in got.values())
+    if tok and any(not t and varies(v) for v, t in got.values()):
         return op._replace(**{c: np.asarray(getattr(op, c)) for c in NUMERIC}), False
-    return op._replace(**{c: v for c, (v, _) in got.items()}), True
+    changed = {c: v for c, (v, _) in got.items() if v is not getattr(op, c)}
+    return (op._replace(**changed) if changed else op), tok
 
 
 def _buckets(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]
