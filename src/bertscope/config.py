@@ -36,9 +36,11 @@ class Activation(StrEnum):
 class Precision(StrEnum):
     """Numeric precision of a training run.
 
-    `fp16` and `bf16` mean mixed precision: 16-bit activations, weights and gradients with
-    fp32 master weights and fp32 optimizer state (Micikevicius et al. 2018; ZeRO's 16 bytes
-    per parameter for Adam, Rajbhandari et al. 2020, section 3.1).
+    `fp16` and `bf16` mean mixed precision as torch.autocast runs it (`autocast`): fp32
+    parameters, gradients and optimizer state, 16-bit activations, and each linear's weight
+    cast to 16 bits as it is used (its gradient cast back to fp32). The memory model counts
+    ZeRO's 16 bytes per parameter for Adam (Rajbhandari et al. 2020, section 3.1), which the
+    fp32 weights, fp32 gradients and two fp32 states also add up to.
     """
 
     FP32 = "fp32"
@@ -53,6 +55,13 @@ class Precision(StrEnum):
     def act_bytes(self) -> int:
         """Bytes per activation / working weight / gradient element."""
         return 4 if self in (Precision.FP32, Precision.TF32) else 2
+
+    @property
+    def autocast(self) -> bool:
+        """True where torch.autocast's casts are rows of the iteration (fp16, bf16): fp32
+        weights cast per use in forward, their 16-bit gradients cast back in backward, fp32
+        gradients into the optimizer. fp8 (Transformer Engine) casts in its own rows."""
+        return self in (Precision.FP16, Precision.BF16)
 
     @property
     def mixed(self) -> bool:

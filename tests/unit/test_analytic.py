@@ -154,10 +154,16 @@ def test_optimizer_rows_by_hand() -> None:
     assert opt["bytes_written"].sum() == 12 * n
     mixed = ops(m, batch=1, seq=8, precision=Precision.BF16).df
     mo = mixed[mixed["phase"] == Phase.OPTIMIZER]
-    # mixed: reads fp32 w, m, v + bf16 g (14 B), then the fp32 -> bf16 copy reads w (4 B);
-    # writes w, m, v (12 B) + bf16 copy (2 B)
-    assert mo["bytes_read"].sum() == 18 * n
-    assert mo["bytes_written"].sum() == 14 * n
+    # bf16 under autocast: the parameters and their gradients stay fp32, so the step is
+    # fp32's (16 B read, 12 B written); the 16-bit weights are casts in each forward
+    assert mo["bytes_read"].sum() == 16 * n
+    assert mo["bytes_written"].sum() == 12 * n
+    fp8 = build(m, RunConfig(batch=1, seq=8, precision=Precision.FP8)).df
+    fo = fp8[fp8["phase"] == Phase.OPTIMIZER]
+    # fp8 (Transformer Engine): reads fp32 w, m, v + bf16 g (14 B), then the fp32 -> bf16
+    # copy reads w (4 B); writes w, m, v (12 B) + the bf16 copy (2 B)
+    assert fo["bytes_read"].sum() == 18 * n
+    assert fo["bytes_written"].sum() == 14 * n
 
 
 def test_summaries_add_up_to_totals() -> None:
@@ -182,17 +188,21 @@ _SPLIT_OPS = {"score", "score_scale", "score_mask", "softmax", "attn_dropout", "
 
 def _expected_roles(op) -> tuple[TensorSplit, PipelineStage]:
     base, _, suffix = op.name.partition(".")
-    if base in _COLUMN_OPS:
+    if suffix in ("input_cast", "input_grad_cast"):
+        split = TensorSplit.REPLICATED  # autocast's cast of a column-parallel layer's input
+    elif base in _COLUMN_OPS:
         split = TensorSplit.COLUMN  # its bias gradient is divided too
     elif base in _ROW_OPS:  # the bias of a row-parallel layer is whole on every rank
-        split = TensorSplit.REPLICATED if suffix == "bias_grad" else TensorSplit.ROW
+        split = (TensorSplit.REPLICATED if suffix.startswith(("bias_grad", "bias_cast"))
+                 else TensorSplit.ROW)
     elif base in _SPLIT_OPS:
         split = TensorSplit.SPLIT
     else:
         split = TensorSplit.REPLICATED
     if op.layer >= 0:
         stage = PipelineStage.STACK
-    elif op.sublayer is Sublayer.EMBEDDING and base != "tied_embedding":
+    elif (op.sublayer is Sublayer.EMBEDDING and base != "tied_embedding"
+          or base == "shared_layer"):  # ALBERT's shared weights, cast before the layers
         stage = PipelineStage.FIRST
     else:
         stage = PipelineStage.LAST

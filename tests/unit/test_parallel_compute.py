@@ -38,6 +38,8 @@ _SPLIT = {"score", "score_scale", "score_mask", "softmax", "attn_dropout", "cont
 def _by_name(op: Op) -> tuple[int, int, int]:
     base, _, suffix = op.name.partition(".")
     col, row, split = base in _COLUMN, base in _ROW, base in _SPLIT
+    if suffix in ("input_cast", "input_grad_cast"):  # autocast's cast of the whole input
+        col = False
     fwd, dgrad, wgrad = suffix == "", suffix == "dgrad", suffix == "wgrad"
     dim = _D.NONE
     if col:
@@ -46,13 +48,14 @@ def _by_name(op: Op) -> tuple[int, int, int]:
         dim = _D.K if fwd else _D.N if dgrad or wgrad else _D.NONE
     if split and op.batch > 0:
         dim = _D.BATCH
-    if col or split or (row and suffix != "bias_grad"):
+    if col or split or (row and not suffix.startswith(("bias_grad", "bias_cast"))):
         divide = _V.ALWAYS
     else:
         divide = _V.SP_ONLY if op.layer >= 0 else _V.FIXED
     if op.layer >= 0:
         section = _S.LAYER
-    elif op.sublayer is Sublayer.EMBEDDING and base != "tied_embedding":
+    elif (op.sublayer is Sublayer.EMBEDDING and base != "tied_embedding"
+          or base == "shared_layer"):  # ALBERT's shared weights, cast before the layers
         section = _S.EMBEDDING
     else:
         section = _S.HEAD

@@ -47,7 +47,7 @@ def has_dropout(m: ModelConfig, run: RunConfig) -> bool:
 
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.FIRST)
+    sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
     b, s, h = run.batch, run.seq, m.hidden
     t = b * s
     sec.lookup("word_embeddings", t, m.vocab_size, h)
@@ -77,7 +77,7 @@ def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = Tru
     """One pre-norm layer (see the module docstring for each family's layout): causal
     self-attention with its additive mask for the decoders; `causal=False` is a pre-norm
     encoder layer with no mask at all (ViT)."""
-    sec = Section(0, ab, PipelineStage.STACK)
+    sec = Section(0, ab, PipelineStage.STACK, autocast=run.precision.autocast)
     b, s, h, a, f = run.batch, run.seq, m.hidden, m.heads, m.intermediate
     kv, d = m.kv_head_count, m.head_dim
     t, g = b * s, b * a
@@ -86,12 +86,16 @@ def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = Tru
     sec.grad_sum("input.grad_sum", S.ATTN_ADD_NORM, t * h)
     sec.norm(rms, "attn_norm", S.ATTN_ADD_NORM, t, h)
     if m.family.fused_qkv:
-        sec.linear("qkv", S.QKV, t, h, (a + 2 * kv) * d, bias=bias, split=T.COLUMN)
+        sec.linear("qkv", S.QKV, t, h, (a + 2 * kv) * d, bias=bias, cast_input=True,
+                   split=T.COLUMN)
     else:  # the norm output feeds Q, K and V: two more gradient sums
         sec.grad_sum("norm_out.grad_sum", S.QKV, t * h, n=2)
-        sec.linear("q", S.QKV, t, h, a * d, bias=bias, split=T.COLUMN)  # saves X once
-        sec.linear("k", S.QKV, t, h, kv * d, save_input=False, bias=bias, split=T.COLUMN)
-        sec.linear("v", S.QKV, t, h, kv * d, save_input=False, bias=bias, split=T.COLUMN)
+        sec.linear("q", S.QKV, t, h, a * d, bias=bias, cast_input=True,
+                   split=T.COLUMN)  # saves X once
+        sec.linear("k", S.QKV, t, h, kv * d, save_input=False, bias=bias, cast_input=True,
+                   split=T.COLUMN)
+        sec.linear("v", S.QKV, t, h, kv * d, save_input=False, bias=bias, cast_input=True,
+                   split=T.COLUMN)
     if m.family.positions is Positions.ROTARY:
         sec.rotary("rotary_q", g * s * d, s, d)
         sec.rotary("rotary_k", b * kv * s * d, s, d)
@@ -100,30 +104,33 @@ def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = Tru
     sec.linear("attn_out", S.ATTN_OUTPUT, t, a * d, h, bias=bias, split=T.ROW)
     if drop:
         sec.dropout("attn_out_dropout", S.ATTN_ADD_NORM, t * h)
-    sec.add("residual1", S.ATTN_ADD_NORM, t * h)
+    sec.add("residual1", S.ATTN_ADD_NORM, t * h, promotes=True)
     sec.grad_sum("residual1.grad_sum", S.FFN_ADD_NORM, t * h)  # feeds the norm + residual
     sec.norm(rms, "ffn_norm", S.FFN_ADD_NORM, t, h)
     if m.gated_ffn:  # the norm output feeds the gate and up projections
         sec.grad_sum("ffn_in.grad_sum", S.FFN1, t * h)
-        sec.linear("ffn_gate", S.FFN_GATE, t, h, f, bias=bias, split=T.COLUMN)
-        sec.linear("ffn1", S.FFN1, t, h, f, save_input=False, bias=bias, split=T.COLUMN)
+        sec.linear("ffn_gate", S.FFN_GATE, t, h, f, bias=bias, cast_input=True,
+                   split=T.COLUMN)
+        sec.linear("ffn1", S.FFN1, t, h, f, save_input=False, bias=bias, cast_input=True,
+                   split=T.COLUMN)
         sec.pointwise("act", S.FFN_ACT, C.ACTIVATION, t * f, m.activation, split=T.SPLIT)
         sec.mul("gate_mul", S.FFN_ACT, t * f, split=T.SPLIT)
     else:
-        sec.linear("ffn1", S.FFN1, t, h, f, bias=bias, split=T.COLUMN)
+        sec.linear("ffn1", S.FFN1, t, h, f, bias=bias, cast_input=True, split=T.COLUMN)
         sec.pointwise("act", S.FFN_ACT, C.ACTIVATION, t * f, m.activation, split=T.SPLIT)
     sec.linear("ffn2", S.FFN2, t, f, h, bias=bias, split=T.ROW)
     if drop:
         sec.dropout("ffn_dropout", S.FFN_ADD_NORM, t * h)
-    sec.add("residual2", S.FFN_ADD_NORM, t * h)
+    sec.add("residual2", S.FFN_ADD_NORM, t * h, promotes=True)
     return sec
 
 
 def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.LAST)
+    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
     t, h, v = run.batch * run.seq, m.hidden, m.vocab_size
     sec.norm(m.family.rms_norm, "final_norm", S.FINAL_NORM, t, h)
-    sec.linear("lm_head", S.LM_HEAD, t, h, v, bias=False, split=T.COLUMN)  # vocab-parallel
+    sec.linear("lm_head", S.LM_HEAD, t, h, v, bias=False, cast_input=True,
+               split=T.COLUMN)  # vocab-parallel
     if m.tie_word_embeddings:
         # the tied weight's two gradients (embedding scatter, LM head wgrad) are summed on the
         # last stage, split by vocabulary as the head is

@@ -21,8 +21,17 @@ from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorS
 
 C, P, S, T = Category, Phase, Sublayer, TensorSplit
 
+def fp32_stream(m: ModelConfig) -> bool:
+    """Whether the residual stream is fp32 under autocast: the embeddings' fp32 sums pass
+    the norm (CPU autocast keeps its input dtype) into every layer's residual adds, which
+    promote the 16-bit branches, so each norm output a linear reads is cast first. ALBERT's
+    embedding projection (a linear) starts a 16-bit stream instead: no input casts after it
+    (measured: tests/integration/test_autocast_casts.py)."""
+    return m.family is not Family.ALBERT
+
+
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.FIRST)
+    sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
     b, s, e = run.batch, run.seq, m.emb
     t = b * s
     sec.lookup("word_embeddings", t, m.vocab_size, e)
@@ -38,7 +47,10 @@ def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     if run.dropout:
         sec.dropout("embedding_dropout", S.EMBEDDING, t * e)
     if m.family is Family.ALBERT:
-        sec.linear("embedding_project", S.EMBEDDING, t, e, m.hidden)
+        sec.linear("embedding_project", S.EMBEDDING, t, e, m.hidden, cast_input=True)
+    if m.share_layers:  # autocast caches the shared layer's weight casts for the forward
+        h, f = m.hidden, m.intermediate
+        sec.weight_casts("shared_layer", S.OTHER, 4 * (h * h + h) + 2 * h * f + f + h)
     return sec
 
 
@@ -47,29 +59,32 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int, layer: int) -> Section:
     split: Q, K, V and FFN1 column-parallel, the attention output and FFN2 row-parallel, the
     attention core and the activation between them split by heads and FFN width; layernorms,
     hidden dropouts and residual adds replicated."""
-    sec = Section(layer, ab, PipelineStage.STACK)
+    # ALBERT's shared weights are cast once per forward (`_embeddings`), not per layer
+    sec = Section(layer, ab, PipelineStage.STACK, autocast=run.precision.autocast,
+                  cast_weights=not m.share_layers)
     b, s, h, a, f = run.batch, run.seq, m.hidden, m.heads, m.intermediate
     d = m.head_dim
     t, g = b * s, b * a
+    f32 = fp32_stream(m)
     # the layer input feeds Q, K, V and the residual: autograd sums four gradients
     sec.grad_sum("input.grad_sum", S.QKV, t * h, n=2)
     sec.grad_sum("residual1.grad_sum", S.ATTN_ADD_NORM, t * h)
-    sec.linear("q", S.QKV, t, h, h, split=T.COLUMN)  # saves X once for Q, K and V
-    sec.linear("k", S.QKV, t, h, h, save_input=False, split=T.COLUMN)
-    sec.linear("v", S.QKV, t, h, h, save_input=False, split=T.COLUMN)
+    sec.linear("q", S.QKV, t, h, h, cast_input=f32, split=T.COLUMN)  # saves X for Q, K, V
+    sec.linear("k", S.QKV, t, h, h, save_input=False, cast_input=f32, split=T.COLUMN)
+    sec.linear("v", S.QKV, t, h, h, save_input=False, cast_input=f32, split=T.COLUMN)
     attention_core(sec, run, b, s, g, d)  # scores, softmax, context (analytic/attention.py)
     sec.linear("attn_out", S.ATTN_OUTPUT, t, h, h, split=T.ROW)
     if run.dropout:
         sec.dropout("attn_out_dropout", S.ATTN_ADD_NORM, t * h)
-    sec.add("residual1", S.ATTN_ADD_NORM, t * h)
+    sec.add("residual1", S.ATTN_ADD_NORM, t * h, promotes=f32)
     sec.layernorm("attn_norm", S.ATTN_ADD_NORM, t, h)
     sec.grad_sum("residual2.grad_sum", S.FFN_ADD_NORM, t * h)  # norm output: FFN1 + residual
-    sec.linear("ffn1", S.FFN1, t, h, f, split=T.COLUMN)
+    sec.linear("ffn1", S.FFN1, t, h, f, cast_input=f32, split=T.COLUMN)
     sec.pointwise("act", S.FFN_ACT, C.ACTIVATION, t * f, m.activation, split=T.SPLIT)
     sec.linear("ffn2", S.FFN2, t, f, h, split=T.ROW)
     if run.dropout:
         sec.dropout("ffn_dropout", S.FFN_ADD_NORM, t * h)
-    sec.add("residual2", S.FFN_ADD_NORM, t * h)
+    sec.add("residual2", S.FFN_ADD_NORM, t * h, promotes=f32)
     sec.layernorm("ffn_norm", S.FFN_ADD_NORM, t, h)
     return sec
 
@@ -88,7 +103,7 @@ def gathers_masked(run: RunConfig) -> bool:
 
 
 def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.LAST)
+    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
     b, h, e, v = run.batch, m.hidden, m.emb, m.vocab_size
     t = b * run.seq
     tm = masked_positions(run)
@@ -104,7 +119,7 @@ def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
         # the last hidden state feeds the MLM head and the pooler's [CLS] slice
         sec.grad_sum("last_hidden.grad_sum", S.NSP_HEAD, b * h)
     d_mlm = e if m.family is Family.ALBERT else h
-    sec.linear("mlm_transform", S.MLM_HEAD, tm, h, d_mlm)
+    sec.linear("mlm_transform", S.MLM_HEAD, tm, h, d_mlm, cast_input=fp32_stream(m))
     sec.pointwise("mlm_act", S.MLM_HEAD, C.ACTIVATION, tm * d_mlm, m.activation)
     sec.layernorm("mlm_norm", S.MLM_HEAD, tm, d_mlm)
     # weight tied to word embeddings; column-parallel over the vocabulary
@@ -115,7 +130,7 @@ def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
                             P.BACKWARD_WEIGHT, split=T.SPLIT, elements=v * e, flops=v * e,
                             bytes_read=2 * ab * v * e, bytes_written=ab * v * e))
     if m.has_pooler_head:
-        sec.linear("pooler", S.NSP_HEAD, b, h, h)
+        sec.linear("pooler", S.NSP_HEAD, b, h, h, cast_input=fp32_stream(m))
         sec.pointwise("pooler_tanh", S.NSP_HEAD, C.ACTIVATION, b * h, "tanh")
         sec.linear("nsp_classifier", S.NSP_HEAD, b, h, 2)
     sec.cross_entropy("mlm_loss", tm, v, split=T.SPLIT)  # vocabulary-parallel

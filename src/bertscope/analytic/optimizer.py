@@ -90,7 +90,9 @@ def optimizer_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
 
 def _group_rows(grp: ParamGroup, run: RunConfig) -> list[Op]:
     """The optimizer step's rows of one parameter group."""
-    gb = run.precision.act_bytes  # gradient element bytes
+    # gradient element bytes: fp32 under autocast (the parameters' own dtype), else the
+    # working precision's (fp8: Transformer Engine's 16-bit weights and gradients)
+    gb = W if run.precision.autocast else run.precision.act_bytes
     opt = run.optimizer
     states = W * opt.states  # state bytes per element
     rows: list[Op] = []
@@ -112,7 +114,7 @@ def _group_rows(grp: ParamGroup, run: RunConfig) -> list[Op]:
         rows.append(_row(f"{name}.{opt.value}_update", grp, Category.OPTIMIZER,
                          _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
                          (W + states) * n))
-    if run.precision.mixed:
+    if run.precision.mixed and not run.precision.autocast:  # refresh the 16-bit weights
         rows.append(_row(f"{name}.copy_to_half", grp, Category.DATA_MOVEMENT, 0,
                          W * n, gb * n))
     return rows

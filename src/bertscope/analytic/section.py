@@ -41,6 +41,8 @@ LOSS_BYTES = 4
 """Cross-entropy runs in fp32 (autocast's fp32 list)."""
 STAT_BYTES = 4
 """Layernorm mean and rstd are fp32."""
+PARAM_BYTES = 4
+"""Parameters and their gradients are fp32 under autocast (`Precision.autocast`)."""
 
 # Approximate FLOPs per element (forward, backward) of memory-bound ops.
 _FLOPS: dict[str, tuple[int, int]] = {
@@ -98,6 +100,13 @@ class Section:
     layer: int
     ab: int
     stage: PipelineStage = PipelineStage.STACK
+    autocast: bool = False
+    """torch.autocast's casts are rows (`Precision.autocast`): each linear's fp32 weight and
+    bias cast to 16 bits in forward and their gradients cast back in backward, and inputs
+    that arrive in fp32 (`cast_input`) likewise."""
+    cast_weights: bool = True
+    """False where the weights' casts are counted elsewhere, once (ALBERT's shared layer:
+    autocast caches a weight's cast for the whole forward pass)."""
     fwd: list[Op] = field(default_factory=list)
     _bwd: list[list[Op]] = field(default_factory=list)
 
@@ -116,12 +125,15 @@ class Section:
     # -- compute-bound ---------------------------------------------------------------------
     def linear(self, name: str, sub: Sublayer, t: int, d_in: int, d_out: int, *,
                save_input: bool = True, bias: bool = True, input_grad: bool = True,
-               split: TensorSplit = T.REPLICATED) -> None:
+               cast_input: bool = False, split: TensorSplit = T.REPLICATED) -> None:
         """Y = X W^T + b with X: (t, d_in), W: (d_out, d_in). `split`: column- or
         row-parallel (or replicated); a row-parallel layer's bias is added after the
         all-reduce, whole on every rank, so its gradient is replicated. `input_grad=False`:
-        X needs no gradient (ViT's patch embedding of the pixels), so no data-gradient GEMM."""
+        X needs no gradient (ViT's patch embedding of the pixels), so no data-gradient GEMM.
+        `cast_input`: X arrives in fp32 (a norm's output), so autocast casts it first."""
         a = self.ab
+        casts = self._casts(name, sub, t * d_in, d_out * d_in, d_out if bias else 0,
+                            cast_input=cast_input, input_grad=input_grad, split=split)
         # t (the tokens) is the one factor that may be a large array in a sweep: each
         # product takes it once, last (integers: exact in any order)
         flops = t * (2 * d_out * d_in)
@@ -146,7 +158,49 @@ class Section:
             grads.append(self.row(f"{name}.bias_grad", sub, C.REDUCTION, P.BACKWARD_WEIGHT,
                                   split=bias_split, elements=e_out, flops=e_out,
                                   bytes_read=y_bytes, bytes_written=a * d_out))
-        self.on_backward(*grads)
+        self.on_backward(*grads, *casts)
+
+    def _casts(self, name: str, sub: Sublayer, x_elems: int, w_elems: int, b_elems: int, *,
+               cast_input: bool, input_grad: bool, split: TensorSplit) -> list[Op]:
+        """Autocast's casts around one linear (`autocast`): the forward casts (fp32 read,
+        16-bit written) are appended to the forward rows now, before the GEMM; the backward
+        casts of their gradients (ToCopyBackward: 16-bit read, fp32 written) are returned
+        for the linear's backward rows."""
+        if not self.autocast:
+            return []
+        a, wb = self.ab, PARAM_BYTES
+        bias_split = T.REPLICATED if split is T.ROW else split
+        x_split = T.SPLIT if split is T.ROW else T.REPLICATED
+        parts = [(f"{name}.input", x_elems, x_split, cast_input, input_grad,
+                  P.BACKWARD_DATA)]
+        if self.cast_weights:
+            parts += [(f"{name}.weight", w_elems, split, True, True, P.BACKWARD_WEIGHT),
+                      (f"{name}.bias", b_elems, bias_split, b_elems != 0, True,
+                       P.BACKWARD_WEIGHT)]
+        back = []
+        for label, e, sp, cast, grad, phase in parts:
+            if not cast:
+                continue
+            self.fwd.append(self.row(f"{label}_cast", sub, C.DATA_MOVEMENT, P.FORWARD,
+                                     split=sp, elements=e, bytes_read=wb * e,
+                                     bytes_written=a * e))
+            if grad:
+                back.append(self.row(f"{label}_grad_cast", sub, C.DATA_MOVEMENT, phase,
+                                     split=sp, elements=e, bytes_read=a * e,
+                                     bytes_written=wb * e))
+        return back
+
+    def weight_casts(self, name: str, sub: Sublayer, e: int) -> None:
+        """Autocast's casts of `e` fp32 weights used by many linears but cast once per
+        forward (cached): ALBERT's shared layer, whose linears set `cast_weights=False`."""
+        if not self.autocast:
+            return
+        self.fwd.append(self.row(f"{name}.weight_cast", sub, C.DATA_MOVEMENT, P.FORWARD,
+                                 elements=e, bytes_read=PARAM_BYTES * e,
+                                 bytes_written=self.ab * e))
+        self.on_backward(self.row(f"{name}.weight_grad_cast", sub, C.DATA_MOVEMENT,
+                                  P.BACKWARD_WEIGHT, elements=e, bytes_read=self.ab * e,
+                                  bytes_written=PARAM_BYTES * e))
 
     def bmm(self, name: str, sub: Sublayer, g: int, m: int, n: int, k: int, *,
             saved_elems: int, split: TensorSplit = T.REPLICATED) -> None:
@@ -213,12 +267,18 @@ class Section:
                                   bytes_written=a * e))
 
     def add(self, name: str, sub: Sublayer, e: int, e_other: int | None = None, *,
-            split: TensorSplit = T.REPLICATED) -> None:
-        """y = x + z (z possibly broadcast, e_other elements); backward passes dy through."""
+            promotes: bool = False, split: TensorSplit = T.REPLICATED) -> None:
+        """y = x + z (z possibly broadcast, e_other elements); backward passes dy through.
+        `promotes`: under autocast, a 16-bit x meets an fp32 z (a residual stream after a
+        norm), so y is fp32 and x's gradient is cast down to 16 bits in backward."""
         a = self.ab
         other = e if e_other is None else e_other
         self.fwd.append(self.row(name, sub, C.ELEMENTWISE, P.FORWARD, split=split, elements=e,
                                  flops=e, bytes_read=a * (e + other), bytes_written=a * e))
+        if promotes and self.autocast:
+            self.on_backward(self.row(f"{name}.grad_cast", sub, C.DATA_MOVEMENT,
+                                      P.BACKWARD_DATA, split=split, elements=e,
+                                      bytes_read=PARAM_BYTES * e, bytes_written=a * e))
 
     def grad_sum(self, name: str, sub: Sublayer, e: int, n: int = 1) -> None:
         """Backward only: autograd sums the gradients of a tensor used by n + 1 consumers."""

@@ -55,7 +55,7 @@ def inner(m: ModelConfig) -> int:
 
 def _embed(m: ModelConfig, run: RunConfig, ab: int, name: str, tokens: int) -> Section:
     """One stack's input: the shared embedding's lookup of its token ids, then dropout."""
-    sec = Section(-1, ab, PipelineStage.FIRST)
+    sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
     sec.lookup(f"{name}.embed_tokens", tokens, m.vocab_size, m.hidden)
     if run.dropout:
         sec.dropout(f"{name}.embed_dropout", S.EMBEDDING, tokens * m.hidden)
@@ -143,14 +143,14 @@ def _ffn(sec: Section, m: ModelConfig, run: RunConfig, t: int) -> None:
 
 
 def _encoder_layer(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(0, ab, PipelineStage.STACK)
+    sec = Section(0, ab, PipelineStage.STACK, autocast=run.precision.autocast)
     _attention(sec, m, run, run.batch, run.seq, causal=False)
     _ffn(sec, m, run, run.batch * run.seq)
     return sec
 
 
 def _decoder_layer(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(m.num_layers, ab, PipelineStage.STACK)
+    sec = Section(m.num_layers, ab, PipelineStage.STACK, autocast=run.precision.autocast)
     b, st = run.batch, run.target_seq
     _attention(sec, m, run, b, st, causal=True)
     _cross(sec, m, run, b, st, run.seq)
@@ -162,7 +162,7 @@ def _final(m: ModelConfig, run: RunConfig, ab: int, name: str, tokens: int, *,
            keeps_output: bool) -> Section:
     """A stack's final RMSNorm and dropout. The encoder's output (`keeps_output`) is kept for
     backward once, by every decoder layer's K and V projections (one tensor)."""
-    sec = Section(-1, ab, PipelineStage.LAST)
+    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
     h = m.hidden
     sec.rmsnorm(f"{name}.final_norm", S.FINAL_NORM, tokens, h)
     if run.dropout:
@@ -175,7 +175,7 @@ def _final(m: ModelConfig, run: RunConfig, ab: int, name: str, tokens: int, *,
 
 def _head(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     """v1.0's h^-0.5 scaling of the tied head's input, the LM head, the loss."""
-    sec = Section(-1, ab, PipelineStage.LAST)
+    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
     h, v = m.hidden, m.vocab_size
     u = run.batch * run.target_seq
     if m.tie_word_embeddings:
@@ -218,7 +218,7 @@ def t5_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     head = _head(m, run, ab)
     # the encoder output feeds K and V of each decoder layer: 2 ld - 1 gradient adds, one in
     # every decoder layer's backward and one more in each after the first (`later`)
-    kv_sum = Section(m.num_layers, ab, PipelineStage.STACK)
+    kv_sum = Section(m.num_layers, ab, PipelineStage.STACK, autocast=run.precision.autocast)
     kv_sum.grad_sum("encoder_output.grad_sum", S.CROSS_QKV, b * s * h)
     enc_bwd = (recompute(enc.fwd) if run.checkpointing else []) + enc.bwd()
     dec_bwd = (recompute(dec.fwd) if run.checkpointing else []) + kv_sum.bwd() + dec.bwd()

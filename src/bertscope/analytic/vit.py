@@ -34,7 +34,7 @@ C, P, S, T = Category, Phase, Sublayer, TensorSplit
 
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.FIRST)
+    sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
     b, s, h, n = run.batch, run.seq, m.hidden, m.patches
     k = m.channels * m.patch_size ** 2
     # the pixels unfolded into (b n, c p^2) patches, then one GEMM (the stride-p convolution)
@@ -59,7 +59,7 @@ def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
 def _head(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     """Final LayerNorm, the class token's slice (its backward writes the zero-filled
     gradient of all s tokens), the classifier, the loss."""
-    sec = Section(-1, ab, PipelineStage.LAST)
+    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
     b, s, h = run.batch, run.seq, m.hidden
     sec.layernorm("final_norm", S.FINAL_NORM, b * s, h)
     sec.on_backward(sec.row("cls_select.grad", S.CLS_HEAD, C.DATA_MOVEMENT, P.BACKWARD_DATA,

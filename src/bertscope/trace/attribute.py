@@ -274,7 +274,13 @@ class Attributor:
         cat = self.classify(name)
         shapes = list(getattr(evt, "input_shapes", None) or [])
         m = n = k = b = 0
+        casts = 0.0
         if cat.is_gemm:
+            # autocast's casts of the operands run inside the GEMM op (aten::linear): they
+            # are copies, rows of their own, as the analytic table has them
+            for c in evt.cpu_children:
+                if _copies(c):
+                    casts += self._add(c, phase, where)[1]
             m, n, k, b = gemm_shape(name, shapes)
             if b == 1 and cat is Category.BATCHED_GEMM:
                 cat = Category.GEMM
@@ -299,9 +305,9 @@ class Attributor:
                 self._seq[seq] = (_Where(where.layer, sub, category=cat, module=where.module),
                                   e)
         key = (name, where.layer, sub, cat, phase, m, n, k, b, elements, where.module)
-        t = self.time_us(evt)
+        t = self.time_us(evt) - casts
         self._accumulate(key, _flops(evt), t)
-        return key, t
+        return key, t + casts
 
     def _sublayer(self, where: _Where, cat: Category) -> Sublayer:
         """The row's sublayer; an attention-core scope is split into score (first GEMM and
@@ -347,6 +353,16 @@ class Attributor:
                           count=max(1, round(cnt / iterations)), flops=fl / iterations,
                           time_s=t * 1e-6, module=module))
         return out
+
+
+_CAST_OPS = ("aten::to", "aten::_to_copy")
+
+
+def _copies(evt: Any) -> bool:
+    """A dtype cast that copies (`aten::to` that reached `aten::_to_copy`; a cast to the
+    dtype a tensor already has returns it and copies nothing)."""
+    return evt.name == "aten::_to_copy" or (
+        evt.name in _CAST_OPS and any(_copies(c) for c in evt.cpu_children))
 
 
 def _fwd_shape(fwd_evt: Any) -> tuple[int, int, int] | None:
