@@ -201,7 +201,7 @@ def _expected_roles(op) -> tuple[TensorSplit, PipelineStage]:
         split = TensorSplit.REPLICATED
     if op.layer >= 0:
         stage = PipelineStage.STACK
-    elif (op.sublayer is Sublayer.EMBEDDING and base != "tied_embedding"
+    elif ((op.sublayer is Sublayer.EMBEDDING and base != "tied_embedding")
           or base == "shared_layer"):  # ALBERT's shared weights, cast before the layers
         stage = PipelineStage.FIRST
     else:

@@ -54,7 +54,7 @@ def _by_name(op: Op) -> tuple[int, int, int]:
         divide = _V.SP_ONLY if op.layer >= 0 else _V.FIXED
     if op.layer >= 0:
         section = _S.LAYER
-    elif (op.sublayer is Sublayer.EMBEDDING and base != "tied_embedding"
+    elif ((op.sublayer is Sublayer.EMBEDDING and base != "tied_embedding")
           or base == "shared_layer"):  # ALBERT's shared weights, cast before the layers
         section = _S.EMBEDDING
     else:
