@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from bertscope.analytic.families import PRODUCERS
 from bertscope.config import Activation, Family, ModelConfig
+from bertscope.taxonomy import Category
 
 
 def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
@@ -46,6 +48,15 @@ def sized(m: ModelConfig, seq: int) -> tuple[ModelConfig, int]:
 
 MODELLED = [f for f in Family if f in PRODUCERS]
 """The families with an analytic producer (every one, once each family has landed)."""
+
+
+def cast_rows(df: Any, measured: bool) -> Any:
+    """An op table's dtype-cast rows: the profiler's `aten::to` / `aten::_to_copy` rows
+    (`measured`) or the analytic table's `*_cast` and `.upcast` rows, data movement both."""
+    sel = df[df["category"].astype(str) == str(Category.DATA_MOVEMENT)]
+    names = sel["name"]
+    return sel[names.isin(("aten::to", "aten::_to_copy")) if measured
+               else names.str.contains(r"_cast$|\.upcast$")]
 
 
 @pytest.fixture(params=MODELLED, ids=lambda f: f.value)

@@ -14,22 +14,18 @@ import pytest
 
 from bertscope.analytic import build
 from bertscope.config import Family, RunConfig
-from bertscope.taxonomy import Category, Sublayer
-from tests.conftest import sized, tiny
+from bertscope.taxonomy import Sublayer
+from tests.conftest import cast_rows, sized, tiny
 
 torch = pytest.importorskip("torch")
 from bertscope.measure.profile import profile  # noqa: E402
-
-_MEASURED = ("aten::to", "aten::_to_copy")
 
 
 def _casts(df: Any, measured: bool) -> Counter[tuple[str, str, int]]:
     """Data-movement casts: (sublayer, forward/backward, elements) -> launches. Left out: the
     'other' sublayer (the attention mask's cast to the activation dtype, not a row)."""
-    sel = df[(df["category"].astype(str) == str(Category.DATA_MOVEMENT))
-             & (df["sublayer"].astype(str) != str(Sublayer.OTHER))]
-    sel = sel[sel["name"].isin(_MEASURED)] if measured else sel[
-        sel["name"].str.contains(r"_cast$|\.upcast$")]
+    sel = cast_rows(df, measured)
+    sel = sel[sel["sublayer"].astype(str) != str(Sublayer.OTHER)]
     out: Counter[tuple[str, str, int]] = Counter()
     for r in sel.itertuples():
         if int(r.elements) == 0:

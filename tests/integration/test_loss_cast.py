@@ -11,8 +11,8 @@ import pytest
 
 from bertscope.analytic import build
 from bertscope.config import Family, RunConfig
-from bertscope.taxonomy import Category, Sublayer
-from tests.conftest import sized, tiny
+from bertscope.taxonomy import Sublayer
+from tests.conftest import cast_rows, sized, tiny
 
 torch = pytest.importorskip("torch")
 from bertscope.measure.profile import profile  # noqa: E402
@@ -20,10 +20,8 @@ from bertscope.measure.profile import profile  # noqa: E402
 
 def _casts(df: Any, measured: bool) -> Counter[tuple[str, int]]:
     """Data-movement casts in the loss sublayer: (phase, elements) -> launches."""
-    sel = df[(df["sublayer"].astype(str) == str(Sublayer.LOSS))
-             & (df["category"].astype(str) == str(Category.DATA_MOVEMENT))]
-    sel = sel[sel["name"] == "aten::to"] if measured else sel[sel["name"].str.endswith(
-        (".grad_cast", ".upcast"))]
+    sel = cast_rows(df, measured)
+    sel = sel[sel["sublayer"].astype(str) == str(Sublayer.LOSS)]
     out: Counter[tuple[str, int]] = Counter()
     for r in sel.itertuples():
         out[(str(r.phase), int(r.elements))] += int(r.count)

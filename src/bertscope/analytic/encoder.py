@@ -13,7 +13,7 @@ import numpy as np
 from bertscope.analytic.attention import attention_core
 from bertscope.analytic.blocks import Block, expand
 from bertscope.analytic.iteration import one_stack_blocks
-from bertscope.analytic.params import layer_params
+from bertscope.analytic.params import layer_params, linear
 from bertscope.analytic.section import INDEX_BYTES, Section
 from bertscope.config import Family, ModelConfig, RunConfig
 from bertscope.optable import Op
@@ -50,7 +50,8 @@ def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
         sec.linear("embedding_project", S.EMBEDDING, t, e, m.hidden, cast_input=True)
     if m.share_layers:  # autocast caches the shared layer's weight casts for the forward
         h, f = m.hidden, m.intermediate
-        sec.weight_casts("shared_layer", S.OTHER, 4 * (h * h + h) + 2 * h * f + f + h)
+        sec.weight_casts("shared_layer", S.OTHER,
+                         4 * linear(h, h) + linear(h, f) + linear(f, h))
     return sec
 
 

@@ -162,45 +162,43 @@ class Section:
 
     def _casts(self, name: str, sub: Sublayer, x_elems: int, w_elems: int, b_elems: int, *,
                cast_input: bool, input_grad: bool, split: TensorSplit) -> list[Op]:
-        """Autocast's casts around one linear (`autocast`): the forward casts (fp32 read,
-        16-bit written) are appended to the forward rows now, before the GEMM; the backward
-        casts of their gradients (ToCopyBackward: 16-bit read, fp32 written) are returned
+        """Autocast's casts around one linear (`autocast`): the forward casts are appended
+        to the forward rows now, before the GEMM; the casts of their gradients are returned
         for the linear's backward rows."""
         if not self.autocast:
             return []
-        a, wb = self.ab, PARAM_BYTES
-        bias_split = T.REPLICATED if split is T.ROW else split
-        x_split = T.SPLIT if split is T.ROW else T.REPLICATED
-        parts = [(f"{name}.input", x_elems, x_split, cast_input, input_grad,
-                  P.BACKWARD_DATA)]
-        if self.cast_weights:
-            parts += [(f"{name}.weight", w_elems, split, True, True, P.BACKWARD_WEIGHT),
-                      (f"{name}.bias", b_elems, bias_split, b_elems != 0, True,
-                       P.BACKWARD_WEIGHT)]
         back = []
-        for label, e, sp, cast, grad, phase in parts:
-            if not cast:
-                continue
-            self.fwd.append(self.row(f"{label}_cast", sub, C.DATA_MOVEMENT, P.FORWARD,
-                                     split=sp, elements=e, bytes_read=wb * e,
-                                     bytes_written=a * e))
-            if grad:
-                back.append(self.row(f"{label}_grad_cast", sub, C.DATA_MOVEMENT, phase,
-                                     split=sp, elements=e, bytes_read=a * e,
-                                     bytes_written=wb * e))
-        return back
+        if cast_input:
+            x_split = T.SPLIT if split is T.ROW else T.REPLICATED
+            back.append(self._cast(f"{name}.input", sub, x_elems, x_split,
+                                   P.BACKWARD_DATA if input_grad else None))
+        if self.cast_weights:
+            back.append(self._cast(f"{name}.weight", sub, w_elems, split, P.BACKWARD_WEIGHT))
+            if b_elems:
+                bias_split = T.REPLICATED if split is T.ROW else split
+                back.append(self._cast(f"{name}.bias", sub, b_elems, bias_split,
+                                       P.BACKWARD_WEIGHT))
+        return [op for op in back if op is not None]
+
+    def _cast(self, label: str, sub: Sublayer, e: int, split: TensorSplit,
+              grad_phase: Phase | None) -> Op | None:
+        """One autocast cast of `e` fp32 elements to 16 bits, appended to the forward rows;
+        returns the cast of its gradient back to fp32 (ToCopyBackward: 16-bit read, fp32
+        written) in `grad_phase`, None where no gradient flows."""
+        self.fwd.append(self.row(f"{label}_cast", sub, C.DATA_MOVEMENT, P.FORWARD, split=split,
+                                 elements=e, bytes_read=PARAM_BYTES * e,
+                                 bytes_written=self.ab * e))
+        if grad_phase is None:
+            return None
+        return self.row(f"{label}_grad_cast", sub, C.DATA_MOVEMENT, grad_phase, split=split,
+                        elements=e, bytes_read=self.ab * e, bytes_written=PARAM_BYTES * e)
 
     def weight_casts(self, name: str, sub: Sublayer, e: int) -> None:
         """Autocast's casts of `e` fp32 weights used by many linears but cast once per
         forward (cached): ALBERT's shared layer, whose linears set `cast_weights=False`."""
-        if not self.autocast:
-            return
-        self.fwd.append(self.row(f"{name}.weight_cast", sub, C.DATA_MOVEMENT, P.FORWARD,
-                                 elements=e, bytes_read=PARAM_BYTES * e,
-                                 bytes_written=self.ab * e))
-        self.on_backward(self.row(f"{name}.weight_grad_cast", sub, C.DATA_MOVEMENT,
-                                  P.BACKWARD_WEIGHT, elements=e, bytes_read=self.ab * e,
-                                  bytes_written=PARAM_BYTES * e))
+        if self.autocast and (back := self._cast(f"{name}.weight", sub, e, T.REPLICATED,
+                                                 P.BACKWARD_WEIGHT)) is not None:
+            self.on_backward(back)
 
     def bmm(self, name: str, sub: Sublayer, g: int, m: int, n: int, k: int, *,
             saved_elems: int, split: TensorSplit = T.REPLICATED) -> None:
