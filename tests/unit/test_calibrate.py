@@ -64,6 +64,23 @@ def test_robust_fit_ignores_an_outlier_run() -> None:
     assert abs(plain[0] - 0.2) > 0.01
 
 
+def test_robust_fit_keys_a_phase_family_seen_once() -> None:
+    """Bias-gradient sums in backward at 10 GB/s (1e6 B in 1e-4 s, 2e6 B in 2e-4 s) and one
+    LAMB norm key at 1 GB/s (1e6 B in 1e-3 s), bandwidth 1e11: a median rate needs one point,
+    so the optimizer's reduction gets its own key, max = 1e9 / 1e11 = 0.01, instead of the
+    pooled median of (1e-10, 1e-10, 1e-9) s/B -> 0.1. Least squares needs two sizes."""
+    rows = [{"category": "reduction", "phase": "backward", "bytes": b, "count": 1,
+             "time_s": b / 1e10} for b in (1e6, 2e6)]
+    rows.append({"category": "reduction", "phase": "optimizer", "bytes": 1e6, "count": 1,
+                 "time_s": 1e-3})
+    per = fit_memory(pd.DataFrame(rows), 1e11, "test").per_category
+    assert per["reduction@optimizer"] == pytest.approx([0.01, 0.0])
+    assert per["reduction@backward"] == pytest.approx([0.1, 0.0])
+    assert per["reduction"] == pytest.approx([0.1, 0.0])
+    plain = fit_memory(pd.DataFrame(rows), 1e11, "test", robust=False).per_category
+    assert "reduction@optimizer" not in plain and "reduction@backward" in plain
+
+
 def test_fits_need_enough_points() -> None:
     with pytest.raises(BertscopeError, match="at least 3"):
         fit_gemm(pd.DataFrame([{"m": 1, "n": 1, "k": 1, "flops": 2.0, "count": 1,

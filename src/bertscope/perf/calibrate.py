@@ -35,6 +35,10 @@ Fits (closed form):
 - From measured op tables the fits are robust (`robust=True`): c = 0 and a = the median of
   time / work over the join keys, because run-to-run noise there is heavy-tailed;
   microbenchmarks (clean, repeated medians) use least squares with the fixed-cost term.
+  A median rate is defined by one key, so a category seen once in a phase family gets its own
+  entry (LAMB's norms, "reduction@optimizer", are not priced at the backward bias-gradient
+  sums' rate: with one LAMB calibration run the pooled rate over-predicted a held-out bf16
+  LAMB run's reductions by 73%, bench/results/validate_cpu_r4.txt; its error 12.5% -> 9.8%).
 - Host time per launch (`Overhead.host_seconds_per_launch`, added to every op): the median
   over runs of (measured iteration - sum of measured ops) / analytic launches; on a CPU the
   eager framework's work between ops (Python, hooks, autograd, the profiler) is 5-12% of an
@@ -257,28 +261,35 @@ def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
         return [min(1.0, 1.0 / (bandwidth * a)), c / a]
 
     pooled = fit(p)
-    per = _per_category(p, fit, min_points)
+    # a median rate is defined by one point; a line with a fixed cost needs two sizes
+    least = 1 if robust else min_points
+    per = _per_category(p, fit, least, sizes=not robust)
     if "activation_format" in p.columns and p["activation_format"].nunique() > 1:
         for fmt, sub in p.groupby("activation_format"):
-            per |= _per_category(sub, fit, min_points, f"#{NumberFormat(fmt).value}")
+            per |= _per_category(sub, fit, least, f"#{NumberFormat(fmt).value}",
+                                 sizes=not robust)
     return CategoryBandwidthEfficiency(per_category=per, max_fraction=pooled[0],
                                        half_saturation_bytes=pooled[1], source=source)
 
 
-def _per_category(p: pd.DataFrame, fit: Any, min_points: int,
-                  suffix: str = "") -> dict[str, list[float]]:
+def _per_category(p: pd.DataFrame, fit: Any, min_points: int, suffix: str = "", *,
+                  sizes: bool = True) -> dict[str, list[float]]:
     """`fit` per category of the points, and per category and phase family, where they
-    have `min_points` points of more than one size; keys end in `suffix`."""
+    have `min_points` points (`sizes`: of more than one size); keys end in `suffix`."""
     per: dict[str, list[float]] = {}
     family = (pd.Series(phase_families(p["phase"]), index=p.index) if "phase" in p.columns
               else None)
+
+    def enough(sel: pd.DataFrame) -> bool:
+        return len(sel) >= min_points and (not sizes or sel["bytes"].nunique() > 1)
+
     for cat, sel in p.groupby("category"):
-        if len(sel) >= min_points and sel["bytes"].nunique() > 1:
+        if enough(sel):
             per[f"{cat}{suffix}"] = fit(sel)
         if family is None:
             continue
         for fam, sub in sel.groupby(family.loc[sel.index]):  # forward and backward apart
-            if len(sub) >= min_points and sub["bytes"].nunique() > 1:
+            if enough(sub):
                 per[f"{cat}@{fam}{suffix}"] = fit(sub)
     return per
 

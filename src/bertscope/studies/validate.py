@@ -17,6 +17,7 @@ A measured run here is anything with `table`, `analytic` and `meta` (`Measuremen
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -252,6 +253,20 @@ def combine_rounds(results: Sequence[Measurement]) -> Measurement:
     return MeasuredRun(table=table, analytic=results[0].analytic, meta=meta)
 
 
+def unsettled_faults(meta: Mapping[str, Any]) -> int | None:
+    """The fewest pages a measured run faulted in per iteration (meta "page_faults") when
+    even that is more than `allocator.SETTLED_SHARE` of this process's resident memory
+    (every measured iteration faulted: the heap, not growth); None when the run settled or
+    faults were not counted."""
+    from bertscope.measure.allocator import resident_bytes, settled
+
+    faults = [int(f) for f in meta.get("page_faults") or [] if f is not None]
+    resident = resident_bytes()
+    if not faults or resident is None or settled(min(faults), resident):
+        return None
+    return min(faults)
+
+
 def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: str = "cpu",
              iters: int = 5, warmup: int = 2, statistic: str = "median", rounds: int = 1,
              quick: bool = False, results_dir: str | Path | None = None,
@@ -263,9 +278,12 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     times, all configs in turn each round (slow spells of a shared machine then fall on all
     configs alike), and the rounds are combined by their median (`combine_rounds`). With
     `results_dir`, each measurement is kept there and reused when present, and so are the
-    calibration's microbenchmarks (microbench.json; microbench-quick.json with `quick`)."""
+    calibration's microbenchmarks (microbench.json; microbench-quick.json with `quick`).
+    A CPU measurement whose every iteration faulted pages in (`unsettled_faults`) is taken
+    again in a fresh process (`studies.fresh`) and that one is kept."""
     from bertscope.measure.profile import profile as run_profile
     from bertscope.studies.calibrate import calibrate_local
+    from bertscope.studies.fresh import measure_fresh
 
     overlap = {str(s) for s in calibrate} & {str(s) for s in check}
     if overlap:
@@ -292,6 +310,14 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
         m, run = spec.configs()
         result = run_profile(m, run, iters=iters, warmup=warmup, device=device,
                              statistic=statistic)
+        faults = unsettled_faults(result.meta) if device == "cpu" else None
+        if faults is not None:  # this process's heap spoiled it: again in a clean one
+            log(f"{spec} faulted {faults:,} pages per measured iteration in this process; "
+                f"measuring it again in a fresh process")
+            with tempfile.TemporaryDirectory() as tmp:
+                path = measure_fresh(str(spec), saved or Path(tmp) / name, iters=iters,
+                                     warmup=warmup, device=device, statistic=statistic)
+                return load_result(path)
         if saved is not None:
             result.write_json(saved)
         return result
@@ -319,4 +345,4 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
 
 
 __all__ = ["MeasuredRun", "Measurement", "RunSpec", "combine_rounds", "compare", "config_name",
-           "load_result", "parse_specs", "table_from_doc", "validate"]
+           "load_result", "parse_specs", "table_from_doc", "unsettled_faults", "validate"]
