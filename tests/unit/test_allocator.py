@@ -97,7 +97,7 @@ def test_profiled_iterations_settle_before_they_are_kept(monkeypatch, per_iterat
 
     counts = iter([c for f in per_iteration for c in (0, f)])  # (before, after) per step
     monkeypatch.setattr(prof, "minor_faults", lambda: next(counts))
-    monkeypatch.setattr(prof, "resident_bytes", lambda: 2**30)
+    monkeypatch.setattr("bertscope.measure.allocator.resident_bytes", lambda: 2**30)
     monkeypatch.setattr("bertscope.measure.allocator.PAGE_BYTES", 4096)
     steps: list[int] = []
 

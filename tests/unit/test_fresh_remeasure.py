@@ -3,7 +3,6 @@ process (`validate.unsettled_faults`, `studies.fresh`)."""
 
 from __future__ import annotations
 
-import math
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,16 +21,16 @@ from bertscope.studies import validate as val
 SAVED = Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu"
 
 
-def _many() -> int:
-    """Pages that are 2% of this process's resident memory: twice `SETTLED_SHARE` (1%)."""
-    resident = allocator.resident_bytes()
-    if resident is None:
-        pytest.skip("resident memory is not readable here")
-    return math.ceil(2 * allocator.SETTLED_SHARE * resident / allocator.PAGE_BYTES)
+@pytest.fixture
+def many(monkeypatch) -> int:
+    """A process of 1 GiB resident in 4 KiB pages: 5,243 pages are 2% of it, twice
+    `SETTLED_SHARE` (1%: 2,621 pages)."""
+    monkeypatch.setattr(allocator, "resident_bytes", lambda: 2**30)
+    monkeypatch.setattr(allocator, "PAGE_BYTES", 4096)
+    return 5243
 
 
-def test_unsettled_faults_needs_every_iteration_to_fault() -> None:
-    many = _many()
+def test_unsettled_faults_needs_every_iteration_to_fault(many: int) -> None:
     assert val.unsettled_faults({"page_faults": [many, many + 5, many]}) == many
     assert val.unsettled_faults({"page_faults": [0, many, many]}) is None  # one settled
     assert val.unsettled_faults({"page_faults": [many // 4] * 3}) is None  # 0.5% of RSS
@@ -40,10 +39,9 @@ def test_unsettled_faults_needs_every_iteration_to_fault() -> None:
     assert val.unsettled_faults({}) is None
 
 
-def test_validate_keeps_the_fresh_measurement(tmp_path: Path, monkeypatch) -> None:
+def test_validate_keeps_the_fresh_measurement(tmp_path: Path, monkeypatch, many: int) -> None:
     """The in-process profile faulted on every iteration: validate writes nothing of it and
     keeps what the fresh process measured (here: a saved result copied into place)."""
-    many = _many()
     spoiled = SimpleNamespace(meta={"page_faults": [many] * 3},
                               write_json=lambda *_: pytest.fail("spoiled result written"))
     monkeypatch.setattr(profile_mod, "profile", lambda *a, **k: spoiled)

@@ -100,10 +100,18 @@ def settled(faults: int, resident: int, page_bytes: int | None = None) -> bool:
     return faults * page <= SETTLED_SHARE * resident
 
 
+def settling(faults: int | None) -> bool:
+    """Whether an iteration that faulted `faults` pages is not in steady state in this
+    process (`settled` against its resident memory now); False where faults or resident
+    memory cannot be counted."""
+    resident = resident_bytes()
+    return faults is not None and resident is not None and not settled(faults, resident)
+
+
 def host_allocator() -> HostAllocator:
     """The host allocator in effect in this process."""
     return HostAllocator.KEEP if _applied else HostAllocator.SYSTEM
 
 
 __all__ = ["PAGE_BYTES", "SETTLED_SHARE", "HostAllocator", "host_allocator", "keep_freed_memory",
-           "minor_faults", "resident_bytes", "settled"]
+           "minor_faults", "resident_bytes", "settled", "settling"]

@@ -41,8 +41,7 @@ from bertscope.measure.allocator import (
     HostAllocator,
     keep_freed_memory,
     minor_faults,
-    resident_bytes,
-    settled,
+    settling,
 )
 from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
@@ -269,13 +268,6 @@ class _Capture:
             self.walked_us.append(took)
 
 
-def _settling(faults: int | None) -> bool:
-    """Whether an iteration that faulted `faults` pages is still growing into fresh memory
-    (see `allocator.settled`); False where faults cannot be counted."""
-    resident = resident_bytes()
-    return faults is not None and resident is not None and not settled(faults, resident)
-
-
 @dataclass
 class _Session:
     """Profiled iterations of a trainer under torch.profiler, one capture per iteration
@@ -312,7 +304,7 @@ class _Session:
                         took = time.perf_counter() - t0
                         f1 = minor_faults()
                         faults = None if f0 is None or f1 is None else f1 - f0
-                        if cap.settling < settle and _settling(faults):
+                        if cap.settling < settle and settling(faults):
                             cap.settling += 1
                             cap.pending = cap.scratch
                             self.tell("settle", cap.settling, settle)

@@ -258,13 +258,10 @@ def unsettled_faults(meta: Mapping[str, Any]) -> int | None:
     even that is more than `allocator.SETTLED_SHARE` of this process's resident memory
     (every measured iteration faulted: the heap, not growth); None when the run settled or
     faults were not counted."""
-    from bertscope.measure.allocator import resident_bytes, settled
+    from bertscope.measure.allocator import settling
 
     faults = [int(f) for f in meta.get("page_faults") or [] if f is not None]
-    resident = resident_bytes()
-    if not faults or resident is None or settled(min(faults), resident):
-        return None
-    return min(faults)
+    return min(faults) if faults and settling(min(faults)) else None
 
 
 def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: str = "cpu",
