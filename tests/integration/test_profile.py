@@ -209,3 +209,23 @@ def test_the_terminal_gets_no_kineto_lines(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert "By sublayer group" in done.stdout
+
+
+@pytest.mark.parametrize("statistic", ["mean", "median", "min"])
+def test_saved_row_times_per_iteration_give_each_rows_statistic(tmp_path, statistic) -> None:
+    """meta["row_times_s"]: per row (in the saved rows' order), per measured iteration, so any
+    statistic can be taken again from a saved result. Recomputed here with Python's
+    statistics module (min: the least over the iterations that ran the row)."""
+    import statistics
+
+    r = profile(tiny(Family.BERT), RunConfig(batch=1, seq=8), iters=3, warmup=1,
+                statistic=statistic)
+    saved = json.loads(r.write_json(tmp_path / "result.json").read_text())
+    per_row = saved["meta"]["row_times_s"]
+    assert len(per_row) == len(saved["rows"]) and {len(t) for t in per_row} == {3}
+    for row, times in zip(saved["rows"], per_row, strict=True):
+        want = {"mean": statistics.fmean(times), "median": statistics.median(times),
+                "min": min((t for t in times if t > 0), default=0.0)}[statistic]
+        assert row["time_s"] == pytest.approx(want, abs=6e-11)  # rows keep 10 decimals
+    for i, it in enumerate(saved["meta"]["iteration_times_s"]):
+        assert sum(t[i] for t in per_row) <= it  # ops run inside their iteration

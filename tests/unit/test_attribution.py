@@ -114,6 +114,18 @@ def test_median_statistic_ignores_one_slow_iteration() -> None:
     assert median["aten::add"] == pytest.approx(30e-6)  # median of 10, 30, 1000
     assert mean["aten::mul"] == pytest.approx(2e-6)  # 6 / 3
     assert median["aten::mul"] == 0.0  # median of 6, 0, 0
+    least = {o.name: o.time_s for o in a.ops(3, Statistic.MIN)}
+    assert least["aten::add"] == pytest.approx(10e-6)  # least of 10, 30, 1000
+    assert least["aten::mul"] == pytest.approx(6e-6)  # least of the one iteration it ran
+
+
+def test_statistic_of_values() -> None:
+    from bertscope.trace.attribute import Statistic
+
+    values = [0.3, 0.1, 0.5, 0.2]
+    assert Statistic.MEAN.of(values) == pytest.approx(1.1 / 4)
+    assert Statistic.MEDIAN.of(values) == pytest.approx(0.25)  # (0.2 + 0.3) / 2
+    assert Statistic.MIN.of(values) == 0.1
 
 
 def test_device_time_is_used_on_cuda() -> None:

@@ -89,7 +89,8 @@ def test_tables_without_role_columns_still_combine() -> None:
     new = OpTable.from_ops([op("aten::add", 3.0)])
     for how in Combine:
         d = rows(combine([old, new], how))["aten::add"]
-        assert d["time_s"] == pytest.approx(2.0)
+        # mean and median of 1 and 3: 2; the least: 1
+        assert d["time_s"] == pytest.approx(1.0 if how is Combine.MIN else 2.0)
         assert (d["tp_split"], d["pp_stage"]) == (TensorSplit.REPLICATED, PipelineStage.STACK)
 
 
@@ -110,3 +111,15 @@ def test_edges() -> None:
     t1, t2 = build(tiny(), RunConfig(batch=2, seq=16)), build(tiny(), RunConfig(batch=4, seq=16))
     assert combine([t1, t1]).job == t1.job
     assert combine([t1, t2]).job is None
+
+
+def test_min_is_the_least_over_the_tables_that_timed_a_row() -> None:
+    rounds = [OpTable.from_ops([op("aten::mm", 3.0), op("aten::add", 5.0)]),
+              OpTable.from_ops([op("aten::mm", 1.0), op("aten::mul", math.nan)]),
+              OpTable.from_ops([op("aten::mm", 2.0), op("aten::add", 4.0),
+                                op("aten::mul", 2.0)])]
+    d = rows(combine(rounds, Combine.MIN))
+    assert d["aten::mm"]["time_s"] == 1.0  # least of 3, 1, 2
+    assert d["aten::add"]["time_s"] == 4.0  # least of 5 and 4; round 1 missed it
+    assert d["aten::mul"]["time_s"] == 2.0  # round 1 did not time it (NaN)
+    assert list(d) == ["aten::mm", "aten::add", "aten::mul"]  # order of first appearance

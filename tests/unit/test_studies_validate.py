@@ -77,6 +77,26 @@ def test_rounds_combine_to_each_rows_median() -> None:
     assert combine_rounds([one]) is one
 
 
+def test_rounds_measured_with_the_minimum_combine_to_the_least() -> None:
+    """Rounds whose meta says statistic "min": each row's least over the rounds that timed
+    it, the iteration the least of all iterations."""
+    runs = [load_result(p) for p in rounds()]
+    for r in runs:
+        r.meta["statistic"] = "min"
+    docs = [json.loads(p.read_text()) for p in rounds()]
+    c = combine_rounds(runs)
+    assert c.meta["iteration_s"] == min(t for d in docs for t in d["meta"]["iteration_times_s"])
+    fields = ("name", "layer", "sublayer", "category", "phase", "m", "n", "k", "batch",
+              "elements")
+    per_round = [{tuple(str(r[f]) for f in fields): r["time_s"] for r in d["rows"]}
+                 for d in docs]
+    got = c.table.df.to_dict(orient="records")
+    assert len(got) == len(set().union(*per_round))
+    for r in got:
+        k = tuple(str(r[f]) for f in fields)
+        assert r["time_s"] == min(p[k] for p in per_round if k in p)
+
+
 def test_saved_validation_is_reproduced(tmp_path: Path) -> None:
     """The recorded validation of this config, from its saved measurements and profile."""
     report = json.loads((SAVED.parent / "validate_cpu.json").read_text())
@@ -105,3 +125,38 @@ def test_specs_carry_the_knobs_the_paper_varies() -> None:
     assert [str(s) for s in parse_specs(str(a))] == [str(a)]  # round trip
     with pytest.raises(BertscopeError, match="unknown field 'fp64'"):
         parse_specs("bert-base:2:128:fp64")
+
+
+R9 = SAVED.parent / "validate_cpu_r9" / "bert-mini-16-64-bf16.round0.json"
+
+
+def test_retake_takes_another_statistic_from_the_saved_iterations() -> None:
+    """A result saved with the minimum statistic and its per-iteration row times, taken
+    again as the median: each row the median of its saved iterations (Python's statistics
+    module), the iteration the median of the iteration times."""
+    from bertscope.studies.validate import retake
+
+    doc = json.loads(R9.read_text())
+    assert doc["meta"]["statistic"] == "min"
+    saved = load_result(R9)
+    assert retake(saved, "min") is saved  # taken with that statistic already
+    med = retake(saved, "median")
+    assert med.meta["statistic"] == "median"
+    assert med.meta["iteration_s"] == statistics.median(doc["meta"]["iteration_times_s"])
+    times = med.table.df["time_s"].tolist()
+    for t, per in zip(times, doc["meta"]["row_times_s"], strict=True):
+        assert t == statistics.median(per)
+    least = retake(med, "min")  # and back: the least over the iterations that ran a row
+    for t, row in zip(least.table.df["time_s"].tolist(), doc["rows"], strict=True):
+        assert t == pytest.approx(row["time_s"], abs=6e-11)  # rows keep 10 decimals
+    old = load_result(rounds()[0])  # saved before per-iteration row times existed
+    assert retake(old, "min") is old
+
+
+def test_retake_refuses_row_times_that_do_not_match_the_rows() -> None:
+    from bertscope.studies.validate import retake
+
+    saved = load_result(R9)
+    saved.meta["row_times_s"] = saved.meta["row_times_s"][:-1]
+    with pytest.raises(BertscopeError, match="row_times_s: expected a list of one entry"):
+        retake(saved, "median")

@@ -85,8 +85,9 @@ def validate_cmd(
     iters: Annotated[int, typer.Option(help="Measured iterations per config.")] = 5,
     warmup: Annotated[int, typer.Option(help="Warm-up iterations per config.")] = 2,
     statistic: Annotated[Statistic, typer.Option(
-        help="Each op's time over the iterations: median (robust to a slow iteration) or "
-             "mean.")] = Statistic.MEDIAN,
+        help="Each op's time over the iterations: median (robust to a slow iteration), min "
+             "(the least: noise on a shared machine only adds time) or mean.")
+    ] = Statistic.MEDIAN,
     rounds: Annotated[int, typer.Option(
         help="Measure every config this many times, all configs in turn, and take the "
              "median (a shared machine's slow spells then fall on all configs alike).")] = 1,

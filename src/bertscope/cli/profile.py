@@ -27,8 +27,8 @@ MAX_PROCS_PER_CORE = 4
 """`--nproc` beyond this many processes per CPU core needs `--oversubscribe`."""
 
 StatisticOpt = Annotated[Statistic, typer.Option(
-    help="Each op's time over the measured iterations: mean, or median (robust to a slow "
-         "iteration on a shared machine).")]
+    help="Each op's time over the measured iterations: mean, median (robust to a slow "
+         "iteration on a shared machine) or min (the least: noise only adds time).")]
 
 
 @job_command("batch", "seq", "decoder_seq", "precision", "optimizer", "dropout",

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import statistics
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -345,8 +344,8 @@ def profile(
 ) -> ProfileResult:
     """Run `warmup` + `iters` real training iterations and attribute every measured op.
 
-    Each row's time and the iteration time are the `statistic` (mean or median) over the
-    measured iterations; the median resists one-off slow iterations on a shared machine.
+    Each row's time and the iteration time are the `statistic` (mean, median or min) over
+    the measured iterations; median and min resist slow iterations on a shared machine.
     On a CPU, `host_allocator` "keep" first tunes glibc to keep freed memory, so ops are not
     charged for page faults (see `bertscope.measure.allocator`; process-wide).
 
@@ -421,8 +420,7 @@ def profile(
     op_time = float(d["time_s"].sum())
     unattributed = float(d.loc[(d["sublayer"] == Sublayer.OTHER) & ~d["phase"].isin(
         [Phase.OPTIMIZER, Phase.COMMUNICATION]), "time_s"].sum())
-    iteration_s = (statistics.median(done) if statistic is Statistic.MEDIAN
-                   else sum(done) / len(done))
+    iteration_s = statistic.of(done)
     meta = {
         **table.meta,
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
@@ -439,6 +437,7 @@ def profile(
         "host_allocator": current_allocator().value,  # process-wide, once set
         "iteration_s": iteration_s,
         "iteration_times_s": done,
+        "row_times_s": attr.per_iteration(len(done)),  # per row (table order), per iteration
         "tokens_per_s": run.tokens / iteration_s,
         "op_time_s": op_time,
         "unattributed_s": unattributed,

@@ -2,6 +2,7 @@
 
     mean = combine([rank0.table, rank1.table], Combine.MEAN)      # the mean rank
     typical = combine([round0, round1, round2], Combine.MEDIAN)   # each row's median time
+    least = combine([round0, round1, round2], Combine.MIN)        # each row's least time
 
 Rows are matched by what names an op site: `KEY` (name, layer, sublayer, category, phase and
 the shape fields m, n, k, batch, elements). The combined table has one row per key, in order
@@ -48,6 +49,10 @@ class Combine(StrEnum):
     """The median over rounds of one config: `time_s` is the median over the tables of each
     table's time for the key (0 where the row is missing); every other column is the row's
     first appearance's."""
+    MIN = "min"
+    """The least over rounds, as `MEDIAN` but the least time over the tables that timed the
+    key (a row one round missed does not make it free). Rounds measured with the minimum
+    statistic: the least of their least is the least over all their iterations."""
 
 
 def combine(tables: Sequence[OpTable], how: Combine | str = Combine.MEAN, *,
@@ -70,8 +75,9 @@ def combine(tables: Sequence[OpTable], how: Combine | str = Combine.MEAN, *,
     source = np.repeat(np.arange(len(tables)), n_rows)
     key = (*KEY, *(f for f in OPTIONAL_KEY if f in values))
     keys, codes = group_rows(values, key)
-    if how is Combine.MEDIAN:
-        ops = _median(values, codes, source, len(keys), len(tables), key)
+    if how in (Combine.MEDIAN, Combine.MIN):
+        ops = _per_key_time(values, codes, source, len(keys), len(tables), key,
+                            least=how is Combine.MIN)
     else:
         ops = _mean(values, codes, len(keys), len(tables), key,
                     max_count=how is Combine.MEAN_MAX_COUNT)
@@ -131,10 +137,21 @@ def _mean(values: dict[str, np.ndarray], codes: np.ndarray, groups: int, tables:
             for g, pos in enumerate(_first(codes, groups))]
 
 
-def _median(values: dict[str, np.ndarray], codes: np.ndarray, source: np.ndarray, groups: int,
-            tables: int, key: Sequence[str]) -> list[Op]:
-    per_table = _kahan(codes * tables + source, groups * tables, values["time_s"])
-    med = np.median(np.reshape(per_table, (groups, tables)), axis=1).tolist() if groups else []
+def _per_key_time(values: dict[str, np.ndarray], codes: np.ndarray, source: np.ndarray,
+                  groups: int, tables: int, key: Sequence[str], *, least: bool) -> list[Op]:
+    """One row per key: the median over the tables of each table's time for the key (0 where
+    it is missing), or (`least`) the least over the tables that timed it; every other column
+    the key's first row's."""
+    cell = codes * tables + source
+    per_table = np.reshape(_kahan(cell, groups * tables, values["time_s"]), (groups, tables))
+    if least:
+        timed = np.zeros(groups * tables, dtype=bool)
+        timed[cell[~np.isnan(np.asarray(values["time_s"], dtype=float))]] = True
+        timed = np.reshape(timed, (groups, tables))
+        lowest = np.min(np.where(timed, per_table, np.inf), axis=1) if groups else []
+        med = [0.0 if np.isinf(t) else float(t) for t in lowest]
+    else:
+        med = np.median(per_table, axis=1).tolist() if groups else []
     rest = [f for f in Op._fields if f in values and f not in key and f != "time_s"]
     return [Op(**dict(zip(key, _row(values, pos, key), strict=True)),
                **dict(zip(rest, _row(values, pos, rest), strict=True)), time_s=med[g])

@@ -33,6 +33,7 @@ from bertscope.optable import Combine, OpTable, combine, op_from_dict
 from bertscope.perf.calibrate import KEYS, join_keys, joined
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import predict
+from bertscope.trace.attribute import Statistic
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,16 +242,40 @@ def load_result(path: str | Path) -> MeasuredRun:
 def combine_rounds(results: Sequence[Measurement]) -> Measurement:
     """One result from several measurements of the same config: each row's time is the
     median over them (a row missing from one took 0 there; `Combine.MEDIAN`), the iteration
-    time the median of all measured iterations. One result is returned as it is."""
+    time the median of all measured iterations; for measurements taken with the minimum
+    statistic (meta "statistic"), the least of both (`Combine.MIN`). One result is returned
+    as it is."""
     if len(results) == 1:
         return results[0]
-    table = combine([r.table for r in results], Combine.MEDIAN)
+    least = results[0].meta.get("statistic") == Statistic.MIN
+    table = combine([r.table for r in results], Combine.MIN if least else Combine.MEDIAN)
     every = [t for r in results for t in r.meta["iteration_times_s"]]
-    meta = {**results[0].meta, "iteration_s": float(np.median(every)),
+    meta = {**results[0].meta, "iteration_s": float(min(every) if least else np.median(every)),
             "iteration_times_s": every, "rounds": len(results),
             "op_time_s": float(table.df["time_s"].sum())}
     table.meta = dict(meta)
     return MeasuredRun(table=table, analytic=results[0].analytic, meta=meta)
+
+
+def retake(result: Measurement, statistic: Statistic | str) -> Measurement:
+    """`result` with its rows' and iteration's times taken again by `statistic` from the
+    per-iteration times it saved (meta "row_times_s", "iteration_times_s"), so one saved
+    measurement answers for any statistic; returned as it is when it was taken with that
+    statistic already, or saved no per-iteration row times (older results)."""
+    statistic = Statistic(statistic)
+    per_row = result.meta.get("row_times_s")
+    if result.meta.get("statistic") == statistic or per_row is None:
+        return result
+    if not isinstance(per_row, list) or len(per_row) != len(result.table):
+        raise BertscopeError(f"meta: row_times_s: expected a list of one entry per row "
+                             f"({len(result.table)}), got {type(per_row).__name__}")
+    times = [statistic.of_row(expect({"t": ts}, "t", list, "meta: row_times_s"))
+             for ts in per_row]
+    meta = {**result.meta, "statistic": statistic.value,
+            "iteration_s": statistic.of(result.meta["iteration_times_s"]),
+            "op_time_s": float(np.nansum(times))}
+    table = OpTable(result.table.df.assign(time_s=times), dict(meta), job=result.table.job)
+    return MeasuredRun(table=table, analytic=result.analytic, meta=meta)
 
 
 def unsettled_faults(meta: Mapping[str, Any]) -> int | None:
@@ -273,8 +298,10 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     Measured rows and iteration times are the `statistic` over `iters` iterations (see
     `bertscope.measure.profile`). With `rounds` > 1 every config is measured that many
     times, all configs in turn each round (slow spells of a shared machine then fall on all
-    configs alike), and the rounds are combined by their median (`combine_rounds`). With
-    `results_dir`, each measurement is kept there and reused when present, and so are the
+    configs alike), and the rounds are combined by their median, or with the minimum
+    statistic their least (`combine_rounds`). With
+    `results_dir`, each measurement is kept there and reused when present (its times taken
+    again by `statistic` where it saved them per iteration: `retake`), and so are the
     calibration's microbenchmarks (microbench.json; microbench-quick.json with `quick`).
     A CPU measurement whose every iteration faulted pages in (`unsettled_faults`) is taken
     again in a fresh process (`studies.fresh`) and that one is kept."""
@@ -302,7 +329,7 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
         saved = Path(results_dir) / name if results_dir is not None else None
         if saved is not None and saved.is_file():
             log(f"reusing {saved}")
-            return load_result(saved)
+            return retake(load_result(saved), statistic)
         log(f"profiling {spec}" + (f" (round {i + 1} of {rounds})" if rounds > 1 else ""))
         m, run = spec.configs()
         result = run_profile(m, run, iters=iters, warmup=warmup, device=device,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -62,6 +62,28 @@ class Statistic(StrEnum):
     MEDIAN = "median"
     """The median of the row's time in each iteration: one slow iteration (a page-fault
     storm, another process on a shared machine) does not move it."""
+    MIN = "min"
+    """The least of the row's time in each iteration. On a shared machine, noise only adds
+    time (another process, a steal of the virtual CPU), so the minimum is the estimate it
+    moves least (Python's timeit docs; Chen & Revels, "Robust benchmarking in noisy
+    environments", arXiv:1608.04295). A row's least is over the iterations that ran it;
+    the least over rounds is the least over all their iterations, so rounds combine
+    exactly."""
+
+    def of_row(self, per_iteration: Sequence[float]) -> float:
+        """A row's time from its time in each iteration (0 where it did not run): `of`
+        them, except that the minimum is the least over the iterations that ran it."""
+        if self is Statistic.MIN:
+            return min((t for t in per_iteration if t > 0), default=0.0)
+        return self.of(per_iteration)
+
+    def of(self, values: Sequence[float]) -> float:
+        """This statistic of `values` (one per iteration; at least one)."""
+        if self is Statistic.MEDIAN:
+            return float(statistics.median(values))
+        if self is Statistic.MIN:
+            return float(min(values))
+        return float(sum(values) / len(values))
 
 
 # --- reading the capture ------------------------------------------------------------------
@@ -340,19 +362,23 @@ class Attributor:
 
     def ops(self, iterations: int, statistic: Statistic = Statistic.MEAN) -> list[Op]:
         """Rows per training iteration: count and FLOPs averaged, time by `statistic` over
-        the iterations 0 .. iterations - 1 (a row absent from an iteration took 0 there)."""
+        the iterations 0 .. iterations - 1 (a row absent from an iteration took 0 there;
+        the minimum is the least over the iterations that ran it)."""
         out = []
         for key, (cnt, fl) in self.rows.items():
             name, layer, sub, cat, phase, m, n, k, b, el, module = key
             per = self.times[key]
-            if statistic is Statistic.MEDIAN:
-                t = statistics.median(per.get(i, 0.0) for i in range(iterations))
-            else:
-                t = sum(per.values()) / iterations
+            t = statistic.of_row([per.get(i, 0.0) for i in range(iterations)])
             out.append(Op(name, layer, sub, cat, phase, m=m, n=n, k=k, batch=b, elements=el,
                           count=max(1, round(cnt / iterations)), flops=fl / iterations,
                           time_s=t * 1e-6, module=module))
         return out
+
+    def per_iteration(self, iterations: int) -> list[list[float]]:
+        """Each row's time (s) in each iteration 0 .. iterations - 1 (0 where it did not
+        run), rows in the order `ops` gives them: what any statistic is taken over."""
+        return [[self.times[key].get(i, 0.0) * 1e-6 for i in range(iterations)]
+                for key in self.rows]
 
 
 _CAST_OPS = ("aten::to", "aten::_to_copy")
