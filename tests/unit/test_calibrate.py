@@ -225,3 +225,71 @@ def test_gemm_fit_raises_a_peak_the_measured_gemms_beat() -> None:
     assert raised.device.peak_flops("fp32") == pytest.approx(80e9)
     assert "microbenchmark measured 5e+10" in raised.device.sources["peaks.fp32"]
     assert with_gemm_peak(base, fit) is base  # 19.5 TFLOP/s is already above 80 GFLOP/s
+
+
+def test_robust_line_keeps_a_fixed_cost_through_an_outlier() -> None:
+    """Theil-Sen on t = 2 x + 3 at x = 1..5, the x = 4 point 100 slower: 6 of the 10
+    pairwise slopes are exactly 2 and the other 4 cannot outvote them, so a = 2; the
+    intercepts y - 2x are 3, 3, 3, 103, 3, so c = 3. A median rate would drop the fixed
+    cost (c = 0)."""
+    from bertscope.perf.calibrate import _robust_line
+
+    x = np.arange(1.0, 6.0)
+    y = 2 * x + 3
+    y[3] += 100
+    assert _robust_line(x, y) == pytest.approx((2.0, 3.0))
+    # one size: no slope between points; the median rate (t / x = 5, 5.5) and no fixed cost
+    assert _robust_line(np.array([2.0, 2.0]), np.array([10.0, 11.0])) == (5.25, 0.0)
+    # a line below the origin (negative fixed cost) falls back to the median rate too
+    a, c = _robust_line(np.array([1.0, 2.0, 3.0]), np.array([1.0, 3.0, 5.0]))  # 2x - 1
+    assert (a, c) == (pytest.approx(np.median([1.0, 1.5, 5 / 3])), 0.0)
+
+
+def test_memory_fit_keeps_a_fixed_cost_per_launch() -> None:
+    # dropout at 10 GB/s plus 5 us a launch, bandwidth 1e11: from measured tables (robust)
+    # max = 1e10 / 1e11 = 0.1 and B0 = 5e-6 * 1e10 = 5e4 bytes, as least squares gives
+    # (a key's bytes and time are totals over its 2 launches of b bytes each)
+    rows = [{"category": "dropout", "bytes": 2 * b, "count": 2,
+             "time_s": 2 * (b / 1e10 + 5e-6)} for b in (1e5, 1e6, 4e6, 1e7)]
+    mx, b0 = fit_memory(pd.DataFrame(rows), 1e11, "test").per_category["dropout"]
+    assert mx == pytest.approx(0.1) and b0 == pytest.approx(5e4)
+
+
+def test_gemm_fit_prices_batched_gemms_apart() -> None:
+    """Plain GEMMs at 40% of a 1e12 peak and batched ones (attention's) at 10% in the same
+    phase: the phase factor comes from the plain GEMMs, the batched factor is 0.1 / 0.4 =
+    0.25 after it, and the fitted model reproduces both rates."""
+    peak = 1e12
+    rows = []
+    for n in (512, 1024, 2048, 4096):
+        flops = 2 * 512 * n * 512
+        rows.append({"flops": flops, "count": 1, "m": 512, "n": n, "k": 512, "batch": 1,
+                     "phase": "forward", "time_s": flops / (peak * 0.4)})
+    for g in (64, 128, 256):
+        flops = 2 * g * 512 * 512 * 512  # min(M, N, K) = 512 as the plain ones
+        rows.append({"flops": flops, "count": 1, "m": 512, "n": 512, "k": 512, "batch": g,
+                     "phase": "forward", "time_s": flops / (peak * 0.1)})
+    points = pd.DataFrame(rows)
+    for preserve_total in (False, True):
+        fit = fit_gemm(points, peak, "test", preserve_total=preserve_total)
+        assert fit.model.batched == pytest.approx(0.25)
+        want = np.where(points["batch"] > 1, 0.1, 0.4)
+        np.testing.assert_allclose(fit.model.fraction(points), want, rtol=1e-9)
+    plain = fit_gemm(points.assign(batch=1), peak, "test")
+    assert plain.model.batched == 1.0  # no batched GEMMs: no factor
+
+
+def test_join_gives_a_keys_narrowest_gemm_shape() -> None:
+    """A batched product's two gradients in one key, (128 x 128) @ (128 x 64) and
+    (64 x 128) @ (128 x 128), head size 64: the key's shape is the first's (each is 64
+    narrow), not the maxima (128, 128, 128) apart."""
+    S, C, P = Sublayer, Category, Phase
+    grads = [Op("score.grad_a", 0, S.ATTN_SCORE, C.BATCHED_GEMM, P.BACKWARD_DATA, m=128, n=64,
+                k=128, batch=8, flops=2 * 8 * 128 * 64 * 128),
+             Op("score.grad_b", 0, S.ATTN_SCORE, C.BATCHED_GEMM, P.BACKWARD_DATA, m=64, n=128,
+                k=128, batch=8, flops=2 * 8 * 64 * 128 * 128)]
+    measured = _table([Op("aten::bmm", 0, S.ATTN_SCORE, C.BATCHED_GEMM, P.BACKWARD_DATA,
+                          time_s=1.0)])
+    (row,) = joined(measured, _table(grads)).to_dict(orient="records")
+    assert (row["m"], row["n"], row["k"], row["batch"]) == (128, 64, 128, 8)
+    assert row["flops"] == 2 * 2 * 8 * 128 * 64 * 128

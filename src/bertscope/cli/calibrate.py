@@ -85,12 +85,13 @@ def validate_cmd(
     iters: Annotated[int, typer.Option(help="Measured iterations per config.")] = 5,
     warmup: Annotated[int, typer.Option(help="Warm-up iterations per config.")] = 2,
     statistic: Annotated[Statistic, typer.Option(
-        help="Each op's time over the iterations: median (robust to a slow iteration), min "
-             "(the least: noise on a shared machine only adds time) or mean.")
-    ] = Statistic.MEDIAN,
+        help="Each op's time over the iterations: min (the least: noise on a shared machine "
+             "only adds time), median (robust to a slow iteration) or mean.")
+    ] = Statistic.MIN,
     rounds: Annotated[int, typer.Option(
         help="Measure every config this many times, all configs in turn, and take the "
-             "median (a shared machine's slow spells then fall on all configs alike).")] = 1,
+             "least (the median with --statistic median or mean): a shared machine's slow "
+             "spells then fall on all configs alike.")] = 1,
     output: Annotated[Path | None, typer.Option(help="Write the full report (JSON).")] = None,
     results_dir: Annotated[Path | None, typer.Option(
         help="Keep each config's profile result, and the microbenchmarks "

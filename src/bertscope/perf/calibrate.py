@@ -26,16 +26,28 @@ Fits (closed form):
   measured total time, so the fitted profile reproduces the calibration runs' GEMM time per
   phase (the median of per-key ratios, used before, left every calibration run 2-11%
   over-predicted and the held-out ones 3-6%: bench/results/validate_cpu_r3_arena.txt).
+  The phase factors are fitted on plain GEMMs, and batched GEMMs (attention's products)
+  get one factor of their own after them (`GemmEfficiency.batched`): pooled, the CPU's bf16
+  batched products were predicted 70% fast in sample (bench/results/validate_cpu_r9). A
+  join key's shape is its narrowest GEMM's (a batched product's two gradients are each
+  head-size narrow; their largest m, n and k apart are not).
 - Memory, per category c: per launch t = a_c B + c_c, which is `CategoryBandwidthEfficiency`
   with max_c = 1 / (bandwidth a_c) and B0_c = c_c / a_c (a fixed cost per launch, Little's law).
   From measured runs of several activation formats (fp32 and bf16 runs), per format as well
   (keys "c#bf16"; predictions of a bf16 run read them first): a CPU's bf16 kernels of some
   categories upcast to fp32 (the loss's log-softmax), so their time per byte is not the fp32
   kernels'; pooling the formats left bf16 loss rows ~2x slower than predicted.
-- From measured op tables the fits are robust (`robust=True`): c = 0 and a = the median of
-  time / work over the join keys, because run-to-run noise there is heavy-tailed;
-  microbenchmarks (clean, repeated medians) use least squares with the fixed-cost term.
-  A median rate is defined by one key, so a category seen once in a phase family gets its own
+- From measured op tables the fits are robust (`robust=True`), because run-to-run noise
+  there is heavy-tailed: the line t = a w + c by Theil-Sen (`_robust_line`: the median of
+  pairwise slopes, then the median intercept), which keeps the fixed cost per launch that a
+  median rate (c = 0, used before) dropped. Leave-one-out over the 11 configs of three
+  saved validations (bench/validate_loo.py): with the batched-GEMM factor and narrowest
+  key shapes (`fit_gemm`, `joined`) MAPE 5.1/7.4/7.2% -> 4.9/6.1/5.9%, and with Theil-Sen
+  as well -> 3.9/5.9/5.8%, the largest share error 5.8/4.8/4.7 -> 1.9/1.9/2.5 pp
+  (bench/results/validate_loo.txt).
+  Microbenchmarks (clean, repeated medians) use least squares with the fixed-cost term.
+  Keys of one size fall back to the median rate, which one key defines, so a category seen
+  once in a phase family gets its own
   entry (LAMB's norms, "reduction@optimizer", are not priced at the backward bias-gradient
   sums' rate: with one LAMB calibration run the pooled rate over-predicted a held-out bf16
   LAMB run's reductions by 73%, bench/results/validate_cpu_r4.txt; its error 12.5% -> 9.8%).
@@ -88,16 +100,21 @@ def join_keys(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def joined(measured: OpTable, analytic: OpTable) -> pd.DataFrame:
-    """Per join key: measured time, and the analytic FLOPs, bytes, launches and largest GEMM
-    shape of the same run. Measured memory-bound time of a category the analytic key lacks
-    (views, copies) is spread over the key's other categories in proportion to their time."""
+    """Per join key: measured time, and the analytic FLOPs, bytes, launches, GEMM batch and
+    narrowest GEMM shape of the same run. Measured memory-bound time of a category the
+    analytic key lacks (views, copies) is spread over the key's other categories in
+    proportion to their time."""
     mk = join_keys(measured.df)
     m = mk.groupby(KEYS)["time_s"].sum().rename("measured_s")
     a = join_keys(analytic.df)
     a = a.assign(bytes=a["bytes_read"] + a["bytes_written"])
     agg = a.groupby(KEYS).agg(flops=("flops", "sum"), bytes=("bytes", "sum"),
-                              count=("count", "sum"), m=("m", "max"), n=("n", "max"),
-                              k=("k", "max"))
+                              count=("count", "sum"), batch=("batch", "max"))
+    # the shape of each key's narrowest GEMM (smallest of m, n, k), not the largest m, n and
+    # k apart: a batched product's two gradients, (s, d_h) x (d_h, s) and (d_h, s) x (s, s)
+    # in one key, are each 64 narrow, and their maxima (s, s, s) are not
+    narrow = a.assign(_d=a[["m", "n", "k"]].min(axis=1)).sort_values("_d", kind="stable")
+    agg = agg.join(narrow.groupby(KEYS)[["m", "n", "k"]].first())
     out = agg.join(m, how="left").fillna({"measured_s": 0.0}).reset_index()
     orphan = m[~m.index.isin(agg.index)].groupby(KEYS[:4]).sum()
     if len(orphan):
@@ -128,6 +145,24 @@ def _rate_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(np.median(y / x)), 0.0
 
 
+def _robust_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """y = a x + c by Theil-Sen (Sen 1968, "Estimates of the regression coefficient based on
+    Kendall's tau", JASA 63): a the median of the slopes between every pair of points of
+    different x, c the median of y - a x. As robust to heavy-tailed noise as a median rate
+    (a 29% breakdown point), but it keeps a fixed cost per launch. Points of one x, a slope
+    of a <= 0 or an intercept c < 0 fall back to the median rate (c = 0)."""
+    i, j = np.triu_indices(len(x), k=1)
+    dx = x[j] - x[i]
+    apart = dx != 0
+    if not apart.any():
+        return _rate_fit(x, y)
+    a = float(np.median((y[j] - y[i])[apart] / dx[apart]))
+    if a <= 0:
+        return _rate_fit(x, y)
+    c = float(np.median(y - a * x))
+    return (a, c) if c >= 0 else _rate_fit(x, y)
+
+
 @dataclass(frozen=True, slots=True)
 class GemmFit:
     """A fitted GEMM model, the peak its fractions are relative to, and its time-weighted
@@ -144,12 +179,15 @@ class GemmFit:
 def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
              robust: bool = True, preserve_total: bool = False) -> GemmFit:
     """Fit `GemmEfficiency` to points with columns flops, count (launches), m, n, k, time_s
-    (and phase: one factor per phase); `robust` fits a median rate (no size term), else least
-    squares with one. The fit is made in rates (FLOP/s), then expressed as fractions of
-    `peak_flops`, or of the fastest fitted rate where that is higher (see `GemmFit`).
-    `preserve_total` makes each phase's factor the ratio of the phase's predicted to measured
-    total time instead of the median ratio, so the fit reproduces the points' GEMM time per
-    phase (a trace's many launches of one run, rather than noisy separate runs)."""
+    (and phase: one factor per phase; batch: one factor for batched GEMMs); `robust` fits
+    the size term by Theil-Sen (`_robust_line`), else by least squares. The fit is made in
+    rates (FLOP/s), then expressed as fractions of `peak_flops`, or of the fastest fitted
+    rate where that is higher (see `GemmFit`). The phase factors come from the plain GEMMs,
+    the batched factor from the batched ones after them (where each kind has enough points).
+    `preserve_total` makes each factor the ratio of predicted to measured total time
+    instead of the median ratio, so the fit reproduces the points' GEMM time per phase and
+    of the batched GEMMs (a trace's many launches of one run, rather than noisy separate
+    runs)."""
     p = points[(points["flops"] > 0) & (points["time_s"] > 0)]
     if len(p) < 3:
         raise BertscopeError(f"GEMM fit needs at least 3 measured GEMMs, got {len(p)}")
@@ -166,7 +204,7 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
     for d0 in (0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0):
         shape = d / (d + d0) if d0 else np.ones_like(d)
         # the model's time, W / (rate S) + W0 / rate, is linear in W / S: t = a W / S + c
-        a, c = (_rate_fit if robust else _linear_fit)(w / shape, t)
+        a, c = (_robust_line if robust else _linear_fit)(w / shape, t)
         pred = a * w / shape + c  # rate 1 / a for large square GEMMs, W0 = c / a
         # a shape term must earn its place: lower the error by a point (0.01) or 2% of it,
         # not by rounding (equal dims make every D0 fit alike)
@@ -175,18 +213,31 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
     assert best is not None
     err, rate, w0, d0 = best
     per_phase: dict[str, float] = {}
+    batched = 1.0
     if (robust or preserve_total) and "phase" in p.columns:  # a factor per phase
         phases = gemm_phase(p["phase"])
         shape = d / (d + d0) if d0 else np.ones_like(d)
         base = (w / shape + w0) / rate  # per-launch time at the base rate
-        ratio = base / t  # > 1: faster than the base
-        per_phase = {str(ph): float(np.sum((base * cnt)[sel]) / np.sum((t * cnt)[sel])
-                                    if preserve_total else np.median(ratio[sel]))
-                     for ph in sorted(set(phases))
-                     if np.sum(sel := phases == ph) >= (1 if preserve_total else 3)}
+        least = 1 if preserve_total else 3
+
+        def factor(sel: np.ndarray) -> float:  # > 1: faster than the base
+            return float(np.sum((base * cnt)[sel]) / np.sum((t * cnt)[sel]) if preserve_total
+                         else np.median((base / t)[sel]))
+
+        many = (p["batch"].to_numpy(float) > 1 if "batch" in p.columns
+                else np.zeros(len(p), dtype=bool))
+        if many.sum() < least or (~many).sum() < least:
+            many = np.zeros(len(p), dtype=bool)  # too few of either kind: one rate for all
+        # the phases' factors from the plain GEMMs, then one for the batched ones after them
+        per_phase = {str(ph): factor(sel) for ph in sorted(set(phases))
+                     if np.sum(sel := (phases == ph) & ~many) >= least}
+        if many.any():
+            base = base / np.array([per_phase.get(str(ph), 1.0) for ph in phases])
+            batched = factor(many)
     peak = max(peak_flops, rate * max([1.0, *per_phase.values()]))
     model = GemmEfficiency(max_fraction=rate / peak, half_saturation_flops=w0,
-                           half_saturation_dim=d0, per_phase=per_phase, source=source)
+                           half_saturation_dim=d0, per_phase=per_phase, batched=batched,
+                           source=source)
     if per_phase:
         err = error(w / (peak * model.fraction(p)))
     return GemmFit(model=model, mape=err, points=len(p), peak_flops=peak)
@@ -256,7 +307,7 @@ def fit_memory(points: pd.DataFrame, bandwidth: float, source: str,
 
     def fit(sel: pd.DataFrame) -> list[float]:
         cnt = np.maximum(sel["count"].to_numpy(float), 1.0)
-        fit_line = _rate_fit if robust else _linear_fit
+        fit_line = _robust_line if robust else _linear_fit
         a, c = fit_line(sel["bytes"].to_numpy(float) / cnt, sel["time_s"].to_numpy(float) / cnt)
         return [min(1.0, 1.0 / (bandwidth * a)), c / a]
 

@@ -72,12 +72,17 @@ class GemmEfficiency(ModelBase):
     per_phase: dict[str, float] = field(default_factory=dict)
     """GEMM phase key (`gemm_phase`: forward, which covers recompute; backward_data;
     backward_weight; backward) -> factor on the fraction; phases not listed get 1."""
+    batched: float = 1.0
+    """Factor on the fraction of batched GEMMs (batch > 1: attention's score and context
+    products), capped at 1 as `per_phase` is: many small products in one launch do not run
+    at one GEMM's rate for their shape (a CPU's bf16 batched products ran 3-4x below the
+    rate fitted to its linears: bench/results/validate_cpu_r9)."""
     source: str = ASSUMED
     """Where the figures come from: "assumed default", or a calibration run."""
 
     _bounds: ClassVar[dict[str, tuple[float, float]]] = {
         "max_fraction": (1e-6, 1.0), "half_saturation_flops": (0.0, 1e18),
-        "half_saturation_dim": (0.0, 1e9)}
+        "half_saturation_dim": (0.0, 1e9), "batched": (1e-3, 1e3)}
 
     def __post_init__(self) -> None:
         self._check()
@@ -108,6 +113,9 @@ class GemmEfficiency(ModelBase):
             scale = np.array([float(self.per_phase.get(k, 1.0)) for k in keys.ravel()],
                              dtype=float).reshape(keys.shape)
             f = np.minimum(1.0, f * scale)
+        if self.batched != 1.0 and "batch" in rows:
+            batched = np.asarray(rows["batch"], dtype=float) > 1
+            f = np.where(batched, np.minimum(1.0, f * self.batched), f)
         return np.where(w > 0, f, 1.0)
 
 

@@ -24,7 +24,7 @@ from bertscope.errors import BertscopeError
 
 
 def measure_fresh(spec: str, path: str | Path, *, iters: int, warmup: int,
-                  device: str = "cpu", statistic: str = "median") -> Path:
+                  device: str = "cpu", statistic: str = "min") -> Path:
     """Profile `spec` ("model:batch:seq[:field...]", as `validate.parse_specs` reads it) in
     a new Python process and write its result to `path` (`ProfileResult.write_json`); the
     path. A failed child is a one-line error with the child's last line."""

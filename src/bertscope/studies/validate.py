@@ -290,7 +290,7 @@ def unsettled_faults(meta: Mapping[str, Any]) -> int | None:
 
 
 def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: str = "cpu",
-             iters: int = 5, warmup: int = 2, statistic: str = "median", rounds: int = 1,
+             iters: int = 5, warmup: int = 2, statistic: str = "min", rounds: int = 1,
              quick: bool = False, results_dir: str | Path | None = None,
              log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Profile the calibration configs, fit, then profile and predict the held-out ones.
