@@ -119,6 +119,20 @@ def test_median_statistic_ignores_one_slow_iteration() -> None:
     assert least["aten::mul"] == pytest.approx(6e-6)  # least of the one iteration it ran
 
 
+def test_the_least_iteration_is_the_least_of_each_part() -> None:
+    from bertscope.trace.attribute import Statistic, between_ops, iteration_time
+
+    # two rows over three iterations (s); iterations of 10, 12 and 11 s
+    rows = [[3.0, 5.0, 4.0], [4.0, 4.0, 6.0]]
+    gaps = between_ops([10.0, 12.0, 11.0], rows)
+    assert gaps == [3.0, 3.0, 1.0]  # 10 - 7, 12 - 9, 11 - 10
+    # rows' least 3 + 4 = 7, plus the least gap 1: 8, below the least iteration (10)
+    assert iteration_time(Statistic.MIN, [10.0, 12.0, 11.0], 7.0, gaps) == 8.0
+    assert iteration_time(Statistic.MIN, [10.0, 12.0, 11.0], 7.0) == 10.0  # no gaps known
+    assert iteration_time(Statistic.MEDIAN, [10.0, 12.0, 11.0], 7.0, gaps) == 11.0
+    assert iteration_time(Statistic.MIN, [5.0], 7.0, [-2.0]) == 7.0  # never below the rows
+
+
 def test_statistic_of_values() -> None:
     from bertscope.trace.attribute import Statistic
 

@@ -139,7 +139,14 @@ def test_retake_takes_another_statistic_from_the_saved_iterations() -> None:
     doc = json.loads(R9.read_text())
     assert doc["meta"]["statistic"] == "min"
     saved = load_result(R9)
-    assert retake(saved, "min") is saved  # taken with that statistic already
+    same = retake(saved, "min")  # taken with that statistic already: the same rows
+    assert same.table.df["time_s"].tolist() == pytest.approx(
+        saved.table.df["time_s"].tolist(), abs=6e-11)  # rows keep 10 decimals
+    per = doc["meta"]["row_times_s"]
+    gaps = [t - sum(r[i] for r in per) for i, t in enumerate(doc["meta"]["iteration_times_s"])]
+    # the least iteration as the rows' least plus the least time between ops
+    assert same.meta["iteration_s"] == pytest.approx(
+        sum(min(t for t in r if t > 0) for r in per) + min(gaps))
     med = retake(saved, "median")
     assert med.meta["statistic"] == "median"
     assert med.meta["iteration_s"] == statistics.median(doc["meta"]["iteration_times_s"])
@@ -160,3 +167,24 @@ def test_retake_refuses_row_times_that_do_not_match_the_rows() -> None:
     saved.meta["row_times_s"] = saved.meta["row_times_s"][:-1]
     with pytest.raises(BertscopeError, match="row_times_s: expected a list of one entry"):
         retake(saved, "median")
+
+
+def test_rounds_taken_with_the_minimum_add_the_least_time_between_ops() -> None:
+    """Three saved rounds with per-iteration row times: the iteration is each row's least
+    over all 15 iterations, summed, plus the least over them of (iteration - its rows)."""
+    paths = [R9.with_name(f"bert-mini-16-64-bf16.round{i}.json") for i in range(3)]
+    docs = [json.loads(p.read_text()) for p in paths]
+    c = combine_rounds([load_result(p) for p in paths])
+    fields = ("name", "layer", "sublayer", "category", "phase", "m", "n", "k", "batch",
+              "elements")
+    per_row: dict[tuple[str, ...], list[float]] = {}
+    for d in docs:
+        for row, times in zip(d["rows"], d["meta"]["row_times_s"], strict=True):
+            per_row.setdefault(tuple(str(row[f]) for f in fields), []).extend(times)
+    gaps = [t - sum(r[i] for r in d["meta"]["row_times_s"])
+            for d in docs for i, t in enumerate(d["meta"]["iteration_times_s"])]
+    rows = c.table.df["time_s"].sum()
+    assert rows == pytest.approx(sum(min((t for t in r if t > 0), default=0.0)
+                                     for r in per_row.values()), rel=1e-9)
+    assert c.meta["iteration_s"] == pytest.approx(rows + min(gaps))
+    assert c.meta["iteration_s"] < min(t for d in docs for t in d["meta"]["iteration_times_s"])

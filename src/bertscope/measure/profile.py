@@ -50,7 +50,7 @@ from bertscope.measure.quiet import QuietProfiler
 from bertscope.optable import OpTable, meta_with_job
 from bertscope.parallel.memory import stack_layers
 from bertscope.taxonomy import Classifier, Phase, Sublayer
-from bertscope.trace.attribute import Statistic
+from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): stage is "warmup", "settle" (a profiled iteration thrown
@@ -420,7 +420,9 @@ def profile(
     op_time = float(d["time_s"].sum())
     unattributed = float(d.loc[(d["sublayer"] == Sublayer.OTHER) & ~d["phase"].isin(
         [Phase.OPTIMIZER, Phase.COMMUNICATION]), "time_s"].sum())
-    iteration_s = statistic.of(done)
+    row_times = attr.per_iteration(len(done))
+    gaps = between_ops(done, row_times)
+    iteration_s = iteration_time(statistic, done, op_time, gaps)
     meta = {
         **table.meta,
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
@@ -437,7 +439,8 @@ def profile(
         "host_allocator": current_allocator().value,  # process-wide, once set
         "iteration_s": iteration_s,
         "iteration_times_s": done,
-        "row_times_s": attr.per_iteration(len(done)),  # per row (table order), per iteration
+        "row_times_s": row_times,  # per row (table order), per iteration
+        "gap_times_s": gaps,  # per iteration: its time minus its rows'
         "tokens_per_s": run.tokens / iteration_s,
         "op_time_s": op_time,
         "unattributed_s": unattributed,

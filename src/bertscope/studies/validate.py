@@ -33,7 +33,7 @@ from bertscope.optable import Combine, OpTable, combine, op_from_dict
 from bertscope.perf.calibrate import KEYS, join_keys, joined
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import predict
-from bertscope.trace.attribute import Statistic
+from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,36 +243,54 @@ def combine_rounds(results: Sequence[Measurement]) -> Measurement:
     """One result from several measurements of the same config: each row's time is the
     median over them (a row missing from one took 0 there; `Combine.MEDIAN`), the iteration
     time the median of all measured iterations; for measurements taken with the minimum
-    statistic (meta "statistic"), the least of both (`Combine.MIN`). One result is returned
-    as it is."""
+    statistic (meta "statistic"), each row's least (`Combine.MIN`) and the iteration's as
+    `iteration_time` makes it (the rows' least plus the least time between ops of any
+    iteration). One result is returned as it is."""
     if len(results) == 1:
         return results[0]
     least = results[0].meta.get("statistic") == Statistic.MIN
     table = combine([r.table for r in results], Combine.MIN if least else Combine.MEDIAN)
     every = [t for r in results for t in r.meta["iteration_times_s"]]
-    meta = {**results[0].meta, "iteration_s": float(min(every) if least else np.median(every)),
+    gaps = [g for r in results for g in _gaps(r.meta)]
+    iteration = (iteration_time(Statistic.MIN, every, float(np.nansum(table.df["time_s"])),
+                                gaps if all(_gaps(r.meta) for r in results) else None)
+                 if least else float(np.median(every)))
+    meta = {**results[0].meta, "iteration_s": iteration, "gap_times_s": gaps,
             "iteration_times_s": every, "rounds": len(results),
             "op_time_s": float(table.df["time_s"].sum())}
     table.meta = dict(meta)
     return MeasuredRun(table=table, analytic=results[0].analytic, meta=meta)
 
 
+def _gaps(meta: Mapping[str, Any]) -> list[float]:
+    """A measurement's time between ops per iteration: meta "gap_times_s", or made from its
+    per-iteration row times; [] where it kept neither (older results)."""
+    if meta.get("gap_times_s") is not None:
+        return [float(g) for g in meta["gap_times_s"]]
+    if meta.get("row_times_s") is not None:
+        return between_ops(meta["iteration_times_s"], meta["row_times_s"])
+    return []
+
+
 def retake(result: Measurement, statistic: Statistic | str) -> Measurement:
     """`result` with its rows' and iteration's times taken again by `statistic` from the
     per-iteration times it saved (meta "row_times_s", "iteration_times_s"), so one saved
-    measurement answers for any statistic; returned as it is when it was taken with that
-    statistic already, or saved no per-iteration row times (older results)."""
+    measurement answers for any statistic (and for the iteration time as `iteration_time`
+    makes it now); returned as it is where it saved no per-iteration row times (older
+    results)."""
     statistic = Statistic(statistic)
     per_row = result.meta.get("row_times_s")
-    if result.meta.get("statistic") == statistic or per_row is None:
+    if per_row is None:
         return result
     if not isinstance(per_row, list) or len(per_row) != len(result.table):
         raise BertscopeError(f"meta: row_times_s: expected a list of one entry per row "
                              f"({len(result.table)}), got {type(per_row).__name__}")
     times = [statistic.of_row(expect({"t": ts}, "t", list, "meta: row_times_s"))
              for ts in per_row]
-    meta = {**result.meta, "statistic": statistic.value,
-            "iteration_s": statistic.of(result.meta["iteration_times_s"]),
+    gaps = between_ops(result.meta["iteration_times_s"], per_row)
+    meta = {**result.meta, "statistic": statistic.value, "gap_times_s": gaps,
+            "iteration_s": iteration_time(statistic, result.meta["iteration_times_s"],
+                                          float(np.nansum(times)), gaps),
             "op_time_s": float(np.nansum(times))}
     table = OpTable(result.table.df.assign(time_s=times), dict(meta), job=result.table.job)
     return MeasuredRun(table=table, analytic=result.analytic, meta=meta)

@@ -86,6 +86,27 @@ class Statistic(StrEnum):
         return float(sum(values) / len(values))
 
 
+def between_ops(iteration_times: Sequence[float], row_times: Sequence[Sequence[float]]
+                ) -> list[float]:
+    """Per iteration: its time minus its rows' (`row_times`: per row, per iteration), the
+    framework's time between and around ops (Python, the autograd engine, the profiler)."""
+    return [t - sum(row[i] for row in row_times) for i, t in enumerate(iteration_times)]
+
+
+def iteration_time(statistic: Statistic, iteration_times: Sequence[float], op_time: float,
+                   gaps: Sequence[float] | None = None) -> float:
+    """The iteration time by `statistic`: `of` the measured iteration times; for the minimum,
+    the least of each part, as noise adds time to each: `op_time` (each row's least, summed)
+    plus the least time between ops of any iteration (`gaps`, `between_ops`), 0 at least.
+    Pairing each row's least with the least iteration would charge the noise in the other
+    iterations' rows to the time between ops: on the dev VM the least iteration was 27-100 ms
+    over its rows' least, while the time between ops was 15-47 ms in every iteration
+    (bench/results/validate_cpu_r10). Without `gaps`, the least iteration."""
+    if statistic is Statistic.MIN and gaps:
+        return op_time + max(0.0, min(gaps))
+    return statistic.of(iteration_times)
+
+
 # --- reading the capture ------------------------------------------------------------------
 
 _SCOPE_RE = re.compile(rf"^{re.escape(SCOPE)}(-?\d+)::(\w+)$")
