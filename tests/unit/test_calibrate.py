@@ -293,3 +293,14 @@ def test_join_gives_a_keys_narrowest_gemm_shape() -> None:
     (row,) = joined(measured, _table(grads)).to_dict(orient="records")
     assert (row["m"], row["n"], row["k"], row["batch"]) == (128, 64, 128, 8)
     assert row["flops"] == 2 * 2 * 8 * 128 * 64 * 128
+
+
+def test_robust_line_samples_pairs_of_many_points(monkeypatch) -> None:
+    """Past the pair budget the slopes come from sampled pairs: on an exact line t = 3 x + 2
+    every pair's slope is 3, so the sample gives the line exactly (pairs of equal x, drawn
+    with replacement, are skipped)."""
+    import bertscope.perf.calibrate as cal
+
+    monkeypatch.setattr(cal, "_PAIRS", 100)  # 50 points: 1,225 pairs > 100
+    x = np.linspace(1.0, 50.0, 50)
+    assert cal._robust_line(x, 3 * x + 2) == pytest.approx((3.0, 2.0))

@@ -145,13 +145,23 @@ def _rate_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(np.median(y / x)), 0.0
 
 
+_PAIRS = 1_000_000
+"""Pairwise slopes a Theil-Sen fit takes at most (1,415 points give a million pairs)."""
+
+
 def _robust_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """y = a x + c by Theil-Sen (Sen 1968, "Estimates of the regression coefficient based on
     Kendall's tau", JASA 63): a the median of the slopes between every pair of points of
     different x, c the median of y - a x. As robust to heavy-tailed noise as a median rate
     (a 29% breakdown point), but it keeps a fixed cost per launch. Points of one x, a slope
-    of a <= 0 or an intercept c < 0 fall back to the median rate (c = 0)."""
-    i, j = np.triu_indices(len(x), k=1)
+    of a <= 0 or an intercept c < 0 fall back to the median rate (c = 0). Beyond `_PAIRS`
+    pairs, that many pairs drawn with a fixed seed (the randomized Theil-Sen of Dillencourt,
+    Mount & Netanyahu 1992), so memory stays bounded for many points."""
+    n = len(x)
+    if n * (n - 1) // 2 > _PAIRS:  # pairs drawn with replacement, never all n^2 of them
+        i, j = np.random.default_rng(0).integers(0, n, size=(2, _PAIRS))
+    else:
+        i, j = np.triu_indices(n, k=1)
     dx = x[j] - x[i]
     apart = dx != 0
     if not apart.any():
@@ -234,7 +244,8 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
         if many.any():
             base = base / np.array([per_phase.get(str(ph), 1.0) for ph in phases])
             batched = factor(many)
-    peak = max(peak_flops, rate * max([1.0, *per_phase.values()]))
+    fastest = max([1.0, *per_phase.values()])
+    peak = max(peak_flops, rate * max(fastest, batched * max(per_phase.values(), default=1.0)))
     model = GemmEfficiency(max_fraction=rate / peak, half_saturation_flops=w0,
                            half_saturation_dim=d0, per_phase=per_phase, batched=batched,
                            source=source)
