@@ -251,13 +251,14 @@ def combine_rounds(results: Sequence[Measurement]) -> Measurement:
     least = results[0].meta.get("statistic") == Statistic.MIN
     table = combine([r.table for r in results], Combine.MIN if least else Combine.MEDIAN)
     every = [t for r in results for t in r.meta["iteration_times_s"]]
-    gaps = [g for r in results for g in _gaps(r.meta)]
-    iteration = (iteration_time(Statistic.MIN, every, float(np.nansum(table.df["time_s"])),
-                                gaps if all(_gaps(r.meta) for r in results) else None)
+    per_round = [_gaps(r.meta) for r in results]
+    gaps = [g for round_gaps in per_round for g in round_gaps]
+    op_time = float(table.df["time_s"].sum())
+    iteration = (iteration_time(Statistic.MIN, every, op_time,
+                                gaps if all(per_round) else None)
                  if least else float(np.median(every)))
     meta = {**results[0].meta, "iteration_s": iteration, "gap_times_s": gaps,
-            "iteration_times_s": every, "rounds": len(results),
-            "op_time_s": float(table.df["time_s"].sum())}
+            "iteration_times_s": every, "rounds": len(results), "op_time_s": op_time}
     table.meta = dict(meta)
     return MeasuredRun(table=table, analytic=results[0].analytic, meta=meta)
 
@@ -288,10 +289,11 @@ def retake(result: Measurement, statistic: Statistic | str) -> Measurement:
     times = [statistic.of_row(expect({"t": ts}, "t", list, "meta: row_times_s"))
              for ts in per_row]
     gaps = between_ops(result.meta["iteration_times_s"], per_row)
+    op_time = float(np.nansum(times))
     meta = {**result.meta, "statistic": statistic.value, "gap_times_s": gaps,
             "iteration_s": iteration_time(statistic, result.meta["iteration_times_s"],
-                                          float(np.nansum(times)), gaps),
-            "op_time_s": float(np.nansum(times))}
+                                          op_time, gaps),
+            "op_time_s": op_time}
     table = OpTable(result.table.df.assign(time_s=times), dict(meta), job=result.table.job)
     return MeasuredRun(table=table, analytic=result.analytic, meta=meta)
 
