@@ -36,16 +36,17 @@ def loo(configs: str, folder: Path) -> str:
         stem = str(spec).replace(":", "-").replace("/", "_")
         files = sorted(folder.glob(f"{stem}.round*.json")) or [folder / f"{stem}.json"]
         runs[str(spec)] = combine_rounds([load_result(f) for f in files])
-    errors, shares = [], []
+    errors, shares, gemm = [], [], []
     for held in runs:
         profile, _ = calibrate_local("cpu", [r for s, r in runs.items() if s != held],
                                      microbench=folder / "microbench.json")
         c = compare(runs[held], profile)
         errors.append(abs(c["error"]))
         shares.append(c["max_share_error_pp"])
+        gemm.append(c["per_op_mape"]["gemm"])
     return (f"{folder.name}: MAPE {100 * np.mean(errors):.1f}%  median "
             f"{100 * np.median(errors):.1f}%  largest share error {max(shares):.1f} pp  mean "
-            f"{np.mean(shares):.1f} pp  (errors %: "
+            f"{np.mean(shares):.1f} pp  GEMM per-op {100 * np.mean(gemm):.1f}%  (errors %: "
             f"{' '.join(f'{100 * e:.1f}' for e in errors)})")
 
 

@@ -12,6 +12,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 from datetime import date
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -85,6 +86,30 @@ STREAM_SIZES = [2**p for p in range(16, 29, 2)]
 """64 KiB ... 256 MiB copies."""
 
 
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+"""Where Linux describes the CPU's caches (index*/level, index*/size)."""
+
+
+def last_level_cache(dev: torch.device, caches: Path = CPU_CACHES) -> float | None:
+    """Bytes of the device's last-level cache: a CUDA device's L2 (torch's device
+    properties), the largest-level cache Linux lists for the CPU; None where unknown."""
+    if dev.type == "cuda":
+        size = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
+        return float(size) if size else None
+    best: tuple[int, float] | None = None
+    for index in sorted(caches.glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()
+            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+            size = float(text.rstrip("KMG")) * scale
+        except (OSError, ValueError):
+            continue
+        if size > 0 and (best is None or level > best[0]):
+            best = (level, size)
+    return None if best is None else best[1]
+
+
 def local_device(dev: torch.device, gemm: pd.DataFrame, stream: pd.DataFrame,
                  bf16_gemm: pd.DataFrame | None = None,
                  fp16_gemm: pd.DataFrame | None = None) -> Device:
@@ -108,12 +133,19 @@ def local_device(dev: torch.device, gemm: pd.DataFrame, stream: pd.DataFrame,
     sources = {f"peaks.{f}": f"{src} (best torch.mm over the GEMM grid)" for f in peaks}
     sources["memory_bandwidth"] = f"{src} (best copy over 64 KiB..256 MiB)"
     sources["memory_bytes"] = f"{src} (device/system memory)"
+    cache = last_level_cache(dev)
+    if cache is not None:
+        sources["on_chip_bytes"] = (f"last-level cache of {where} ("
+                                    + ("torch.cuda device properties, L2_cache_size)"
+                                       if dev.type == "cuda" else f"{CPU_CACHES}/index*)"))
     return Device(name=f"local-{dev.type}", sku=where, vendor="local",
                   kind=DeviceKind.GPU if dev.type == "cuda" else DeviceKind.CPU,
                   peaks=peaks, memory_bytes=mem, memory_bandwidth=bw, sources=sources,
+                  on_chip_bytes=cache,
+                  on_chip_note="" if cache is None else "last-level cache",
                   notes="peaks and bandwidth are the best measured rates, not datasheet "
                         "figures")
 
 
-__all__ = ["GEMM_GRID", "STREAM_SIZES", "gemm_points", "launch_overhead", "local_device",
-           "stream_points"]
+__all__ = ["CPU_CACHES", "GEMM_GRID", "STREAM_SIZES", "gemm_points", "last_level_cache",
+           "launch_overhead", "local_device", "stream_points"]

@@ -100,16 +100,19 @@ def join_keys(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def joined(measured: OpTable, analytic: OpTable) -> pd.DataFrame:
-    """Per join key: measured time, and the analytic FLOPs, bytes, launches, GEMM batch and
-    narrowest GEMM shape of the same run. Measured memory-bound time of a category the
+    """Per join key: measured time, and the analytic FLOPs, bytes, launches, GEMM batch,
+    narrowest GEMM shape and the most bytes one of its rows moves per launch (launch_bytes)
+    of the same run. Measured memory-bound time of a category the
     analytic key lacks (views, copies) is spread over the key's other categories in
     proportion to their time."""
     mk = join_keys(measured.df)
     m = mk.groupby(KEYS)["time_s"].sum().rename("measured_s")
     a = join_keys(analytic.df)
     a = a.assign(bytes=a["bytes_read"] + a["bytes_written"])
+    a = a.assign(launch_bytes=a["bytes"] / a["count"].clip(lower=1))
     agg = a.groupby(KEYS).agg(flops=("flops", "sum"), bytes=("bytes", "sum"),
-                              count=("count", "sum"), batch=("batch", "max"))
+                              count=("count", "sum"), batch=("batch", "max"),
+                              launch_bytes=("launch_bytes", "max"))
     # the shape of each key's narrowest GEMM (smallest of m, n, k), not the largest m, n and
     # k apart: a batched product's two gradients, (s, d_h) x (d_h, s) and (d_h, s) x (s, s)
     # in one key, are each 64 narrow, and their maxima (s, s, s) are not
@@ -187,13 +190,18 @@ class GemmFit:
 
 
 def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
-             robust: bool = True, preserve_total: bool = False) -> GemmFit:
+             robust: bool = True, preserve_total: bool = False,
+             cache_bytes: float = 0.0) -> GemmFit:
     """Fit `GemmEfficiency` to points with columns flops, count (launches), m, n, k, time_s
-    (and phase: one factor per phase; batch: one factor for batched GEMMs); `robust` fits
-    the size term by Theil-Sen (`_robust_line`), else by least squares. The fit is made in
+    (and phase: one factor per phase; batch: one factor for batched GEMMs; launch_bytes,
+    the most bytes one of the point's GEMMs moves per launch: with `cache_bytes` > 0, one
+    factor per phase for the GEMMs beyond that cache); `robust` fits the size term by
+    Theil-Sen (`_robust_line`), else by least squares. The fit is made in
     rates (FLOP/s), then expressed as fractions of `peak_flops`, or of the fastest fitted
-    rate where that is higher (see `GemmFit`). The phase factors come from the plain GEMMs,
-    the batched factor from the batched ones after them (where each kind has enough points).
+    rate where that is higher (see `GemmFit`). The phase factors come from the plain GEMMs
+    within the cache, the beyond-cache factors from the plain GEMMs past it after them (a
+    phase with too few of either kind: one factor for all its GEMMs), the batched factor from
+    the batched ones last (where each kind has enough points).
     `preserve_total` makes each factor the ratio of predicted to measured total time
     instead of the median ratio, so the fit reproduces the points' GEMM time per phase and
     of the batched GEMMs (a trace's many launches of one run, rather than noisy separate
@@ -223,6 +231,7 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
     assert best is not None
     err, rate, w0, d0 = best
     per_phase: dict[str, float] = {}
+    beyond: dict[str, float] = {}
     batched = 1.0
     if (robust or preserve_total) and "phase" in p.columns:  # a factor per phase
         phases = gemm_phase(p["phase"])
@@ -238,19 +247,32 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
                 else np.zeros(len(p), dtype=bool))
         if many.sum() < least or (~many).sum() < least:
             many = np.zeros(len(p), dtype=bool)  # too few of either kind: one rate for all
-        # the phases' factors from the plain GEMMs, then one for the batched ones after them
-        per_phase = {str(ph): factor(sel) for ph in sorted(set(phases))
-                     if np.sum(sel := (phases == ph) & ~many) >= least}
+        big = (p["launch_bytes"].to_numpy(float) > cache_bytes
+               if cache_bytes > 0 and "launch_bytes" in p.columns
+               else np.zeros(len(p), dtype=bool)) & ~many
+        # the phases' factors from the plain GEMMs within the cache, then one per phase for
+        # those beyond it, then one for the batched ones after them
+        for ph in sorted(set(phases)):
+            sel = (phases == ph) & ~many
+            split = np.sum(sel & big) >= least and np.sum(sel & ~big) >= least
+            if np.sum(sel) >= least:
+                per_phase[str(ph)] = factor(sel & ~big if split else sel)
+            if split:
+                beyond[str(ph)] = factor(sel & big) / per_phase[str(ph)]
         if many.any():
             base = base / np.array([per_phase.get(str(ph), 1.0) for ph in phases])
             batched = factor(many)
-    fastest = max([1.0, *per_phase.values()])
+    fastest = max([1.0, *per_phase.values(),
+                   *(per_phase[ph] * f for ph, f in beyond.items())])
     peak = max(peak_flops, rate * max(fastest, batched * max(per_phase.values(), default=1.0)))
     model = GemmEfficiency(max_fraction=rate / peak, half_saturation_flops=w0,
                            half_saturation_dim=d0, per_phase=per_phase, batched=batched,
+                           cache_bytes=cache_bytes if beyond else 0.0, beyond_cache=beyond,
                            source=source)
     if per_phase:
-        err = error(w / (peak * model.fraction(p)))
+        # the points as rows: each launch moves its key's most bytes (what `big` split on)
+        moved = p["launch_bytes"].to_numpy(float) * cnt if beyond else 0.0
+        err = error(w / (peak * model.fraction(p.assign(bytes_read=moved, bytes_written=0.0))))
     return GemmFit(model=model, mape=err, points=len(p), peak_flops=peak)
 
 
@@ -282,14 +304,16 @@ def fit_gemm_per_format(keys: pd.DataFrame, profile: DeviceProfile,
     its format's peak (raised where measured GEMMs beat it). One format: a `GemmEfficiency`;
     several: a `FormatGemmEfficiency` whose default is fp32 where fitted (else the format with
     the most points). Formats with fewer than 3 GEMM points are left to the default.
-    `preserve_total` and `robust` as for `fit_gemm`."""
+    `preserve_total` and `robust` as for `fit_gemm`; the cache split is at the device's
+    `on_chip_bytes` where it has one."""
     fits: dict[NumberFormat, GemmFit] = {}
+    cache = float(profile.device.on_chip_bytes or 0.0)
     for fmt in sorted({NumberFormat(f) for f in keys["format"]}, key=list(NumberFormat).index):
         points = keys[(keys["kind"] == "gemm") & (keys["format"] == fmt.value)]
         if int(((points["flops"] > 0) & (points["time_s"] > 0)).sum()) < 3 and fits:
             continue
         fit = fit_gemm(points, profile.device.peak_flops(fmt), f"{source} ({fmt.value} GEMMs)",
-                       preserve_total=preserve_total, robust=robust)
+                       preserve_total=preserve_total, robust=robust, cache_bytes=cache)
         profile = with_gemm_peak(profile, fit, fmt)
         fits[fmt] = fit
     report = {"gemm_points": sum(f.points for f in fits.values()),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from bertscope.errors import BertscopeError, is_positive_number
+from bertscope.optable import bytes_moved
 from bertscope.perf.device_profile import (
     ASSUMED,
     ModelBase,
@@ -40,6 +41,13 @@ def gemm_phase(phase: Any) -> np.ndarray:
     return np.where(families == PhaseFamily.FORWARD.value, families, phases)
 
 
+def _phase_factors(factors: Mapping[str, float], phase: Any) -> np.ndarray:
+    """Per row: the factor of its GEMM phase key (`gemm_phase`), 1 where none is listed."""
+    keys = gemm_phase(phase)
+    return np.array([float(factors.get(k, 1.0)) for k in keys.ravel()],
+                    dtype=float).reshape(keys.shape)
+
+
 @register_model
 @dataclass(kw_only=True, frozen=True, slots=True)
 class GemmEfficiency(ModelBase):
@@ -60,7 +68,10 @@ class GemmEfficiency(ModelBase):
     that calibration can replace.
     `per_phase` scales the fraction of one phase's GEMMs (capped at 1): the same shape runs
     at different rates as a forward addmm (bias folded in), a data gradient or a weight
-    gradient (a transposed operand).
+    gradient (a transposed operand). `beyond_cache` scales, per phase again, the GEMMs
+    that move more than `cache_bytes` per launch (operands and output beyond the last-level
+    cache stream from memory: a CPU's fp32 MLM decoder, 30522 wide, ran at 0.6-0.7 of the
+    rate of the same phase's layer GEMMs in bench/results/validate_cpu_r13).
     """
 
     max_fraction: float
@@ -77,25 +88,41 @@ class GemmEfficiency(ModelBase):
     products), capped at 1 as `per_phase` is: many small products in one launch do not run
     at one GEMM's rate for their shape (a CPU's bf16 batched products ran 3-4x below the
     rate fitted to its linears: bench/results/validate_cpu_r9)."""
+    cache_bytes: float = 0.0
+    """Last-level cache of the calibrated device in bytes: GEMMs moving more per launch take
+    the `beyond_cache` factors (0: no such split)."""
+    beyond_cache: dict[str, float] = field(default_factory=dict)
+    """GEMM phase key -> factor on the fraction (after `per_phase`, capped at 1) of that
+    phase's GEMMs that move more than `cache_bytes` per launch; phases not listed get 1."""
     source: str = ASSUMED
     """Where the figures come from: "assumed default", or a calibration run."""
 
     _bounds: ClassVar[dict[str, tuple[float, float]]] = {
         "max_fraction": (1e-6, 1.0), "half_saturation_flops": (0.0, 1e18),
-        "half_saturation_dim": (0.0, 1e9), "batched": (1e-3, 1e3)}
+        "half_saturation_dim": (0.0, 1e9), "batched": (1e-3, 1e3), "cache_bytes": (0.0, 1e15)}
 
     def __post_init__(self) -> None:
         self._check()
-        if not isinstance(self.per_phase, Mapping):
-            raise BertscopeError(f"GemmEfficiency.per_phase: expected an object of phase -> "
-                                 f"factor, got {type(self.per_phase).__name__}")
-        for phase, factor in self.per_phase.items():
-            if not (is_positive_number(factor) and float(factor) <= 1e3):
-                raise BertscopeError(f"GemmEfficiency.per_phase[{phase!r}] must be a number "
-                                     f"in (0, 1000], got {factor!r}")
+        for name in ("per_phase", "beyond_cache"):
+            factors = getattr(self, name)
+            if not isinstance(factors, Mapping):
+                raise BertscopeError(f"GemmEfficiency.{name}: expected an object of phase -> "
+                                     f"factor, got {type(factors).__name__}")
+            for phase, factor in factors.items():
+                if not (is_positive_number(factor) and float(factor) <= 1e3):
+                    raise BertscopeError(f"GemmEfficiency.{name}[{phase!r}] must be a number "
+                                         f"in (0, 1000], got {factor!r}")
 
     def __hash__(self) -> int:
         return self._hash()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Fields plus `"model"` (the cache split only where it has factors)."""
+        out = ModelBase.to_dict(self)
+        if not self.beyond_cache:
+            out.pop("beyond_cache")
+            out.pop("cache_bytes")
+        return out
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """Fraction of peak per row (rows without FLOPs get 1; they take no compute time)."""
@@ -109,10 +136,11 @@ class GemmEfficiency(ModelBase):
             work, w + self.half_saturation_flops * shape, out=np.ones_like(work),
             where=work > 0)
         if self.per_phase and "phase" in rows:
-            keys = gemm_phase(rows["phase"])
-            scale = np.array([float(self.per_phase.get(k, 1.0)) for k in keys.ravel()],
-                             dtype=float).reshape(keys.shape)
-            f = np.minimum(1.0, f * scale)
+            f = np.minimum(1.0, f * _phase_factors(self.per_phase, rows["phase"]))
+        if self.beyond_cache and self.cache_bytes > 0 and "phase" in rows:
+            beyond = per_launch(rows, bytes_moved(rows)) > self.cache_bytes
+            f = np.where(beyond, np.minimum(
+                1.0, f * _phase_factors(self.beyond_cache, rows["phase"])), f)
         if self.batched != 1.0 and "batch" in rows:
             batched = np.asarray(rows["batch"], dtype=float) > 1
             f = np.where(batched, np.minimum(1.0, f * self.batched), f)
