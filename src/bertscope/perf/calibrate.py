@@ -270,9 +270,11 @@ def fit_gemm(points: pd.DataFrame, peak_flops: float, source: str, *,
                            cache_bytes=cache_bytes if beyond else 0.0, beyond_cache=beyond,
                            source=source)
     if per_phase:
-        # the points as rows: each launch moves its key's most bytes (what `big` split on)
-        moved = p["launch_bytes"].to_numpy(float) * cnt if beyond else 0.0
-        err = error(w / (peak * model.fraction(p.assign(bytes_read=moved, bytes_written=0.0))))
+        # with a split, the points as rows: each launch moves its key's most bytes (what
+        # `big` split on)
+        rows = (p.assign(bytes_read=p["launch_bytes"].to_numpy(float) * cnt, bytes_written=0.0)
+                if beyond else p)
+        err = error(w / (peak * model.fraction(rows)))
     return GemmFit(model=model, mape=err, points=len(p), peak_flops=peak)
 
 
