@@ -37,6 +37,11 @@ def test_profile_trace_reads_back_to_the_same_breakdown(tmp_path: Path, run: Run
     got = analyze_trace(path)
     want, have = result.table.df, got.table.df
     assert got.ranks[0].iterations == iters and got.ranks[0].time_source == "cpu"
+    # rows that differ, named in the failure (a share mismatch alone does not say which op)
+    j = want.groupby(KEYS, observed=True)["time_s"].sum().to_frame("profile").join(
+        have.groupby(KEYS, observed=True)["time_s"].sum().to_frame("trace"), how="outer")
+    off = j[~((j["profile"] - j["trace"]).abs() < 1e-8)]
+    assert off.empty, off.to_string()
     for by in ("category", "sublayer", "phase"):
         a, b = _shares(want, by), _shares(have, by)
         assert list(a.index) == list(b.index), by

@@ -253,3 +253,33 @@ def test_a_trace_of_kernels_only(tmp_path: Path) -> None:
     # compute [10, 15], comm [12, 17]: overlap 3 us, exposed 2 us, busy 7 us
     assert (dev["overlap_s"], dev["exposed_comm_s"], dev["busy_s"]) == (
         pytest.approx(3e-6), pytest.approx(2e-6), pytest.approx(7e-6))
+
+
+def test_ops_nest_on_the_nanosecond_grid_the_profiler_wrote(tmp_path: Path) -> None:
+    """Kineto writes ts and dur in us with 3 decimals; ts + dur in float us rounds by ~1 ns at
+    the ~5e12 us its clock reads, and torch nests on the exact integers. Values found by a
+    search (float arithmetic checked in the comments):
+    - aten::addmm ends with its aten::linear at ...639.165 + 1.007 = ...639.188 + 0.984 us,
+      yet in floats 5459348676639.188 + 0.984 > 5459348676639.165 + 1.007: it is the
+      linear's child, not a root;
+    - aten::add starts at ...639.165 + 1.021 = ...640.186, the linear's own end in integers
+      (torch: an op starting where another ends is not its child), yet in floats
+      5459348676640.186 < 5459348676639.165 + 1.021 (a second thread: its own linear)."""
+    from bertscope.trace.breakdown import _trees
+    from bertscope.trace.reader import read_events
+    op = dict(ph="X", cat="cpu_op", pid=1, tid=1)
+    evs = [dict(op, name="aten::linear", ts=5459348676639.165, dur=1.007),
+           dict(op, name="aten::addmm", ts=5459348676639.188, dur=0.984),
+           dict(op, name="aten::linear", ts=5459348676639.165, dur=1.021, tid=2),
+           dict(op, name="aten::add", ts=5459348676640.186, dur=0.5, tid=2)]
+    assert evs[1]["ts"] + evs[1]["dur"] > evs[0]["ts"] + evs[0]["dur"]  # the float trap
+    assert evs[3]["ts"] < evs[2]["ts"] + evs[2]["dur"]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    ev = read_events(path)
+    tr = _trees(ev)
+    names = [ev.names[ev.name[i]] for i in tr.order]
+    parents = [names[p] if p >= 0 else None for p in tr.parent]
+    assert list(zip(names, parents, strict=True)) == [
+        ("aten::linear", None), ("aten::addmm", "aten::linear"),
+        ("aten::linear", None), ("aten::add", None)]

@@ -126,7 +126,11 @@ _BLOCK = 1 << 16
 def _trees(ev: Events) -> _Trees:
     cpu = np.flatnonzero(np.isin(ev.kind, np.array(CPU_KINDS, dtype=np.uint8)))
     thread = ev.pid[cpu].astype(np.int64) * (len(ev.ids) + 1) + ev.tid[cpu]
-    ts, end = ev.ts[cpu], ev.end[cpu]
+    # nest on the nanosecond grid the profiler's clock has: Kineto writes ts and dur in us
+    # with 3 decimals, and ts + dur in float us (~5e12) rounds by up to 1 ns, so a child that
+    # ends with its parent could seem to outlast it (torch nests the exact integers)
+    ts = np.rint(ev.ts[cpu] * 1e3)
+    end = ts + np.rint(ev.dur[cpu] * 1e3)
     o = np.lexsort((-end, ts, thread))
     order, thread, ts, end = cpu[o], thread[o], ts[o], end[o]
     n = len(order)
@@ -149,7 +153,8 @@ def _trees(ev: Events) -> _Trees:
                     break
             stack.append((p, t, e))
         parent[a:b] = par
-    return _Trees(order=order, parent=parent, hi=hi, start=ts, end=end, thread=thread)
+    return _Trees(order=order, parent=parent, hi=hi, start=ts * 1e-3, end=end * 1e-3,
+                  thread=thread)
 
 
 def _build(ev: Events, tr: _Trees, root: int) -> _Node:
