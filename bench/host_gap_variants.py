@@ -1,9 +1,10 @@
 """Host time between ops, per launch: which launches carry it? On saved validation
 measurements, the calibration's median gap per launch (`perf.calibrate.fit_host_gap`) predicts
 each held-out config's gap (measured iteration - sum of measured ops) counting all analytic
-launches (the model), or all but autocast's casts (rows named *_cast: an offline experiment,
-the op table has no role for them), or forward launches only; printed as each held-out
-config's gap error in % of its iteration, and the held-out MAPE the model would have with
+launches (the model at ba42a11), or all but autocast's casts (rows named *_cast: the
+experiment behind `Issuer.AUTOCAST`, which the model now reads), or forward launches only;
+printed as each held-out config's gap error in % of its iteration, and the held-out MAPE
+the model would have with
 the gap counted without casts (the validate JSON's errors shifted by the gap change).
 
     python bench/host_gap_variants.py DIR:JSON [DIR:JSON ...]

@@ -248,6 +248,22 @@ class TensorSplit(StrEnum):
     for rows no producer labelled."""
 
 
+class Issuer(StrEnum):
+    """Who issues a row's op: the framework's own code (a module's forward, the autograd
+    engine's nodes, the optimizer), or mixed precision from inside another op. A host model
+    counts framework work between ops per launch of the first kind only."""
+
+    FRAMEWORK = "framework"
+    """Issued by framework code between ops (Python, module hooks, the autograd engine).
+    The default for rows no producer labelled."""
+    AUTOCAST = "autocast"
+    """A cast mixed precision inserts, with no framework code of its own around it:
+    torch.autocast's casts, issued by the dispatcher inside the op that needs them
+    (aten::linear casting its fp32 weight, bias and input to 16 bits), and in backward the
+    casts of gradients back to the dtype of what they are the gradient of (a cast weight's,
+    a loss upcast to fp32, a 16-bit branch added to an fp32 residual)."""
+
+
 class PipelineStage(StrEnum):
     """Role of a row under pipeline parallelism: which part of the model's stages holds it."""
 

@@ -26,10 +26,11 @@ distributed model reads these roles, never op names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from bertscope.config import Activation
 from bertscope.optable import Op
-from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
+from bertscope.taxonomy import Category, Issuer, Phase, PipelineStage, Sublayer, TensorSplit
 
 C, P, S, T = Category, Phase, Sublayer, TensorSplit
 
@@ -114,7 +115,7 @@ class Section:
         return [op for group in reversed(self._bwd) for op in group]
 
     def row(self, name: str, sub: Sublayer, cat: Category, phase: Phase, *,
-            split: TensorSplit = T.REPLICATED, **kw: float) -> Op:
+            split: TensorSplit = T.REPLICATED, **kw: Any) -> Op:
         """A row of this section, at its pipeline stage, with tensor-parallel role `split`."""
         return Op(name, self.layer, sub, cat, phase, tp_split=split,  # type: ignore[arg-type]
                   pp_stage=self.stage, **kw)
@@ -187,11 +188,12 @@ class Section:
         written) in `grad_phase`, None where no gradient flows."""
         self.fwd.append(self.row(f"{label}_cast", sub, C.DATA_MOVEMENT, P.FORWARD, split=split,
                                  elements=e, bytes_read=PARAM_BYTES * e,
-                                 bytes_written=self.ab * e))
+                                 bytes_written=self.ab * e, issuer=Issuer.AUTOCAST))
         if grad_phase is None:
             return None
         return self.row(f"{label}_grad_cast", sub, C.DATA_MOVEMENT, grad_phase, split=split,
-                        elements=e, bytes_read=self.ab * e, bytes_written=PARAM_BYTES * e)
+                        elements=e, bytes_read=self.ab * e, bytes_written=PARAM_BYTES * e,
+                        issuer=Issuer.AUTOCAST)
 
     def weight_casts(self, name: str, sub: Sublayer, e: int) -> None:
         """Autocast's casts of `e` fp32 weights used by many linears but cast once per
@@ -276,7 +278,8 @@ class Section:
         if promotes and self.autocast:
             self.on_backward(self.row(f"{name}.grad_cast", sub, C.DATA_MOVEMENT,
                                       P.BACKWARD_DATA, split=split, elements=e,
-                                      bytes_read=PARAM_BYTES * e, bytes_written=a * e))
+                                      bytes_read=PARAM_BYTES * e, bytes_written=a * e,
+                                      issuer=Issuer.AUTOCAST))
 
     def grad_sum(self, name: str, sub: Sublayer, e: int, n: int = 1) -> None:
         """Backward only: autograd sums the gradients of a tensor used by n + 1 consumers."""
@@ -359,7 +362,8 @@ class Section:
         if a != LOSS_BYTES:
             grads.append(self.row(f"{name}.grad_cast", S.LOSS, C.DATA_MOVEMENT,
                                   P.BACKWARD_DATA, split=split, elements=e,
-                                  bytes_read=LOSS_BYTES * e, bytes_written=a * e))
+                                  bytes_read=LOSS_BYTES * e, bytes_written=a * e,
+                                  issuer=Issuer.AUTOCAST))
         self.on_backward(*grads)
 
     # -- families beyond BERT ---------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bertscope.errors import BertscopeError, expect, parse_enum
-from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
+from bertscope.taxonomy import Category, Issuer, Phase, PipelineStage, Sublayer, TensorSplit
 
 
 class Op(NamedTuple):
@@ -53,12 +53,14 @@ class Op(NamedTuple):
     module: str = ""
     """Module path where a producer knows it ("BertModel_0/BertEncoder_0/BertLayer_3/...":
     a trace recorded with modules or record_function scopes); "" where it does not."""
+    issuer: Issuer = Issuer.FRAMEWORK
+    """Who issues the op: framework code, or autocast inside another op (its casts)."""
 
 
 _INT_FIELDS = ("layer", "m", "n", "k", "batch", "elements", "count")
 _FLOAT_FIELDS = ("flops", "bytes_read", "bytes_written", "saved_bytes")
 _ENUM_FIELDS = {"sublayer": Sublayer, "category": Category, "phase": Phase,
-                "tp_split": TensorSplit, "pp_stage": PipelineStage}
+                "tp_split": TensorSplit, "pp_stage": PipelineStage, "issuer": Issuer}
 
 
 def op_from_dict(row: Any, origin: str) -> Op:
@@ -93,7 +95,8 @@ def op_from_dict(row: Any, origin: str) -> Op:
 COLUMNS: tuple[str, ...] = (*Op._fields, "intensity")
 """Column order of an op table's DataFrame (`intensity` = flops / bytes moved)."""
 
-ENUM_COLUMNS: tuple[str, ...] = ("sublayer", "category", "phase", "tp_split", "pp_stage")
+ENUM_COLUMNS: tuple[str, ...] = ("sublayer", "category", "phase", "tp_split", "pp_stage",
+                                 "issuer")
 """Columns holding taxonomy enums (written as their values)."""
 
 SUMMED: tuple[str, ...] = ("count", "flops", "bytes_read", "bytes_written", "time_s")

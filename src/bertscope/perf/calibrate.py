@@ -51,10 +51,11 @@ Fits (closed form):
   entry (LAMB's norms, "reduction@optimizer", are not priced at the backward bias-gradient
   sums' rate: with one LAMB calibration run the pooled rate over-predicted a held-out bf16
   LAMB run's reductions by 73%, bench/results/validate_cpu_r4.txt; its error 12.5% -> 9.8%).
-- Host time per launch (`Overhead.host_seconds_per_launch`, added to every op): the median
-  over runs of (measured iteration - sum of measured ops) / analytic launches; on a CPU the
-  eager framework's work between ops (Python, hooks, autograd, the profiler) is 5-12% of an
-  iteration and scales with launches, not with FLOPs.
+- Host time per launch (`Overhead.host_seconds_per_launch`, added to every op the framework
+  issues): the median over runs of (measured iteration - sum of measured ops) / analytic
+  launches, autocast's casts not counted (issued inside the op that needs them, no framework
+  code around them); on a CPU the eager framework's work between ops (Python, hooks,
+  autograd, the profiler) is 5-12% of an iteration and scales with launches, not with FLOPs.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ from bertscope.perf.efficiency import (
     gemm_phase,
 )
 from bertscope.perf.gemm_models import FormatGemmEfficiency
-from bertscope.perf.memory_models import tensor_formats
+from bertscope.perf.memory_models import framework_launches, tensor_formats
 from bertscope.perf.roofline import activation_format, select_peaks
 from bertscope.taxonomy import Phase, PhaseFamily, gemm_mask, phase_families
 
@@ -384,12 +385,13 @@ def _per_category(p: pd.DataFrame, fit: Any, min_points: int, suffix: str = "", 
 
 def fit_host_gap(pairs: Iterable[tuple[OpTable, OpTable]]) -> float | None:
     """Host seconds per analytic launch between ops: the median over runs of (measured
-    iteration - sum of measured ops) / launches of the analytic table. Measured tables carry
+    iteration - sum of measured ops) / launches of the analytic table that framework code
+    issues (`memory_models.framework_launches`: not autocast's casts). Measured tables carry
     the iteration time as meta["iteration_s"]; None when none does."""
     gaps = []
     for measured, analytic in pairs:
         iteration = measured.meta.get("iteration_s")
-        launches = float(np.sum(np.asarray(analytic.columns["count"], dtype=float)))
+        launches = float(np.sum(framework_launches(analytic.columns)))
         if iteration is None or launches <= 0:
             continue
         ops = float(np.nansum(np.asarray(measured.columns["time_s"], dtype=float)))

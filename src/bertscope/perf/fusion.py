@@ -52,7 +52,7 @@ import numpy as np
 
 from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable, as_column, bytes_moved, intensity
-from bertscope.taxonomy import NORMALIZATIONS, Category, Phase, PhaseFamily, Sublayer
+from bertscope.taxonomy import NORMALIZATIONS, Category, Issuer, Phase, PhaseFamily, Sublayer
 
 C = Category
 
@@ -166,6 +166,9 @@ def _merge(members: list[_Member], name: str | None = None, *, layer: int | None
                                                                          for m in members),
         saved_bytes=sum(r["saved_bytes"] for r in rows),
         time_s=float("nan"),
+        # one launch: framework work around it unless autocast issued every member
+        issuer=(Issuer.AUTOCAST if all(r.get("issuer") == Issuer.AUTOCAST for r in rows)
+                else Issuer.FRAMEWORK),
     )
     out[FUSED_COLUMN] = sum(r.get(FUSED_COLUMN, 1) for r in rows)
     return out

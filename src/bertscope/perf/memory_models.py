@@ -28,7 +28,7 @@ from bertscope.perf.device_profile import (
     register_model,
     saturating,
 )
-from bertscope.taxonomy import PhaseFamily, gemm_mask, phase_families
+from bertscope.taxonomy import Issuer, PhaseFamily, gemm_mask, phase_families
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -211,8 +211,19 @@ class Overhead(ModelBase):
         return np.asarray(rows["count"], dtype=float) * self.seconds_per_launch
 
     def host_seconds(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
-        """count x host_seconds_per_launch per row."""
-        return np.asarray(rows["count"], dtype=float) * self.host_seconds_per_launch
+        """count x host_seconds_per_launch per row the framework issues (`framework_launches`:
+        not autocast's casts, which run inside another op's dispatch)."""
+        return framework_launches(rows) * self.host_seconds_per_launch
 
 
-__all__ = ["BandwidthEfficiency", "CategoryBandwidthEfficiency", "Overhead", "tensor_formats"]
+def framework_launches(rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
+    """Launches per row that framework code issues: `count`, 0 for rows autocast issues
+    inside another op (`Issuer.AUTOCAST`); rows without an issuer column count whole."""
+    count = np.asarray(rows["count"], dtype=float)
+    if "issuer" not in rows:
+        return count
+    return count * (np.asarray(rows["issuer"], dtype=object) != Issuer.AUTOCAST)
+
+
+__all__ = ["BandwidthEfficiency", "CategoryBandwidthEfficiency", "Overhead", "framework_launches",
+           "tensor_formats"]

@@ -50,7 +50,7 @@ def piece_configs(targets: int) -> int:
 NUMERIC = ("flops", "bytes_read", "bytes_written", "count", "m", "n", "k", "batch")
 """Numeric op-table columns a sweep passes to the efficiency models (the contract of
 `perf.device_profile.EfficiencyModel`)."""
-LABELS = ("category", "phase")
+LABELS = ("category", "phase", "issuer")
 """Label columns passed, one value per row (a (rows, 1, ..) column that broadcasts). Rows
 alike in these and every numeric column are timed once, their multiplicities summed."""
 
@@ -77,7 +77,7 @@ class _Bucket:
 
     def add(self, op: Op, weight: Any) -> None:
         """Add a row, or its weight to an alike row's."""
-        alike = self.seen.setdefault((op.category, op.phase), [])
+        alike = self.seen.setdefault((op.category, op.phase, op.issuer), [])
         for at in alike:
             first, w = self.rows[at]
             if all(_same(getattr(first, c), getattr(op, c)) for c in NUMERIC):
