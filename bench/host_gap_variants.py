@@ -4,8 +4,8 @@ each held-out config's gap (measured iteration - sum of measured ops) counting a
 launches (the model at ba42a11), or all but autocast's casts (rows named *_cast: the
 experiment behind `Issuer.AUTOCAST`, which the model now reads), or forward launches only;
 printed as each held-out config's gap error in % of its iteration, and the held-out MAPE
-the model would have with
-the gap counted without casts (the validate JSON's errors shifted by the gap change).
+the model would have with the gap counted without casts (the validate JSON's errors
+shifted by the gap change).
 
     python bench/host_gap_variants.py DIR:JSON [DIR:JSON ...]
     # DIR a `bertscope validate --results-dir` of the 7 + 5 configs of validate_cpu_r13..,
