@@ -69,7 +69,8 @@ import pandas as pd
 
 from bertscope.errors import BertscopeError
 from bertscope.hardware import NumberFormat
-from bertscope.optable import OpTable
+from bertscope.optable import OpTable, bytes_moved
+from bertscope.perf.device_profile import per_launch
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
     CategoryBandwidthEfficiency,
@@ -109,8 +110,8 @@ def joined(measured: OpTable, analytic: OpTable) -> pd.DataFrame:
     mk = join_keys(measured.df)
     m = mk.groupby(KEYS)["time_s"].sum().rename("measured_s")
     a = join_keys(analytic.df)
-    a = a.assign(bytes=a["bytes_read"] + a["bytes_written"])
-    a = a.assign(launch_bytes=a["bytes"] / a["count"].clip(lower=1))
+    a = a.assign(bytes=bytes_moved(a))
+    a = a.assign(launch_bytes=per_launch(a, "bytes"))  # as `GemmEfficiency.fraction` splits
     agg = a.groupby(KEYS).agg(flops=("flops", "sum"), bytes=("bytes", "sum"),
                               count=("count", "sum"), batch=("batch", "max"),
                               launch_bytes=("launch_bytes", "max"))
