@@ -16,7 +16,7 @@ from bertscope.analytic import build
 from bertscope.config import RunConfig, get_model
 from bertscope.measure.profile import profile
 from bertscope.perf.predict import predict
-from bertscope.studies.calibrate_trace import calibrate_from_traces
+from bertscope.studies.trace_calibration import calibrate_from_traces
 from bertscope.taxonomy import gemm_mask
 from bertscope.trace import read_trace
 

@@ -1,5 +1,5 @@
 """Host time between ops, per launch: which launches carry it? On saved validation
-measurements, the calibration's median gap per launch (`perf.calibrate.fit_host_gap`) predicts
+measurements, the calibration's median gap per launch (`perf.fit.fit_host_gap`) predicts
 each held-out config's gap (measured iteration - sum of measured ops) counting all analytic
 launches (the model at ba42a11), or all but autocast's casts (rows named *_cast: the
 experiment behind `Issuer.AUTOCAST`, which the model now reads), or forward launches only;

@@ -28,7 +28,7 @@ def loo(configs: str, folder: Path) -> str:
     """One line: MAPE, median error and share errors over the folds of one saved run."""
     import numpy as np
 
-    from bertscope.studies.calibrate import calibrate_local
+    from bertscope.studies.local_calibration import calibrate_local
     from bertscope.studies.validate import combine_rounds, compare, load_result, parse_specs
 
     runs = {}

@@ -11,7 +11,7 @@ from tests.conftest import tiny
 
 pytest.importorskip("torch")
 from bertscope.measure.profile import profile
-from bertscope.studies.calibrate import calibrate_local
+from bertscope.studies.local_calibration import calibrate_local
 from bertscope.studies.validate import compare
 
 

@@ -18,7 +18,7 @@ from tests.conftest import tiny
 
 pytest.importorskip("torch")
 from bertscope.measure.profile import profile
-from bertscope.studies.calibrate_trace import calibrate_from_traces
+from bertscope.studies.trace_calibration import calibrate_from_traces
 
 
 @pytest.fixture(scope="module")

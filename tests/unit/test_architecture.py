@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     # them with the performance model: the two exceptions the design names)
     "perf": GROUND | {"hardware"},
     "parallel": GROUND | {"hardware", "perf", "analytic"},
-    # the runs store joins stored rows by the calibration's keys (perf.calibrate)
+    # the runs store joins stored rows by the calibration's keys (perf.fit)
     "store": GROUND | {"perf"},
     # the sweep engine runs the analytic producer on arrays and times rows with perf's formula
     "sweep": GROUND | {"hardware", "perf", "analytic", "parallel"},

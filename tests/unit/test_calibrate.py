@@ -10,7 +10,7 @@ import pytest
 from bertscope.errors import BertscopeError
 from bertscope.optable import Op, OpTable
 from bertscope.perf import DeviceProfile, load_profile
-from bertscope.perf.calibrate import (
+from bertscope.perf.fit import (
     CategoryBandwidthEfficiency,
     fit_gemm,
     fit_memory,
@@ -178,7 +178,7 @@ def test_combine_takes_each_rows_median_over_rounds() -> None:
 
 
 def test_gemm_fit_recovers_a_rate_per_phase() -> None:
-    from bertscope.perf.calibrate import fit_gemm
+    from bertscope.perf.fit import fit_gemm
 
     peak = 1e12
     true = {"forward": 0.4, "backward_data": 0.5, "backward_weight": 0.6}
@@ -206,7 +206,7 @@ def test_gemm_fit_raises_a_peak_the_measured_gemms_beat() -> None:
     # slow; the fit instead raises the peak to 80 GFLOP/s and keeps fractions at most 1.
     from dataclasses import replace
 
-    from bertscope.perf.calibrate import fit_gemm, with_gemm_peak
+    from bertscope.perf.fit import fit_gemm, with_gemm_peak
 
     rows = []
     for n in (512, 1024, 2048):
@@ -232,7 +232,7 @@ def test_robust_line_keeps_a_fixed_cost_through_an_outlier() -> None:
     pairwise slopes are exactly 2 and the other 4 cannot outvote them, so a = 2; the
     intercepts y - 2x are 3, 3, 3, 103, 3, so c = 3. A median rate would drop the fixed
     cost (c = 0)."""
-    from bertscope.perf.calibrate import _robust_line
+    from bertscope.perf.fit import _robust_line
 
     x = np.arange(1.0, 6.0)
     y = 2 * x + 3
@@ -299,7 +299,7 @@ def test_robust_line_samples_pairs_of_many_points(monkeypatch) -> None:
     """Past the pair budget the slopes come from sampled pairs: on an exact line t = 3 x + 2
     every pair's slope is 3, so the sample gives the line exactly (pairs of equal x, drawn
     with replacement, are skipped)."""
-    import bertscope.perf.calibrate as cal
+    import bertscope.perf.fit as cal
 
     monkeypatch.setattr(cal, "_PAIRS", 100)  # 50 points: 1,225 pairs > 100
     x = np.linspace(1.0, 50.0, 50)

@@ -1,4 +1,4 @@
-"""GEMM calibration per number format (perf/calibrate.py: fit_gemm_per_format): measured
+"""GEMM calibration per number format (perf/fit.py: fit_gemm_per_format): measured
 tables of fp32 and bf16 runs give one GEMM model per format, each relative to its own peak,
 and a prediction reads the model of its run's format."""
 
@@ -11,9 +11,9 @@ from bertscope import build, get_model
 from bertscope.config import RunConfig
 from bertscope.hardware import Device
 from bertscope.perf import predict
-from bertscope.perf.calibrate import fit_from_tables
 from bertscope.perf.device_profile import DeviceProfile, model_from_dict
 from bertscope.perf.efficiency import default_profile
+from bertscope.perf.fit import fit_from_tables
 from bertscope.perf.gemm_models import FormatGemmEfficiency, GemmEfficiency
 from bertscope.taxonomy import gemm_mask
 
@@ -85,7 +85,7 @@ def test_measured_table_fit_reproduces_each_phases_gemm_time() -> None:
     # the larger half of the GEMMs run 1.5x slower than the rest: a median of per-key ratios
     # would follow the many small ones; the per-phase factor is the ratio of totals, so the
     # fitted profile predicts the calibration runs' GEMM time per phase exactly
-    from bertscope.perf.calibrate import gemm_phase
+    from bertscope.perf.fit import gemm_phase
 
     pairs = []
     for b, s in ((2, 32), (4, 64)):

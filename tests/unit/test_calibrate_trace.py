@@ -16,7 +16,7 @@ from bertscope.errors import BertscopeError
 from bertscope.optable import Op, OpTable
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import predict
-from bertscope.studies.calibrate_trace import calibrate_from_traces, match_device
+from bertscope.studies.trace_calibration import calibrate_from_traces, match_device
 from bertscope.taxonomy import Category, Phase, Sublayer
 from bertscope.trace.shapes import gemm_format, op_bytes, trace_points
 

@@ -14,8 +14,8 @@ from bertscope.errors import BertscopeError
 pytest.importorskip("torch")
 from bertscope.measure import allocator
 from bertscope.measure import profile as profile_mod
-from bertscope.studies import calibrate as cal
 from bertscope.studies import fresh as fresh_mod
+from bertscope.studies import local_calibration as cal
 from bertscope.studies import validate as val
 
 SAVED = Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu"

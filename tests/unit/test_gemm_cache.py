@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from bertscope.errors import BertscopeError
-from bertscope.perf.calibrate import fit_gemm
 from bertscope.perf.device_profile import model_from_dict
+from bertscope.perf.fit import fit_gemm
 from bertscope.perf.gemm_models import GemmEfficiency
 
 MiB = 2**20

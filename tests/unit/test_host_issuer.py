@@ -10,8 +10,8 @@ import pytest
 from bertscope.analytic import build
 from bertscope.config import Family, RunConfig
 from bertscope.optable import Op, OpTable
-from bertscope.perf.calibrate import fit_host_gap
-from bertscope.perf.memory_models import Overhead, framework_launches
+from bertscope.perf.bandwidth import Overhead, framework_launches
+from bertscope.perf.fit import fit_host_gap
 from bertscope.taxonomy import Category, Issuer, Phase, Sublayer
 from tests.conftest import tiny
 

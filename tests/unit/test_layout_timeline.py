@@ -14,7 +14,7 @@ import pytest
 from bertscope.cli import main
 from bertscope.config import RunConfig, get_model
 from bertscope.parallel import Cluster, Layout, Schedule, Workload, evaluate
-from bertscope.parallel.timeline import layout_timeline, simulate
+from bertscope.parallel.schedule_trace import layout_timeline, simulate
 from bertscope.trace import read_trace
 
 

@@ -12,8 +12,8 @@ from bertscope.analytic import build
 from bertscope.config import Family, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.perf import DeviceProfile, load_profile, predict
-from bertscope.perf.calibrate import fit_memory
-from bertscope.perf.memory_models import CategoryBandwidthEfficiency, tensor_formats
+from bertscope.perf.bandwidth import CategoryBandwidthEfficiency, tensor_formats
+from bertscope.perf.fit import fit_memory
 from bertscope.perf.roofline import activation_format, select_peaks
 from tests.conftest import tiny
 

@@ -13,7 +13,7 @@ from bertscope.errors import BertscopeError
 
 pytest.importorskip("torch")
 from bertscope.measure import microbench as mb
-from bertscope.studies import calibrate as cal
+from bertscope.studies import local_calibration as cal
 from bertscope.studies import validate as val
 from bertscope.studies.validate import combine_rounds, load_result
 

@@ -35,7 +35,7 @@ from bertscope.perf import (
     select_peaks,
 )
 from bertscope.perf.efficiency import gemm_phase
-from bertscope.perf.fusion import FUSED_COLUMN
+from bertscope.perf.kernel_fusion import FUSED_COLUMN
 from bertscope.taxonomy import Category, Phase, Sublayer
 from tests.conftest import tiny
 
@@ -146,7 +146,7 @@ def test_host_time_adds_to_every_launch() -> None:
 
 
 def test_host_gap_is_fitted_per_analytic_launch() -> None:
-    from bertscope.perf.calibrate import fit_host_gap
+    from bertscope.perf.fit import fit_host_gap
 
     def pair(iteration_s: float, op_s: float, launches: int) -> tuple[OpTable, OpTable]:
         measured = OpTable.from_ops(

@@ -24,8 +24,8 @@ from bertscope.perf import (
     roofline,
     select_peaks,
 )
-from bertscope.perf.fusion import FUSED_COLUMN
 from bertscope.perf.gpu_gemm import TileWaveGemmEfficiency
+from bertscope.perf.kernel_fusion import FUSED_COLUMN
 from bertscope.taxonomy import Phase, Sublayer, gemm_mask, phase_families
 from tests.conftest import MODELLED, sized, tiny
 

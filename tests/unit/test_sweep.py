@@ -280,7 +280,7 @@ def test_fusion_decided_per_configuration() -> None:
     heads' backward and chain only where vocab == hidden: one piece, two fusion variants, each
     configuration equal to fuse() + predict."""
     from bertscope.analytic.encoder import encoder_blocks
-    from bertscope.sweep.fusion import variants
+    from bertscope.sweep.block_fusion import variants
     from bertscope.sweep.grid import Grid
 
     grid = Grid(models=(get_model("bert-tiny"),), devices=(load_profile("a100"),),

@@ -10,7 +10,7 @@ import pytest
 from bertscope.analytic import build
 from bertscope.config import RunConfig, get_model
 from bertscope.perf import fuse, load_profile, predict
-from bertscope.perf.timeline import timeline, write_timeline
+from bertscope.perf.iteration_trace import timeline, write_timeline
 from bertscope.trace import analyze_trace
 
 

@@ -48,7 +48,7 @@ def calibrate_cmd(
     need_torch("this command")
     check_output(output)
     from bertscope.report.studies import print_calibration
-    from bertscope.studies.calibrate import calibrate_local
+    from bertscope.studies.local_calibration import calibrate_local
     from bertscope.studies.validate import load_result
 
     results = [load_result(p) for p in from_results or []]
@@ -63,7 +63,7 @@ def calibrate_cmd(
 def _calibrate_from_traces(traces: list[Path], output: Path) -> None:
     check_output(output)
     from bertscope.report.studies import print_trace_calibration
-    from bertscope.studies.calibrate_trace import calibrate_from_traces
+    from bertscope.studies.trace_calibration import calibrate_from_traces
 
     profile, report = calibrate_from_traces(traces)
     profile.save(output)

@@ -118,7 +118,7 @@ def _write_timeline(path: Path | None, layout: Layout, workload: Workload, clust
                     out: Console) -> None:
     if path is None:
         return
-    from bertscope.parallel.timeline import write_layout_timeline
+    from bertscope.parallel.schedule_trace import write_layout_timeline
 
     written = write_layout_timeline(layout, workload, cluster, path)
     out.print(f"wrote the per-device timeline to {written} (open it in ui.perfetto.dev)")

@@ -66,7 +66,7 @@ def predict_cmd(
         path = result.export(output)
         out.print(f"wrote {len(result)} rows with predictions to {path}")
     if timeline is not None:
-        from bertscope.perf.timeline import write_timeline
+        from bertscope.perf.iteration_trace import write_timeline
 
         out.print(f"wrote the predicted timeline to {write_timeline(result, timeline)}")
     pred = result.meta["prediction"]

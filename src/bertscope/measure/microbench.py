@@ -1,7 +1,7 @@
 """Microbenchmarks of the local device (CPU, or CUDA when present): GEMM throughput over shapes,
 streaming bandwidth, per-op overhead; and the local device's `Device` description built from
 them (every figure's source says it was measured, where and with what). The fits made from
-these points: `bertscope.perf.calibrate`; the workflow: `bertscope.studies.calibrate`.
+these points: `bertscope.perf.fit`; the workflow: `bertscope.studies.local_calibration`.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ Each piece is small and swappable: `roofline.py` (which peak a row is held to, t
 `efficiency.py` (the efficiency models' contract, defaults per device kind and every model
 name: `device_profile.py` holds the protocols, registry and `DeviceProfile` = device + models
 with its JSON round trip, `gemm_models.py` the fitted GEMM models, `gpu_gemm.py` the
-first-principles tile/wave GEMM model of catalog GPUs, `memory_models.py` the bandwidth
-and overhead models), `predict.py` (time per row and its bound), `fusion.py` (what fusion
-would buy), `calibrate.py` (fitting the models to measurements).
+first-principles tile/wave GEMM model of catalog GPUs, `bandwidth.py` the bandwidth
+and overhead models), `predict.py` (time per row and its bound), `kernel_fusion.py` (what fusion
+would buy), `fit.py` (fitting the models to measurements).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from bertscope.perf.efficiency import (
     load_profile,
     register_model,
 )
-from bertscope.perf.fusion import fuse
 from bertscope.perf.gemm_models import FormatGemmEfficiency
+from bertscope.perf.kernel_fusion import fuse
 from bertscope.perf.predict import Bound, by_bound, predict
 from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
 

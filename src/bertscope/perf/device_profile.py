@@ -8,7 +8,7 @@
 - the two small pieces of arithmetic those models share (`saturating`, `per_launch`),
 - `DeviceProfile` (a device plus its three models) and its JSON round trip.
 
-The models themselves live in `gemm_models.py` and `memory_models.py`, the per-kind assumed
+The models themselves live in `gemm_models.py` and `bandwidth.py`, the per-kind assumed
 defaults and `load_profile` in `efficiency.py`. No pandas here: `predict` passes columns.
 """
 

@@ -40,7 +40,7 @@ Where things live (every name below is importable from here):
   `for_format(fmt)` is asked for the run's format by `predict.row_times`);
 - `gpu_gemm.py`: `TileWaveGemmEfficiency`, the first-principles tile/wave quantization model
   catalog GPUs with an SM count get by default (`for_device`);
-- `memory_models.py`: `BandwidthEfficiency`, the fitted `CategoryBandwidthEfficiency`,
+- `bandwidth.py`: `BandwidthEfficiency`, the fitted `CategoryBandwidthEfficiency`,
   `Overhead`;
 - this module: the assumed defaults per device kind, `default_profile`, `load_profile`.
 """
@@ -50,6 +50,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertscope.hardware import Device, DeviceKind
+from bertscope.perf.bandwidth import (
+    BandwidthEfficiency,
+    CategoryBandwidthEfficiency,
+    Overhead,
+)
 from bertscope.perf.device_profile import (
     ASSUMED,
     PROFILE_VERSION,
@@ -63,11 +68,6 @@ from bertscope.perf.device_profile import (
 )
 from bertscope.perf.gemm_models import GemmEfficiency, gemm_phase
 from bertscope.perf.gpu_gemm import TileWaveGemmEfficiency, for_device
-from bertscope.perf.memory_models import (
-    BandwidthEfficiency,
-    CategoryBandwidthEfficiency,
-    Overhead,
-)
 
 # Assumed defaults per device kind, to be replaced by calibration. Rationale, not measurement:
 # - GPU: large cuBLAS / rocBLAS GEMMs commonly run at 70-90% of the dense tensor peak; a

@@ -1,6 +1,6 @@
 """Two stored runs side by side: per category, per sublayer group, per op join key.
 
-Op rows are joined by `perf.calibrate.KEYS` (layer, sublayer, phase, kind, category), the keys
+Op rows are joined by `perf.fit.KEYS` (layer, sublayer, phase, kind, category), the keys
 validation joins measured and predicted rows by: a measured run against a predicted one gives
 the per-op prediction error (B relative to A).
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from bertscope.perf.calibrate import KEYS, join_keys
+from bertscope.perf.fit import KEYS, join_keys
 from bertscope.taxonomy import Sublayer
 
 

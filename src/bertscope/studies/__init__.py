@@ -17,8 +17,8 @@ Importing a study needs no torch; running one that measures does. The function
 
 from __future__ import annotations
 
-from bertscope.studies.calibrate import calibrate_local
 from bertscope.studies.ddp import DdpResult, merge_ranks, profile_ddp
+from bertscope.studies.local_calibration import calibrate_local
 from bertscope.studies.validate import (
     MeasuredRun,
     Measurement,

@@ -1,13 +1,13 @@
 """Calibrate on some configs, predict others, and compare with measurement.
 
     specs = parse_specs("bert-mini:8:128,bert-small:4:128")      # model:batch:seq
-    profile, fits = calibrate_local("cpu", [profile(...) for ...])   # studies.calibrate
+    profile, fits = calibrate_local("cpu", [profile(...) for ...])   # studies.local_calibration
     report = compare(measured_result, profile)                   # errors for one config
 
 Configs used for calibration are kept apart from those validated (`validate` refuses an
 overlap). Errors: iteration time (predicted vs the measured, profiled iteration), the op
 time (sum of measured rows), each category's share in percentage points, and per join key
-(see `perf/calibrate.py`) for GEMM and memory-bound keys.
+(see `perf/fit.py`) for GEMM and memory-bound keys.
 
 A measured run here is anything with `table`, `analytic` and `meta` (`Measurement`): a
 `ProfileResult` just profiled, or a `MeasuredRun` read back from a saved result
@@ -30,8 +30,8 @@ from bertscope.config import Job, ModelConfig, RunConfig, get_model
 from bertscope.errors import BertscopeError, expect
 from bertscope.io import read_text
 from bertscope.optable import Combine, OpTable, combine, op_from_dict
-from bertscope.perf.calibrate import KEYS, join_keys, joined
 from bertscope.perf.efficiency import DeviceProfile
+from bertscope.perf.fit import KEYS, join_keys, joined
 from bertscope.perf.predict import predict
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
@@ -326,8 +326,8 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     A CPU measurement whose every iteration faulted pages in (`unsettled_faults`) is taken
     again in a fresh process (`studies.fresh`) and that one is kept."""
     from bertscope.measure.profile import profile as run_profile
-    from bertscope.studies.calibrate import calibrate_local
     from bertscope.studies.fresh import measure_fresh
+    from bertscope.studies.local_calibration import calibrate_local
 
     overlap = {str(s) for s in calibrate} & {str(s) for s in check}
     if overlap:

@@ -29,7 +29,7 @@ from bertscope.optable import Columns, Op
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import Bound, row_times
 from bertscope.perf.roofline import Knobs, Peaks, select_peaks
-from bertscope.sweep.fusion import variants
+from bertscope.sweep.block_fusion import variants
 from bertscope.sweep.grid import NUM_AXES, Group
 from bertscope.sweep.tokens import TokenSpace, compact, varies
 from bertscope.taxonomy import Phase

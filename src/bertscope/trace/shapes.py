@@ -13,8 +13,8 @@ the link also carries the launching op's recorded inputs ("Input Dims", "Input t
   moves (`op_bytes`) and the time of its kernels (CPU-only: the op's time).
 
 Times and counts are per iteration (the trace's total over its iterations, divided by
-them), as `read_trace` reports them. Torch-free; the fits are `perf.calibrate`'s, applied by
-`bertscope.studies.calibrate_trace`.
+them), as `read_trace` reports them. Torch-free; the fits are `perf.fit`'s, applied by
+`bertscope.studies.trace_calibration`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Fusion in a sweep: `perf.fusion.fuse_records` applied block by block, per configuration.
+"""Fusion in a sweep: `perf.kernel_fusion.fuse_records` applied block by block, per configuration.
 
 Chains never cross blocks (blocks are one layer, or the embeddings, or the heads, whose
 neighbours sit in other layers), so fusing each block's rows gives, once laid out, the rows
-`perf.fusion.fuse` gives on the whole op table; the optimizer's rows are fused across every
+`perf.kernel_fusion.fuse` gives on the whole op table; the optimizer's rows are fused across every
 parameter group as `fuse` does (the layer group's rows counted once per layer). Whether two
 adjacent rows chain depends on their count and element count being equal, which for rows of
 different formulas can hold for some configurations only (vocab equal to hidden, a masked
@@ -19,7 +19,7 @@ import numpy as np
 
 from bertscope.analytic.blocks import Block, Repeat, multiplicity
 from bertscope.optable import Op
-from bertscope.perf.fusion import FUSED_COLUMN, chain_key, fuse_records
+from bertscope.perf.kernel_fusion import FUSED_COLUMN, chain_key, fuse_records
 from bertscope.taxonomy import Phase
 
 _FIELDS = Op._fields
@@ -85,7 +85,7 @@ def _fuse(blocks: list[Block], decisions: list[list[Any]], act_bytes: int) -> li
 
 
 def _fused_optimizer(blocks: list[Block], layers: Any) -> list[Block]:
-    """The optimizer's rows of every parameter group fused as `perf.fusion.fuse` does: each
+    """The optimizer's rows of every parameter group fused as `perf.kernel_fusion.fuse` does: each
     stage of every group in one launch (the layer group counted once per layer)."""
     records = []
     for blk in blocks:

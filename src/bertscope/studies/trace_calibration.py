@@ -5,7 +5,7 @@ shapes (`bertscope calibrate --from-trace`), NVIDIA, AMD or CPU-only.
     profile.save("a100-from-trace.json")
 
 The points come from `trace.shapes.trace_points` (each kernel joined to its launching op's
-input shapes and dtypes); the fits are `perf.calibrate`'s: `fit_gemm_per_format` (one
+input shapes and dtypes); the fits are `perf.fit`'s: `fit_gemm_per_format` (one
 `GemmEfficiency` per number format, its size and shape terms, one factor per phase that
 preserves the trace's GEMM time per phase) and `fit_memory` (achieved bandwidth per
 category). The device is the catalog entry the trace's `deviceProperties` name matches
@@ -26,8 +26,8 @@ import pandas as pd
 
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, DeviceKind, catalog
-from bertscope.perf.calibrate import fit_gemm_per_format, fit_memory
 from bertscope.perf.efficiency import DeviceProfile, default_profile
+from bertscope.perf.fit import fit_gemm_per_format, fit_memory
 from bertscope.trace.shapes import TracePoints, trace_points
 
 _VENDOR_PREFIXES = ("nvidia-", "tesla-", "amd-instinct-", "amd-radeon-instinct-", "amd-",

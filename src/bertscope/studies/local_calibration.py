@@ -1,5 +1,5 @@
 """Calibrate the local device: microbenchmarks (`bertscope.measure.microbench`), the
-efficiency models fitted to them (`bertscope.perf.calibrate`), and, given measured op
+efficiency models fitted to them (`bertscope.perf.fit`), and, given measured op
 tables, the GEMM and memory models refitted to those.
 
     profile, report = calibrate_local("cpu", [load_result(p) for p in saved], quick=True)
@@ -16,13 +16,13 @@ import pandas as pd
 
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write
-from bertscope.perf.calibrate import fit_from_microbench, fit_from_tables
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
     DeviceProfile,
     GemmEfficiency,
     Overhead,
 )
+from bertscope.perf.fit import fit_from_microbench, fit_from_tables
 from bertscope.studies.validate import Measurement, config_name
 
 MICROBENCH_VERSION = 1

@@ -70,6 +70,7 @@ import pandas as pd
 from bertscope.errors import BertscopeError
 from bertscope.hardware import NumberFormat
 from bertscope.optable import OpTable, bytes_moved
+from bertscope.perf.bandwidth import framework_launches, tensor_formats
 from bertscope.perf.device_profile import per_launch
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
@@ -80,7 +81,6 @@ from bertscope.perf.efficiency import (
     gemm_phase,
 )
 from bertscope.perf.gemm_models import FormatGemmEfficiency
-from bertscope.perf.memory_models import framework_launches, tensor_formats
 from bertscope.perf.roofline import activation_format, select_peaks
 from bertscope.taxonomy import Phase, PhaseFamily, gemm_mask, phase_families
 
@@ -387,7 +387,7 @@ def _per_category(p: pd.DataFrame, fit: Any, min_points: int, suffix: str = "", 
 def fit_host_gap(pairs: Iterable[tuple[OpTable, OpTable]]) -> float | None:
     """Host seconds per analytic launch between ops: the median over runs of (measured
     iteration - sum of measured ops) / launches of the analytic table that framework code
-    issues (`memory_models.framework_launches`: not autocast's casts). Measured tables carry
+    issues (`bandwidth.framework_launches`: not autocast's casts). Measured tables carry
     the iteration time as meta["iteration_s"]; None when none does."""
     gaps = []
     for measured, analytic in pairs:
@@ -403,7 +403,7 @@ def fit_host_gap(pairs: Iterable[tuple[OpTable, OpTable]]) -> float | None:
 def _joined_formats(measured: OpTable, analytic: OpTable, profile: DeviceProfile
                     ) -> pd.DataFrame:
     """`joined` keys of one run with its GEMM format (`format`) and, per key, the format
-    its memory-bound tensors are in (`activation_format`: `memory_models.tensor_formats`)."""
+    its memory-bound tensors are in (`activation_format`: `bandwidth.tensor_formats`)."""
     keys = joined(measured, analytic)
     act = activation_format(analytic.run.precision)
     return keys.assign(format=_gemm_format(profile, analytic).value,
