@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from pathlib import Path
 
@@ -252,7 +253,7 @@ def name_cycle(graph: dict[str, dict[str, int]], component: frozenset[str]) -> s
         path.append(previous[path[-1]])
     path.reverse()
     named = path[0] + "".join(f" -> {b} ({a.rpartition('.')[2]}:{graph[a][b]})"
-                              for a, b in zip(path, path[1:], strict=False))
+                              for a, b in itertools.pairwise(path))
     rest = sorted(component - set(path))
     return named + (f" [and {len(rest)} more on cycles with them: {', '.join(rest)}]"
                     if rest else "")
