@@ -249,7 +249,7 @@ def unsettled_faults(meta: Mapping[str, Any]) -> int | None:
     even that is more than `allocator.SETTLED_SHARE` of this process's resident memory
     (every measured iteration faulted: the heap, not growth); None when the run settled or
     faults were not counted."""
-    from bertscope.measure.allocator import settling
+    from bertscope.measure.allocator import settling  # measure/__init__ imports torch
 
     faults = [int(f) for f in meta.get("page_faults") or [] if f is not None]
     return min(faults) if faults and settling(min(faults)) else None
