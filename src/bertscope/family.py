@@ -60,6 +60,16 @@ class FamilyBase(StrEnum):
         """Pretrains a sentence-level head on the pooled first token."""
         return self.spec.pooler_head
 
+    @property
+    def dropout(self) -> bool:
+        """Its published layers have dropout."""
+        return self.spec.dropout
+
+    @property
+    def factorized_embedding(self) -> bool:
+        """Embeddings projected from E to h by a linear (ALBERT)."""
+        return self.spec.factorized_embedding
+
 
 Family = FamilyBase("Family", [(name.upper(), name) for name in SPECS],  # type: ignore[misc]
                     module=__name__, qualname="Family")

@@ -8,8 +8,9 @@ from dataclasses import replace
 
 from bertscope.families.bert import SPEC as BERT
 
-SPEC = replace(BERT, name="albert", model_types=("albert",),
+SPEC = replace(BERT, name="albert", model_types=("albert",), factorized_embedding=True,
                hf_class="AlbertForPreTraining", hf_layers=r"albert_layers\.\d+$")
-"""ALBERT's spec: BERT's, with its own Hugging Face class and layer paths."""
+"""ALBERT's spec: BERT's, with a factorized embedding, its own Hugging Face class and layer
+paths."""
 
 __all__ = ["SPEC"]

@@ -68,6 +68,10 @@ class FamilySpec:
     pooler_head: bool
     """Pretrains a sentence-level head on the pooled first token (BERT's NSP, ALBERT's
     SOP)."""
+    dropout: bool
+    """Its published layers have dropout (Llama has none)."""
+    factorized_embedding: bool
+    """Embeddings E wide projected to h by a linear, even when E == h (ALBERT)."""
 
     # --- the analytic model (no torch) ------------------------------------------------
     producer: str
