@@ -73,9 +73,9 @@ class FamilyBase(StrEnum):
 
 Family = FamilyBase("Family", [(name.upper(), name) for name in SPECS],  # type: ignore[misc]
                     module=__name__, qualname="Family")
-Family.__doc__ = """Model family: decides the layer layout (norm placement and kind, positions, biases, fused
-or separate Q/K/V), weight sharing and the pretraining heads and objective; one member per
-family spec (`Family.BERT`, `Family.GPT2`, ...). Sizes that vary within a family are
-`ModelConfig` fields."""
+Family.__doc__ = """Model family: decides the layer layout (norm placement and kind,
+positions, biases, fused or separate Q/K/V), weight sharing and the pretraining heads and
+objective; one member per family spec (`Family.BERT`, `Family.GPT2`, ...). Sizes that vary
+within a family are `ModelConfig` fields."""
 
 __all__ = ["Architecture", "Family", "FamilyBase", "Positions"]

@@ -139,5 +139,5 @@ def parameter_count(m: ModelConfig, *, pretraining: bool = True) -> int:
     return sum(x.params for x in g.before) + stacks + sum(x.params for x in g.after)
 
 
-__all__ = ["GroupLayout", "ParamGroup", "ParamLayout", "StackGroup", "encoder_layout", "group_layout",
-           "param_groups", "parameter_count"]
+__all__ = ["GroupLayout", "ParamGroup", "ParamLayout", "StackGroup", "encoder_layout",
+           "group_layout", "param_groups", "parameter_count"]

@@ -27,7 +27,7 @@ SPEC = FamilySpec(
     reference_sublayer="bertscope.measure.models.t5:t5_sublayer",
     batch="bertscope.measure.data:seq2seq_inputs",
     hf_class="T5ForConditionalGeneration",
-    hf_config="bertscope.measure.hf:t5_config",
+    hf_config="bertscope.measure.hf_weights:t5_config",
     hf_patterns="bertscope.measure.hf_patterns:T5",
     hf_layers=r"(encoder|decoder)\.block\.\d+$",
 )

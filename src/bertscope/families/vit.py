@@ -24,10 +24,10 @@ SPEC = FamilySpec(
     config_reader="bertscope.hf_config:read_vit",
     reference="bertscope.measure.models.vit:build_vit",
     reference_layer="bertscope.measure.models.vit:ViTLayer",
-    reference_sublayer="bertscope.measure.models.encoder:encoder_sublayer",
+    reference_sublayer="bertscope.measure.models.layers:encoder_sublayer",
     batch="bertscope.measure.data:image_inputs",
     hf_class="ViTForImageClassification",
-    hf_config="bertscope.measure.hf:vit_config",
+    hf_config="bertscope.measure.hf_weights:vit_config",
     hf_patterns="bertscope.measure.hf_patterns:VIT",
     hf_layers=r"vit\.layers\.\d+$",
 )
