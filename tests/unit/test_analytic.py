@@ -6,7 +6,8 @@ import pytest
 
 from bertscope.analytic import build, ops, parameter_count
 from bertscope.analytic.encoder import encoder_ops
-from bertscope.config import PRESETS, Family, Optimizer, Precision, RunConfig
+from bertscope.config import Family, Optimizer, Precision, RunConfig
+from bertscope.presets import PRESETS
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 from tests.conftest import MODELLED, tiny
 

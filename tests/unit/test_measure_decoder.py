@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from bertscope.analytic import parameter_count
-from bertscope.config import PRESETS, Family, RunConfig
+from bertscope.config import Family, RunConfig
 from bertscope.errors import BertscopeError
+from bertscope.presets import PRESETS
 from tests.conftest import tiny
 
 torch = pytest.importorskip("torch")

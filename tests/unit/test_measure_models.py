@@ -12,14 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bertscope.config import (  # noqa: E402
-    PRESETS,
-    Activation,
-    Family,
-    ModelConfig,
-    Optimizer,
-    RunConfig,
-)
+from bertscope.config import Activation, Family, ModelConfig, Optimizer, RunConfig  # noqa: E402
 from bertscope.errors import BertscopeError  # noqa: E402
 from bertscope.measure.data import SPECIAL_IDS, synthetic_batch  # noqa: E402
 from bertscope.measure.hf_weights import (  # noqa: E402
@@ -35,6 +28,7 @@ from bertscope.measure.models import (  # noqa: E402
     make_activation,
     module_sublayer,
 )
+from bertscope.presets import PRESETS  # noqa: E402
 from bertscope.taxonomy import Sublayer  # noqa: E402
 
 TINY = {
@@ -410,15 +404,6 @@ def test_load_hf_rejects_untied_decoder() -> None:
     hf_cfg.tie_word_embeddings = False
     with pytest.raises(BertscopeError, match="not tied"):
         load_hf_state_dict(EncoderForPretraining(cfg), transformers.BertForPreTraining(hf_cfg))
-
-
-def test_hf_helpers_still_importable_from_models() -> None:
-    from bertscope.measure import hf_weights, models
-
-    for name in ("hf_config", "hf_param_name", "load_hf_state_dict"):
-        assert getattr(models, name) is getattr(hf_weights, name), name
-    with pytest.raises(AttributeError):
-        models.no_such_name  # noqa: B018
 
 
 @pytest.mark.parametrize("act", list(Activation), ids=str)

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from bertscope.analytic import build, ops, param_groups
-from bertscope.config import Job, Optimizer, Precision, RunConfig, get_model
+from bertscope.config import Job, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, catalog, load_device
 from bertscope.optable import Op, OpTable
@@ -36,6 +36,7 @@ from bertscope.perf import (
 )
 from bertscope.perf.efficiency import gemm_phase
 from bertscope.perf.kernel_fusion import FUSED_COLUMN
+from bertscope.presets import get_model
 from bertscope.taxonomy import Category, Phase, Sublayer
 from tests.conftest import tiny
 

@@ -20,10 +20,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from bertscope.analytic import build
-from bertscope.config import Job, ModelConfig, Optimizer, Precision, RunConfig, get_model
+from bertscope.config import Job, ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError, expect
 from bertscope.io import read_text
 from bertscope.optable import Combine, OpTable, combine, op_from_dict
+from bertscope.presets import get_model
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
 
