@@ -13,7 +13,7 @@ from tests.conftest import tiny
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-from bertscope.measure.data import family_batch  # noqa: E402
+from bertscope.families import resolve  # noqa: E402
 from bertscope.measure.hf import build_hf_model  # noqa: E402
 from bertscope.measure.models import build_model  # noqa: E402
 from bertscope.measure.models.t5 import load_hf_t5  # noqa: E402
@@ -28,9 +28,10 @@ def _both(m, run, load) -> tuple[object, object]:
     hf = build_hf_model(m, run)  # dropout off in every run here
     ours = build_model(m, run)
     load(ours, hf)
-    batch = family_batch(m, run, seed=1)
-    theirs = hf(**batch.hf_inputs(m.family)).loss
-    mine = ours(**batch.model_inputs()).loss
+    # the spec's batch maker: the reference and the Hugging Face model take the same keywords
+    batch = resolve(m.family.spec.batch)(m, run, 1, torch.device("cpu"), True)
+    theirs = hf(**batch).loss
+    mine = ours(**batch).loss
     theirs.backward()
     mine.backward()
     assert mine.item() == pytest.approx(theirs.item(), rel=1e-5)

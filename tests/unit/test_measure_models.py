@@ -14,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 
 from bertscope.config import Activation, Family, ModelConfig, Optimizer, RunConfig  # noqa: E402
 from bertscope.errors import BertscopeError  # noqa: E402
-from bertscope.measure.data import SPECIAL_IDS, synthetic_batch  # noqa: E402
+from bertscope.measure.data import synthetic_batch  # noqa: E402
 from bertscope.measure.hf_weights import (  # noqa: E402
     hf_config,
     hf_param_name,
@@ -365,7 +365,12 @@ def test_data_layout(family: Family) -> None:
     assert labelled.sum(1).tolist() == [6] * 8
     assert b.input_ids.shape == b.mlm_labels.shape == (8, 40) and b.nsp_labels.shape == (8,)
     assert b.attention_mask.eq(1).all() and set(b.nsp_labels.tolist()) <= {0, 1}
-    specials = torch.tensor(SPECIAL_IDS[family])
+    # the tokenizers' special ids: BERT's [PAD]=0 [UNK]=100 [CLS]=101 [SEP]=102 [MASK]=103
+    # (vocab.txt), RoBERTa's <s> <pad> </s> <unk> 0-3 and <mask> 50264 (dict.txt), ALBERT's
+    # <pad> <unk> [CLS] [SEP] [MASK] 0-4 (spiece.model)
+    specials = torch.tensor({Family.BERT: (0, 100, 101, 102, 103),
+                             Family.ROBERTA: (0, 1, 2, 3, 50264),
+                             Family.ALBERT: (0, 1, 2, 3, 4)}[family])
     assert not torch.isin(b.input_ids[~labelled], specials).any()
     assert not torch.isin(b.mlm_labels[labelled], specials).any()
     assert b.input_ids.max() < cfg.vocab_size and b.input_ids.dtype == torch.int64

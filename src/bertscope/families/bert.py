@@ -19,6 +19,8 @@ SPEC = FamilySpec(
     pooler_head=True,
     dropout=True,
     factorized_embedding=False,
+    # uncased WordPiece [PAD] [UNK] [CLS] [SEP] [MASK] (bert-base-uncased vocab.txt)
+    special_ids=(0, 100, 101, 102, 103),
     producer="bertscope.analytic.encoder:encoder_blocks",
     layout="bertscope.analytic.params:encoder_layout",
     config_reader="bertscope.hf_config:read_encoder",
@@ -30,6 +32,7 @@ SPEC = FamilySpec(
     hf_config="bertscope.measure.hf_weights:hf_config",
     hf_patterns="bertscope.measure.hf_patterns:ENCODER",
     hf_layers=r"encoder\.layer\.\d+$",
+    hf_sentence_label="next_sentence_label",
 )
 """BERT's spec."""
 

@@ -8,7 +8,8 @@ from dataclasses import replace
 from bertscope.families.bert import SPEC as BERT
 
 SPEC = replace(BERT, name="roberta", model_types=("roberta",), pooler_head=False,
-               hf_class="RobertaForMaskedLM")
+               special_ids=(0, 1, 2, 3, 50264),  # BPE <s> <pad> </s> <unk> <mask>
+               hf_class="RobertaForMaskedLM", hf_sentence_label=None)
 """RoBERTa's spec: BERT's, without the sentence-level head."""
 
 __all__ = ["SPEC"]

@@ -72,6 +72,9 @@ class FamilySpec:
     """Its published layers have dropout (Llama has none)."""
     factorized_embedding: bool
     """Embeddings E wide projected to h by a linear, even when E == h (ALBERT)."""
+    special_ids: tuple[int, ...] = ()
+    """Vocabulary ids synthetic masked-LM data never draws, the mask token last (the
+    encoders'; empty where the batch maker draws otherwise)."""
 
     # --- the analytic model (no torch) ------------------------------------------------
     producer: str
@@ -103,6 +106,9 @@ class FamilySpec:
     """Path of its module-path -> sublayer patterns (first match wins)."""
     hf_layers: str
     """Regex (re.search) of the module paths that run as its layers."""
+    hf_sentence_label: str | None = None
+    """The Hugging Face forward's keyword for the sentence-level head's labels (BERT's
+    `next_sentence_label`, ALBERT's `sentence_order_label`)."""
     hf_loss_type: str | None = None
     """`loss_type` to set on the built model where its class name does not say it (GPT-2's
     LM head is a causal LM)."""

@@ -34,14 +34,6 @@ from bertscope.errors import BertscopeError
 MLM_PERCENT = 15
 """Share of positions, in percent, that carry an MLM label."""
 
-# Vocabulary ids the data never draws: BERT's uncased WordPiece [PAD] [UNK] [CLS] [SEP]
-# [MASK]; RoBERTa's BPE <s> <pad> </s> <unk> <mask>; ALBERT's SentencePiece <pad> <unk>
-# [CLS] [SEP] [MASK]. The last of each is the mask token.
-SPECIAL_IDS: dict[Family, tuple[int, ...]] = {
-    Family.BERT: (0, 100, 101, 102, 103),
-    Family.ROBERTA: (0, 1, 2, 3, 50264),
-    Family.ALBERT: (0, 1, 2, 3, 4),
-}
 
 
 def masked_per_sequence(seq: int) -> int:
@@ -73,14 +65,14 @@ class PretrainingBatch:
 
     def hf_inputs(self, family: Family) -> dict[str, Any]:
         """Keyword arguments of the matching HF model (BertForPreTraining,
-        RobertaForMaskedLM, AlbertForPreTraining)."""
+        RobertaForMaskedLM, AlbertForPreTraining): the sentence-level labels under the
+        family's keyword (`FamilySpec.hf_sentence_label`), none without one."""
         out: dict[str, Any] = {"input_ids": self.input_ids,
                                "token_type_ids": self.token_type_ids,
                                "attention_mask": self.attention_mask, "labels": self.mlm_labels}
-        if family is Family.BERT:
-            out["next_sentence_label"] = self.nsp_labels
-        elif family is Family.ALBERT:
-            out["sentence_order_label"] = self.nsp_labels
+        label = family.spec.hf_sentence_label
+        if label is not None:
+            out[label] = self.nsp_labels
         return out
 
 
@@ -91,7 +83,11 @@ def synthetic_batch(cfg: ModelConfig, *, batch: int, seq: int, seed: int = 0,
         raise BertscopeError(f"batch and seq must be positive, got {batch} and {seq}")
     if seq > cfg.max_seq:
         raise BertscopeError(f"seq {seq} exceeds {cfg.name}'s {cfg.max_seq} positions")
-    special = [i for i in SPECIAL_IDS[cfg.family] if i < cfg.vocab_size]
+    specials = cfg.family.spec.special_ids
+    if not specials:
+        raise BertscopeError(f"{cfg.name}: masked-LM batches are for the encoder families "
+                             f"(BERT, RoBERTa, ALBERT), not {cfg.family.value}")
+    special = [i for i in specials if i < cfg.vocab_size]
     allowed = np.setdiff1d(np.arange(cfg.vocab_size), special)
     if allowed.size == 0:
         raise BertscopeError(f"vocab_size {cfg.vocab_size} leaves no non-special token ids")
@@ -106,7 +102,7 @@ def synthetic_batch(cfg: ModelConfig, *, batch: int, seq: int, seed: int = 0,
     rows = np.arange(batch)[:, None]
     labels = np.full((batch, seq), -100, dtype=np.int64)
     labels[rows, pos] = ids[rows, pos]
-    mask_id = SPECIAL_IDS[cfg.family][-1]
+    mask_id = specials[-1]
     inputs = ids.copy()
     if mask_id < cfg.vocab_size:
         inputs[rows, pos] = mask_id
@@ -140,10 +136,6 @@ class Seq2SeqBatch:
         forward."""
         return {"input_ids": self.input_ids, "labels": self.labels}
 
-    def hf_inputs(self, family: Family) -> dict[str, Any]:
-        """Keyword arguments of T5ForConditionalGeneration."""
-        return self.model_inputs()
-
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class ImageBatch:
@@ -161,31 +153,33 @@ class ImageBatch:
         forward."""
         return {"pixel_values": self.pixel_values, "labels": self.labels}
 
-    def hf_inputs(self, family: Family) -> dict[str, Any]:
-        """Keyword arguments of ViTForImageClassification."""
-        return self.model_inputs()
-
 
 Batch = PretrainingBatch | Seq2SeqBatch | ImageBatch
 """A micro-batch of any family."""
 
 
-def family_batch(cfg: ModelConfig, run: RunConfig, *, seed: int = 0,
-                 device: torch.device | str = "cpu") -> Batch:
-    """A deterministic random micro-batch of `run`'s shape for `cfg`'s family."""
+def seq2seq_batch(cfg: ModelConfig, run: RunConfig, *, seed: int = 0,
+                  device: torch.device | str = "cpu") -> Seq2SeqBatch:
+    """A deterministic random T5 micro-batch of `run`'s shape: `seq` input and `target_seq`
+    label ids above the special ids."""
     rng = np.random.default_rng(seed)
-    if cfg.family is Family.T5:
-        def ids(length: int) -> torch.Tensor:
-            a = rng.integers(T5_SPECIAL_IDS, cfg.vocab_size, size=(run.batch, length))
-            return torch.from_numpy(a.astype(np.int64)).to(device)
 
-        return Seq2SeqBatch(input_ids=ids(run.seq), labels=ids(run.target_seq))
-    if cfg.family is Family.VIT:
-        shape = (run.batch, cfg.channels, cfg.image_size, cfg.image_size)
-        pixels = torch.from_numpy(rng.standard_normal(shape, dtype=np.float32)).to(device)
-        labels = torch.from_numpy(rng.integers(0, cfg.vocab_size, size=run.batch)).to(device)
-        return ImageBatch(pixel_values=pixels, labels=labels.long())
-    return synthetic_batch(cfg, batch=run.batch, seq=run.seq, seed=seed, device=device)
+    def ids(length: int) -> torch.Tensor:
+        a = rng.integers(T5_SPECIAL_IDS, cfg.vocab_size, size=(run.batch, length))
+        return torch.from_numpy(a.astype(np.int64)).to(device)
+
+    return Seq2SeqBatch(input_ids=ids(run.seq), labels=ids(run.target_seq))
+
+
+def image_batch(cfg: ModelConfig, run: RunConfig, *, seed: int = 0,
+                device: torch.device | str = "cpu") -> ImageBatch:
+    """A deterministic random ViT micro-batch of `run`'s batch: standard-normal pixels and
+    uniform class labels."""
+    rng = np.random.default_rng(seed)
+    shape = (run.batch, cfg.channels, cfg.image_size, cfg.image_size)
+    pixels = torch.from_numpy(rng.standard_normal(shape, dtype=np.float32)).to(device)
+    labels = torch.from_numpy(rng.integers(0, cfg.vocab_size, size=run.batch)).to(device)
+    return ImageBatch(pixel_values=pixels, labels=labels.long())
 
 
 def token_ids(m: ModelConfig, batch: int, seq: int, seed: int,
@@ -218,27 +212,29 @@ def causal_lm_inputs(m: ModelConfig, run: RunConfig, seed: int, device: torch.de
 
 def seq2seq_inputs(m: ModelConfig, run: RunConfig, seed: int, device: torch.device,
                    hf: bool) -> dict[str, Any]:
-    """One T5 micro-batch (`family_batch`): the reference model and
+    """One T5 micro-batch (`seq2seq_batch`): the reference model and
     T5ForConditionalGeneration take the same keywords."""
-    return family_batch(m, run, seed=seed, device=device).model_inputs()
+    return seq2seq_batch(m, run, seed=seed, device=device).model_inputs()
 
 
-image_inputs = seq2seq_inputs
-"""One ViT micro-batch (`family_batch`): the reference model and ViTForImageClassification
-take the same keywords."""
+def image_inputs(m: ModelConfig, run: RunConfig, seed: int, device: torch.device,
+                 hf: bool) -> dict[str, Any]:
+    """One ViT micro-batch (`image_batch`): the reference model and
+    ViTForImageClassification take the same keywords."""
+    return image_batch(m, run, seed=seed, device=device).model_inputs()
 
 
 __all__ = [
-    "SPECIAL_IDS",
     "Batch",
     "ImageBatch",
     "PretrainingBatch",
     "Seq2SeqBatch",
     "causal_lm_inputs",
     "encoder_inputs",
-    "family_batch",
+    "image_batch",
     "image_inputs",
     "masked_per_sequence",
+    "seq2seq_batch",
     "seq2seq_inputs",
     "synthetic_batch",
     "token_ids",
