@@ -1,8 +1,8 @@
 """`FamilySpec`: everything bertscope knows about one model family, in one frozen record.
 
-A spec is data at the ground floor of the package: it imports nothing of bertscope, so
-`bertscope.family` (and through it `config`) can read it. The code a spec names (the
-analytic producer, the reference PyTorch model, the Hugging Face config reader, ...) is held
+A spec is data at the ground floor of the package: it imports nothing of bertscope but
+`errors`, so `bertscope.family` (and through it `config`) can read it. The code a spec names
+(the analytic producer, the reference PyTorch model, the Hugging Face config reader, ...) is held
 as an import path, `"package.module:attribute"`, resolved on use (`resolve`): the analytic
 model reaches its producer without the registry importing the producers, and torch and
 transformers load only when something is measured.
@@ -14,6 +14,8 @@ import importlib
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
+
+from bertscope.errors import BertscopeError
 
 
 class Architecture(StrEnum):
@@ -119,7 +121,7 @@ class FamilySpec:
                 path = getattr(self, f.name)
                 module, _, attr = path.partition(":")
                 if not module or not attr:
-                    raise ValueError(f"family {self.name!r}: {f.name} {path!r} is not "
+                    raise BertscopeError(f"family {self.name!r}: {f.name} {path!r} is not "
                                      f"'module:attribute'")
 
 
