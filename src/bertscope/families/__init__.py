@@ -6,10 +6,15 @@ its reference PyTorch model and synthetic batch, its Hugging Face class, config 
 module patterns. `bertscope.family.Family` is built from `SPECS`, and every consumer asks
 the spec (`spec(model.family)`), never which family it holds.
 
-Adding a family: write its module here (a `SPEC`), list it in `_MODULES`, write the code
-its spec names (a producer under `analytic/`, a reference model under `measure/models/`, a
-config reader in `hf_config`, ...) and its tests (`tests/unit/test_families.py` checks
-every spec's properties and paths).
+Adding a family is a new module here plus its tests:
+1. `families/<name>.py` with its `SPEC` (a `FamilySpec`), listed in `_MODULES`; `Family`
+   gains the member `<NAME>` from it.
+2. The code its spec names: a producer and parameter layout under `analytic/`, a config.json
+   reader in `hf_config.py`, a reference model under `measure/models/`, a batch maker in
+   `measure/data.py`, a pattern table in `measure/hf_patterns.py` (and its published sizes
+   in `presets.py`, if any).
+3. Its row in `tests/unit/test_families.py` (properties from the paper or the Hugging Face
+   config) and tests of its producer and reference model against Hugging Face's.
 """
 
 from __future__ import annotations

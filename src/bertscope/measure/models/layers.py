@@ -139,7 +139,7 @@ LAYER_SUBLAYER: dict[str, Sublayer] = {
     "ffn_norm": Sublayer.FFN_ADD_NORM,
     "attn_res": Sublayer.ATTN_ADD_NORM,  # pre-LN layers (ViT): dropout + residual add
     "ffn_res": Sublayer.FFN_ADD_NORM,
-    # T5 (measure/models_t5.py): relative bias, cross-attention, gated feed-forward
+    # T5 (models/t5.py): relative bias, cross-attention, gated feed-forward
     "bias": Sublayer.REL_POS_BIAS,
     "mask": Sublayer.ATTN_SCORE,  # the decoder's causal mask
     **{f"cross.{n}": Sublayer.CROSS_QKV for n in "qkv"},
