@@ -1,6 +1,7 @@
 """The distributed model: collectives, topologies, DP/TP/PP/ZeRO layouts, memory, search.
 
-    >>> from bertscope.config import RunConfig, get_model
+    >>> from bertscope.config import RunConfig
+    >>> from bertscope.presets import get_model
     >>> from bertscope.parallel import Cluster, Layout, Workload, evaluate, search
     >>> run = RunConfig(batch=1, seq=128, precision="bf16")  # batch: set per layout
     >>> job = Workload(model=get_model("bert-large"), run=run, global_batch=4096)
