@@ -54,13 +54,11 @@ def test_calibrate_from_profiles_then_compare(tmp_path, capsys) -> None:
 
 def test_calibrate_from_a_result_saved_before_the_role_columns(tmp_path) -> None:
     """`bertscope calibrate --from` reads results written before rows had tp_split and
-    pp_stage (bench/results/validate_cpu)."""
-    from pathlib import Path
-
+    pp_stage (tests/data/measured/validate_cpu)."""
     from bertscope.cli import main
+    from tests.measured import measured
 
-    saved = (Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu" /
-             "bert-mini-32-64.round0.json")
+    saved = measured("validate_cpu") / "bert-mini-32-64.round0.json"
     assert "tp_split" not in json.loads(saved.read_text())["rows"][0]
     out = tmp_path / "local.json"
     assert main(["calibrate", "--quick", "--from", str(saved), "--output", str(out)]) == 0

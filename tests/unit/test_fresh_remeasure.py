@@ -17,8 +17,9 @@ from bertscope.measure import profile as profile_mod
 from bertscope.studies import fresh as fresh_mod
 from bertscope.studies import measured
 from bertscope.studies import validate as val
+from tests.measured import measured
 
-SAVED = Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu"
+SAVED = measured("validate_cpu")
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""Validation's reading side on the saved measurements of bench/results/validate_cpu (written
-before op-table rows had tp_split and pp_stage): loading, combining rounds, comparing, all
-without torch."""
+"""Validation's reading side on the saved measurements of the first CPU validation
+(tests/data/measured/validate_cpu, written before op-table rows had tp_split and pp_stage):
+loading, combining rounds, comparing, all without torch."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from bertscope.perf.efficiency import load_profile
 from bertscope.studies.measured import MeasuredRun, combine_rounds, load_result, table_from_doc
 from bertscope.studies.validate import compare
 from bertscope.taxonomy import PipelineStage, TensorSplit
+from tests.measured import measured
 
-SAVED = Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu"
+SAVED = measured("validate_cpu")
 STEM, CONFIG = "bert-small-4-256", "bert-small:4:256"
 
 
@@ -94,7 +95,7 @@ def test_rounds_measured_with_the_minimum_combine_to_the_least() -> None:
 
 def test_saved_validation_is_reproduced(tmp_path: Path) -> None:
     """The recorded validation of this config, from its saved measurements and profile."""
-    report = json.loads((SAVED.parent / "validate_cpu.json").read_text())
+    report = json.loads(measured("validate_cpu.json").read_text())
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(report["profile"]))
     got = compare(combine_rounds([load_result(p) for p in rounds()]), load_profile(path))
@@ -122,7 +123,7 @@ def test_specs_carry_the_knobs_the_paper_varies() -> None:
         parse_specs("bert-base:2:128:fp64")
 
 
-R9 = SAVED.parent / "validate_cpu_r9" / "bert-mini-16-64-bf16.round0.json"
+R9 = measured("validate_cpu_r9") / "bert-mini-16-64-bf16.round0.json"
 
 
 def test_retake_takes_another_statistic_from_the_saved_iterations() -> None:
