@@ -5,7 +5,9 @@ write with outputs captured before the change.
     python bench/golden.py capture   # writes bench/results/golden/<name>.txt
     python bench/golden.py check     # runs again, prints a diff per command that changed
 
-Wall-clock figures (the layout search's "in N ms") are masked before comparing. Exports are
+Wall-clock figures (the layout search's "in N ms") are masked before comparing, and the
+checkout's path is written as `{root}` (trace commands print their input's path), so the
+outputs compare the same from any clone. Exports are
 compared as text (CSV/JSON rows) after the printed output; columns an export gained since the
 capture (new op-table columns) are dropped before comparing, so new columns pass and every old
 value must be the same.
@@ -256,7 +258,7 @@ def run(name: str, args: list[str], tmp: Path) -> str:
     text = f"$ bertscope {' '.join(args)}\nexit {proc.returncode}\n{proc.stdout}{proc.stderr}"
     for path in sorted(tmp.glob(f"{name}.*")):
         text += f"\n--- {path.suffix} export ---\n{path.read_text()}"
-    text = text.replace(out, "{out}")
+    text = text.replace(out, "{out}").replace(str(ROOT), "{root}")
     for pattern, repl in _MASKS:
         text = pattern.sub(repl, text)
     return text
