@@ -1,5 +1,6 @@
 """Diagnosis: why the loss backward of a 2-micro-batch CPU run is slower per byte than one
-batch's (bench/results/validate_cpu_r3.txt: bert-mini:16:128:ckpt:mb2's backward loss rows).
+batch's (bench/results/validate_cpu_r3.txt at d715217: bert-mini:16:128:ckpt:mb2's backward
+loss rows).
 
 Times the ATen ops autograd runs for cross-entropy backward on [tokens, vocab] fp32 logits,
 nll_loss_backward (a zero-filled gradient plus a scatter) and _log_softmax_backward_data,

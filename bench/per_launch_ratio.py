@@ -4,7 +4,7 @@ their median), to tell a config that runs its GEMMs slower from a machine that w
 while it ran.
 
     python bench/per_launch_ratio.py DIR A B
-    # e.g. bench/results/validate_cpu_r16 bert-mini-16-128 bert-mini-16-128-ckpt-mb2
+    # e.g. validate_cpu_r16 (bench/results at d715217) bert-mini-16-128 bert-mini-16-128-ckpt-mb2
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ on all the others, this checkout against a baseline commit, on the same measurem
 
     python bench/validate_loo.py CONFIGS DIR [DIR ...] [--baseline REV]
     # CONFIGS: the specs measured in each DIR (a `bertscope validate --results-dir`), e.g.
-    # bench/results/validate_cpu_r9; results: bench/results/validate_loo.txt
+    # bench/results/validate_cpu_r9 at d715217; results: bench/results/validate_loo.txt
 
 One held-out split of 5 configs says little on a machine whose runs of one config move up to
 20% between runs of the same command; 11 folds per saved run, on several runs, say more

@@ -45,7 +45,8 @@ def test_host_gap_fit_counts_framework_launches_only() -> None:
     # Hugging Face's causal LMs call logits.float() in their own code: one framework launch
     (Family.GPT2, 1), (Family.LLAMA, 1)])
 def test_autocast_adds_no_framework_launches(family: Family, explicit: int) -> None:
-    """Measured on bert-mini:16:128 (bench/results/validate_cpu_r16): 290 launches in fp32,
+    """Measured on bert-mini:16:128 (bench/results/validate_cpu_r16 at d715217): 290 launches
+    in fp32,
     448 in bf16 of which 158 casts, so 448 - 158 = 290: what bf16 adds is casts. Here: the
     bf16 table's framework launches are the fp32 table's plus the model code's own upcast,
     its autocast rows are 16-bit <-> fp32 copies (2 bytes one way, 4 the other)."""

@@ -25,10 +25,11 @@ Fits (closed form):
   recompute by `Phase.family`; data and weight gradient): the phase's predicted over
   measured total time, so the fitted profile reproduces the calibration runs' GEMM time per
   phase (the median of per-key ratios, used before, left every calibration run 2-11%
-  over-predicted and the held-out ones 3-6%: bench/results/validate_cpu_r3_arena.txt).
+  over-predicted and the held-out ones 3-6%: bench/results/validate_cpu_r3_arena.txt at
+  d715217).
   The phase factors are fitted on plain GEMMs, and batched GEMMs (attention's products)
   get one factor of their own after them (`GemmEfficiency.batched`): pooled, the CPU's bf16
-  batched products were predicted 70% fast in sample (bench/results/validate_cpu_r9). A
+  batched products were predicted 70% fast in sample (bench/results/validate_cpu_r9 at d715217). A
   join key's shape is its narrowest GEMM's (a batched product's two gradients are each
   head-size narrow; their largest m, n and k apart are not).
 - Memory, per category c: per launch t = a_c B + c_c, which is `CategoryBandwidthEfficiency`
@@ -44,13 +45,14 @@ Fits (closed form):
   saved validations (bench/validate_loo.py): with the batched-GEMM factor and narrowest
   key shapes (`fit_gemm`, `joined`) MAPE 5.1/7.4/7.2% -> 4.9/6.1/5.9%, and with Theil-Sen
   as well -> 3.9/5.9/5.8%, the largest share error 5.8/4.8/4.7 -> 1.9/1.9/2.5 pp
-  (bench/results/validate_loo.txt).
+  (bench/results/validate_loo.txt at d715217).
   Microbenchmarks (clean, repeated medians) use least squares with the fixed-cost term.
   Keys of one size fall back to the median rate, which one key defines, so a category seen
   once in a phase family gets its own
   entry (LAMB's norms, "reduction@optimizer", are not priced at the backward bias-gradient
   sums' rate: with one LAMB calibration run the pooled rate over-predicted a held-out bf16
-  LAMB run's reductions by 73%, bench/results/validate_cpu_r4.txt; its error 12.5% -> 9.8%).
+  LAMB run's reductions by 73%, bench/results/validate_cpu_r4.txt at d715217; its error
+  12.5% -> 9.8%).
 - Host time per launch (`Overhead.host_seconds_per_launch`, added to every op the framework
   issues): the median over runs of (measured iteration - sum of measured ops) / analytic
   launches, autocast's casts not counted (issued inside the op that needs them, no framework
@@ -144,7 +146,7 @@ def _linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 def _rate_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """y = a x with a the median of y / x over the points: robust to the heavy-tailed
     run-to-run noise of measured op tables (on a shared 2-core VM the same op's time varies
-    several-fold between runs, see bench/results/validate_cpu.txt), where least squares
+    several-fold between runs, see bench/results/validate_cpu.txt at d715217), where least squares
     follows the outliers. (A median of per-run aggregate rates did worse on held-out configs:
     13.9% vs 11.8% MAPE on the same saved measurements.)"""
     return float(np.median(y / x)), 0.0

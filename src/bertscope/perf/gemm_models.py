@@ -71,7 +71,7 @@ class GemmEfficiency(ModelBase):
     gradient (a transposed operand). `beyond_cache` scales, per phase again, the GEMMs
     that move more than `cache_bytes` per launch (operands and output beyond the last-level
     cache stream from memory: a CPU's fp32 MLM decoder, 30522 wide, ran at 0.6-0.7 of the
-    rate of the same phase's layer GEMMs in bench/results/validate_cpu_r13).
+    rate of the same phase's layer GEMMs in bench/results/validate_cpu_r13 at d715217).
     """
 
     max_fraction: float
@@ -87,7 +87,7 @@ class GemmEfficiency(ModelBase):
     """Factor on the fraction of batched GEMMs (batch > 1: attention's score and context
     products), capped at 1 as `per_phase` is: many small products in one launch do not run
     at one GEMM's rate for their shape (a CPU's bf16 batched products ran 3-4x below the
-    rate fitted to its linears: bench/results/validate_cpu_r9)."""
+    rate fitted to its linears: bench/results/validate_cpu_r9 at d715217)."""
     cache_bytes: float = 0.0
     """Last-level cache of the calibrated device in bytes: GEMMs moving more per launch take
     the `beyond_cache` factors (0: no such split)."""

@@ -5,7 +5,8 @@ A long validation profiles many configs in one process; with freed memory kept
 (`allocator.keep_freed_memory`) a later config can still land on a heap laid out by the
 earlier ones so that every measured iteration faults pages in again: in one session's
 validation a checkpointed 2-micro-batch bert-mini run faulted 226,208 pages per iteration in
-two rounds of three and its measured loss backward doubled (bench/results/validate_cpu_r4.txt),
+two rounds of three and its measured loss backward doubled (bench/results/validate_cpu_r4.txt
+at d715217),
 while the same config profiled alone settled (7,631 pages in its first measured iteration,
 0-4 after). `validate` measures such a config again here, in a new interpreter with a
 clean heap.

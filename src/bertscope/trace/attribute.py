@@ -101,7 +101,7 @@ def iteration_time(statistic: Statistic, iteration_times: Sequence[float], op_ti
     Pairing each row's least with the least iteration would charge the noise in the other
     iterations' rows to the time between ops: on the dev VM the least iteration was 27-100 ms
     over its rows' least, while the time between ops was 15-47 ms in every iteration
-    (bench/results/validate_cpu_r10). Without `gaps`, the least iteration."""
+    (bench/results/validate_cpu_r10 at d715217). Without `gaps`, the least iteration."""
     if statistic is Statistic.MIN and gaps:
         return op_time + max(0.0, min(gaps))
     return statistic.of(iteration_times)
