@@ -56,9 +56,9 @@ def test_calibrate_from_a_result_saved_before_the_role_columns(tmp_path) -> None
     """`bertscope calibrate --from` reads results written before rows had tp_split and
     pp_stage (tests/data/measured/validate_cpu)."""
     from bertscope.cli import main
-    from tests.measured import measured
+    from tests.saved_measurements import saved_measurement
 
-    saved = measured("validate_cpu") / "bert-mini-32-64.round0.json"
+    saved = saved_measurement("validate_cpu") / "bert-mini-32-64.round0.json"
     assert "tp_split" not in json.loads(saved.read_text())["rows"][0]
     out = tmp_path / "local.json"
     assert main(["calibrate", "--quick", "--from", str(saved), "--output", str(out)]) == 0

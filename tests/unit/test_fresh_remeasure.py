@@ -17,9 +17,9 @@ from bertscope.measure import profile as profile_mod
 from bertscope.studies import fresh as fresh_mod
 from bertscope.studies import measured
 from bertscope.studies import validate as val
-from tests.measured import measured
+from tests.saved_measurements import saved_measurement
 
-SAVED = measured("validate_cpu")
+SAVED = saved_measurement("validate_cpu")
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from bertscope.measure import microbench as mb
 from bertscope.studies import local_calibration as cal
 from bertscope.studies import validate as val
 from bertscope.studies.measured import combine_rounds, load_result, parse_specs
-from tests.measured import measured
+from tests.saved_measurements import saved_measurement
 
-SAVED = measured("validate_cpu")
+SAVED = saved_measurement("validate_cpu")
 
 
 def _points() -> dict[str, object]:

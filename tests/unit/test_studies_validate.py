@@ -15,9 +15,9 @@ from bertscope.perf.efficiency import load_profile
 from bertscope.studies.measured import MeasuredRun, combine_rounds, load_result, table_from_doc
 from bertscope.studies.validate import compare
 from bertscope.taxonomy import PipelineStage, TensorSplit
-from tests.measured import measured
+from tests.saved_measurements import saved_measurement
 
-SAVED = measured("validate_cpu")
+SAVED = saved_measurement("validate_cpu")
 STEM, CONFIG = "bert-small-4-256", "bert-small:4:256"
 
 
@@ -95,7 +95,7 @@ def test_rounds_measured_with_the_minimum_combine_to_the_least() -> None:
 
 def test_saved_validation_is_reproduced(tmp_path: Path) -> None:
     """The recorded validation of this config, from its saved measurements and profile."""
-    report = json.loads(measured("validate_cpu.json").read_text())
+    report = json.loads(saved_measurement("validate_cpu.json").read_text())
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(report["profile"]))
     got = compare(combine_rounds([load_result(p) for p in rounds()]), load_profile(path))
@@ -123,7 +123,7 @@ def test_specs_carry_the_knobs_the_paper_varies() -> None:
         parse_specs("bert-base:2:128:fp64")
 
 
-R9 = measured("validate_cpu_r9") / "bert-mini-16-64-bf16.round0.json"
+R9 = saved_measurement("validate_cpu_r9") / "bert-mini-16-64-bf16.round0.json"
 
 
 def test_retake_takes_another_statistic_from_the_saved_iterations() -> None:

@@ -26,9 +26,9 @@ def _unpacked_root() -> Path:
     return root
 
 
-def measured(relative: str) -> Path:
-    """The unpacked path of a saved measurement, e.g. `measured("validate_cpu")` (a folder of
-    rounds) or `measured("validate_cpu.json")` (a validation report)."""
+def saved_measurement(relative: str) -> Path:
+    """The unpacked path of a saved measurement, e.g. `saved_measurement("validate_cpu")` (a
+    folder of rounds) or `saved_measurement("validate_cpu.json")` (a validation report)."""
     path = _unpacked_root() / relative
     if not path.exists():
         raise FileNotFoundError(f"{PACKED / relative}(.gz): no such saved measurement")
