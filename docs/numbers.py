@@ -83,6 +83,9 @@ def nothing(lines: list[str]) -> list[str]:
     return []
 
 
+FRAME = re.compile(r"^\s*[\u2500-\u257f][\s\u2500-\u257f]*$")
+"""A table's frame line (top, header rule, bottom): dropped, so tables stay short."""
+
 ELAPSED = (r"\b(in|took) [\d.,]+ ?(s|ms|µs)\b", r"\1 … s")
 """Wall-clock seconds a command reports about itself: they differ run to run."""
 
@@ -151,21 +154,23 @@ EXAMPLES: dict[str, Example] = {
     "readme-study": one(
         "study --no-measure --models bert-base --devices a100,h100 --precisions bf16 "
         "--output study-bert-base",
-        grep(r"^1\. ", r"^4\. ", r"^9\. ", r"^wrote ", after=2)),
+        grep(r"^1\. ", after=2)),
     "readme-ops": one("ops bert-base --batch 8 --seq 128 --top 3", head(3)),
     "readme-predict": one(
-        "predict bert-base --batch 8 --seq 128 --device a100 --precision bf16 --top 3",
-        grep(r"^predicted iteration", r"^┃ bound", r"^│ (compute|memory|overhead) ",
-             after=1)),
+        "predict bert-base --batch 8 --seq 128 --device a100 --precision bf16 --top 0",
+        grep(r"^predicted iteration", r"^bound ", r"^┃ bound",
+             r"^│ (compute|memory|overhead) ")),
     "readme-profile": one(
-        "profile bert-tiny --batch 2 --seq 32 --iters 2 --top 3", head(6), measured=True),
+        "profile bert-tiny --batch 2 --seq 32 --iters 2 --top 3",
+        grep(r"^bert-tiny", r"^iteration", r"^of the profiled", r"^┃ category", r"^│ gemm"),
+        measured=True),
     "readme-trace": Example((
         Step("predict bert-base --batch 8 --seq 128 --device a100 --precision bf16 "
              "--timeline iter.json --top 0", nothing),
-        Step("trace iter.json --by category --top 3", head(9)))),
+        Step("trace iter.json --by category --top 2", head(6)))),
     "readme-sweep": one(
         "sweep bert-base,bert-large --device a100,h100 --batch 8,32 --seq 128,512 "
-        "--precision bf16 --top 3", columns=120),
+        "--precision bf16 --top 2", columns=120),
     "readme-distributed": one(
         "distributed bert-large --devices 32 --device a100 --global-batch 256 --tp 2 --pp 4 "
         "--micro-batches 8 --precision bf16", grep(r"^Layout", after=1)),
@@ -265,7 +270,8 @@ def _run(step: Step, cwd: Path, columns: int) -> list[str]:
         raise RuntimeError(f"`{step.args}` exited {done.returncode}: "
                            f"{(done.stderr or done.stdout).strip()[-2000:]}")
     text = done.stdout + done.stderr
-    return [line.rstrip() for line in text.rstrip("\n").splitlines()]
+    return [line.rstrip() for line in text.rstrip("\n").splitlines()
+            if not FRAME.match(line)]
 
 
 def render(key: str) -> str:
