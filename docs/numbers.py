@@ -89,6 +89,11 @@ FRAME = re.compile(r"^\s*[\u2500-\u257f][\s\u2500-\u257f]*$")
 ELAPSED = (r"\b(in|took) [\d.,]+ ?(s|ms|µs)\b", r"\1 … s")
 """Wall-clock seconds a command reports about itself: they differ run to run."""
 
+RUN_ID = (r"\b[0-9a-f]{8}\b", "1a2b3c4d")
+"""A run's id in the runs store: random."""
+WHEN = (r"\b\d{4}-\d\d-\d\d \d\d:\d\d\b", "2026-01-01 12:00")
+"""A run's time in the runs store."""
+
 
 @dataclass(frozen=True)
 class Step:
@@ -175,12 +180,12 @@ EXAMPLES: dict[str, Example] = {
         "distributed bert-large --devices 32 --device a100 --global-batch 256 --tp 2 --pp 4 "
         "--micro-batches 8 --precision bf16", grep(r"^Layout", after=1)),
     # guides
-    "study-findings": one(
-        "study --no-measure --models bert-base,bert-large --devices a100,mi300x "
-        "--precisions fp32,bf16 --output study-two",
-        grep(r"^\d+\. ", after=2)),
+    "study-findings": one(  # the README's study, more of its findings
+        "study --no-measure --models bert-base --devices a100,h100 --precisions bf16 "
+        "--output study-bert-base",
+        grep(r"^[2-9]\. ", r"^10\. ", r"^wrote ", after=2)),
     "models": one("models", head(10)),
-    "devices": one("devices", head(12)),
+    "devices": one("devices", head(8), columns=160),
     "ops-t5": one("ops t5-small --seq 512 --decoder-seq 114 --top 3", head(3)),
     "ops-llama": one("ops llama3-8b --batch 1 --seq 8192 --precision bf16 --attention sdpa "
                      "--top 0", head(3)),
@@ -202,7 +207,8 @@ EXAMPLES: dict[str, Example] = {
         "sweep bert-base --device a100 --batch 32 --seq 128 --precision bf16 "
         "--gemm-peak 1,2 --bandwidth 1,2 --top 4", columns=120),
     "sweep-dims": one(
-        "sweep bert-base --device h100 --hidden 768,1024,2048 --heads 16 --batch 16 --top 3", columns=120),
+        "sweep bert-base --device h100 --hidden 768,1024,2048 --heads 16 --batch 16 --top 3",
+        columns=120),
     "distributed-search": one(
         "distributed bert-large --devices 32 --device a100 --global-batch 256 "
         "--precision bf16 --search --top 3", grep(r"^searched", r"^Best layout", after=1)),
@@ -210,6 +216,11 @@ EXAMPLES: dict[str, Example] = {
         "distributed gpt3-175b --seq 2048 --precision bf16 --devices 1024 --device a100 "
         "--global-batch 1536 --tp 8 --pp 16 --dp 8 --micro-batches 192 --checkpoint full",
         grep(r"^Layout", r"^│ (compute|pipeline bubble|iteration)", after=1)),
+    "runs-list": Example((
+        Step("predict bert-base --batch 8 --seq 128 --device a100 --top 0 --store runs.sqlite",
+             grep(r"^recorded as run")),
+        Step("runs list --store runs.sqlite")),
+        masks=(ELAPSED, RUN_ID, WHEN)),
     "api-ops": Example((Step(
         "import bertscope\n"
         "t = bertscope.ops(\"bert-base\", batch=8, seq=128, precision=\"bf16\")\n"
@@ -274,16 +285,23 @@ def _run(step: Step, cwd: Path, columns: int) -> list[str]:
             if not FRAME.match(line)]
 
 
-def render(key: str) -> str:
-    """The text of region KEY (without its markers), produced now."""
+def render(key: str, outputs: dict[tuple[int, str], list[str]] | None = None) -> str:
+    """The text of region KEY (without its markers), produced now. `outputs` keeps each
+    command's output for other regions that show the same command (one run per check)."""
     if key in GENERATED:
         return GENERATED[key]() + "\n"
     example = EXAMPLES[key]
+    outputs = {} if outputs is None else outputs
     out: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bertscope-docs-") as tmp:
         shown: list[str] = []
-        for step in example.steps:
-            lines = step.keep(_run(step, Path(tmp), example.columns))
+        keys = [(example.columns, "\n".join(s.args for s in example.steps[:i + 1]))
+                for i in range(len(example.steps))]
+        if not all(k in outputs for k in keys):  # later steps read earlier steps' files
+            for k, step in zip(keys, example.steps, strict=True):
+                outputs[k] = _run(step, Path(tmp), example.columns)
+        for k, step in zip(keys, example.steps, strict=True):
+            lines = step.keep(outputs[k])
             for pattern, repl in example.masks:
                 lines = [re.sub(pattern, repl, line) for line in lines]
             if step.python:
@@ -306,10 +324,18 @@ def regions(text: str) -> list[str]:
     return [m.group("key") for m in MARK.finditer(text)]
 
 
-def update(text: str, *, measured: bool = False,
-           cache: dict[str, str] | None = None) -> str:
+class Session:
+    """Regions and command outputs rendered so far (each command runs once per session)."""
+
+    def __init__(self) -> None:
+        self.regions: dict[str, str] = {}
+        self.outputs: dict[tuple[int, str], list[str]] = {}
+
+
+def update(text: str, *, measured: bool = False, session: Session | None = None) -> str:
     """The page with every region rewritten (MEASURED ones only with `measured`)."""
-    cache = {} if cache is None else cache
+    session = Session() if session is None else session
+    cache = session.regions
 
     def fill(m: re.Match[str]) -> str:
         key = m.group("key")
@@ -318,7 +344,7 @@ def update(text: str, *, measured: bool = False,
         if key in EXAMPLES and EXAMPLES[key].measured and not measured:
             return m.group(0)
         if key not in cache:
-            cache[key] = render(key)
+            cache[key] = render(key, session.outputs)
         return f"<!-- out: {key} -->\n{cache[key]}<!-- /out -->"
     return MARK.sub(fill, text)
 
@@ -326,11 +352,11 @@ def update(text: str, *, measured: bool = False,
 def stale(files: Iterable[Path] | None = None) -> list[str]:
     """'FILE: KEY' of every region (MEASURED ones aside) whose text is not what its
     command prints now."""
-    cache: dict[str, str] = {}
+    session = Session()
     out = []
     for path in pages() if files is None else files:
         text = path.read_text()
-        fresh = update(text, cache=cache)
+        fresh = update(text, session=session)
         if fresh != text:
             old = dict(zip(regions(text), [m.group(0) for m in MARK.finditer(text)],
                            strict=True))
@@ -354,10 +380,10 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             print("run: python docs/numbers.py", file=sys.stderr)
         return 1 if bad else 0
-    cache: dict[str, str] = {}
+    session = Session()
     for path in pages():
         text = path.read_text()
-        fresh = update(text, measured=args.measured, cache=cache)
+        fresh = update(text, measured=args.measured, session=session)
         if fresh != text:
             path.write_text(fresh)
             print(f"updated {path.relative_to(ROOT)}")
