@@ -362,7 +362,8 @@ def stale(files: Iterable[Path] | None = None) -> list[str]:
                            strict=True))
             new = dict(zip(regions(fresh), [m.group(0) for m in MARK.finditer(fresh)],
                            strict=True))
-            out += [f"{path.relative_to(ROOT)}: {k}" for k in old if old[k] != new.get(k)]
+            name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+            out += [f"{name}: {k}" for k in old if old[k] != new.get(k)]
     return out
 
 
