@@ -1,4 +1,4 @@
-"""The layout rules of docs/design.md, enforced.
+"""The layout rules of docs/architecture.md, enforced.
 
 - Who may import whom: `ALLOWED` (per top-level package; imports inside functions included),
   torch only where measuring happens (`TORCH_OK`), absolute imports only.
