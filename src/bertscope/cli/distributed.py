@@ -18,10 +18,9 @@ from bertscope.cli.options import (
     check_top,
     job_command,
 )
-from bertscope.config import Job
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
-from bertscope.parallel.pipeline import Schedule
+from bertscope.job import Job, Schedule
 from bertscope.report.tables import make_console
 
 if TYPE_CHECKING:
@@ -66,9 +65,9 @@ def distributed_cmd(
              "--search, the best layout's.")] = None,
 ) -> None:
     """Time and memory per device of a DP/TP/PP/ZeRO layout, or the best layouts (--search)."""
+    from bertscope.job import zero_stage
     from bertscope.parallel import Cluster, Layout, SearchSpace, Workload, evaluate
     from bertscope.parallel import search as run_search
-    from bertscope.parallel.job import zero_stage
     from bertscope.report.parallel import print_layout, print_search
 
     check_top(top, least=1)

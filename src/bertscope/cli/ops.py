@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from bertscope.cli.options import TopOpt, check_export, check_top, job_command
-from bertscope.config import Job
 from bertscope.errors import BertscopeError
 from bertscope.io import Format
+from bertscope.job import Job
 from bertscope.report.tables import make_console
 
 

@@ -23,17 +23,10 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from bertscope.config import (
-    Attention,
-    Checkpoint,
-    Job,
-    Optimizer,
-    Precision,
-    RunConfig,
-    get_model,
-)
+from bertscope.config import Attention, Checkpoint, Optimizer, Precision, RunConfig, get_model
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, check_output, output_format
+from bertscope.job import Job
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -17,8 +17,8 @@ from bertscope.cli.options import (
     job_command,
 )
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
-from bertscope.config import Job
 from bertscope.io import check_output
+from bertscope.job import Job
 from bertscope.report.tables import make_console
 
 

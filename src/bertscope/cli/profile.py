@@ -13,9 +13,10 @@ from rich.console import Console
 
 from bertscope.cli.options import TopOpt, check_suffix, check_top, job_command, need_torch
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
-from bertscope.config import HostAllocator, Job
+from bertscope.config import HostAllocator
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
+from bertscope.job import Job
 from bertscope.report.progress import progress_bar
 from bertscope.report.tables import make_console
 from bertscope.trace.attribute import Statistic

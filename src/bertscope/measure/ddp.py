@@ -41,9 +41,10 @@ from typing import Any
 import numpy as np
 
 from bertscope.analytic import parameter_count
-from bertscope.config import Job, ModelConfig, RunConfig
+from bertscope.config import ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
+from bertscope.job import Job
 from bertscope.parallel.ddp_model import comm_shares, link_bucket_bytes
 from bertscope.trace.breakdown import overlap, union
 

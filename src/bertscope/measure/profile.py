@@ -33,9 +33,10 @@ import torch
 from torch import nn
 
 from bertscope.analytic import build
-from bertscope.config import Attention, Family, Job, ModelConfig, Precision, RunConfig
+from bertscope.config import Attention, Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import STOP, BertscopeError, parse_enum
 from bertscope.io import atomic_path, write_or_rescue
+from bertscope.job import Job
 from bertscope.measure.allocator import (
     HostAllocator,
     keep_freed_memory,
@@ -48,7 +49,6 @@ from bertscope.measure.families import measured
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.quiet import QuietProfiler
 from bertscope.optable import OpTable, meta_with_job
-from bertscope.parallel.memory import stack_layers
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
@@ -171,7 +171,7 @@ class _Trainer:
             layers = [mod for mod in self.model.modules() if isinstance(mod, fam.layer_type)]
         self.model.train()
         self.net = wrap(self.model) if wrap is not None else self.model  # what runs forward
-        self.hooks = ScopeHooks(self.model, sublayer_of, layers, stack_layers(m))
+        self.hooks = ScopeHooks(self.model, sublayer_of, layers, m.stack_layers)
         self.opt = make_optimizer(run.optimizer, self.model.parameters())
         self.batches: list[dict[str, Any]] = [
             fam.inputs(m, run, (seed if data_seed is None else data_seed) + i, device, hf)

@@ -38,7 +38,6 @@ from bertscope.errors import BertscopeError
 from bertscope.optable import Op, OpTable
 from bertscope.parallel.collectives import ArrayLike
 from bertscope.parallel.job import Workload
-from bertscope.parallel.memory import stack_layers
 from bertscope.perf import DeviceProfile, Knobs, predict
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
@@ -191,7 +190,7 @@ def _mean_seq(workload: Workload) -> float:
     """Tokens per sequence of a layer's input, the mean over all layers (T5's decoder layers
     see the target length)."""
     m, run = workload.model, workload.run
-    return (m.num_layers * run.seq + m.decoder_layer_count * run.target_seq) / stack_layers(m)
+    return (m.num_layers * run.seq + m.decoder_layer_count * run.target_seq) / m.stack_layers
 
 
 def _layer_weights(workload: Workload, cols: Columns) -> np.ndarray:
@@ -202,7 +201,7 @@ def _layer_weights(workload: Workload, cols: Columns) -> np.ndarray:
     m = workload.model
     weight = np.ones(len(cols["layer"]))
     if m.decoder_layer_count:
-        total, layer = stack_layers(m), cols["layer"]
+        total, layer = m.stack_layers, cols["layer"]
         stack = cols["pp_stage"] == PipelineStage.STACK
         weight[stack & (layer == 0)] = m.num_layers / total  # the encoder's layer
         weight[stack & (layer >= 1)] = m.decoder_layer_count / total

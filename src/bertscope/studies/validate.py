@@ -26,9 +26,10 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from bertscope.config import Job, ModelConfig, RunConfig, get_model
+from bertscope.config import ModelConfig, RunConfig, get_model
 from bertscope.errors import BertscopeError, expect
 from bertscope.io import read_text
+from bertscope.job import Job
 from bertscope.optable import Combine, OpTable, combine, op_from_dict
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.fit import KEYS, join_keys, joined

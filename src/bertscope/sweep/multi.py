@@ -30,10 +30,10 @@ from bertscope.analytic.families import model_blocks
 from bertscope.analytic.params import parameter_count
 from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
+from bertscope.job import Layout, Schedule
 from bertscope.parallel.compute import compute_table
 from bertscope.parallel.evaluation import evaluate_arrays
-from bertscope.parallel.job import Cluster, Layout, Workload, check_layout
-from bertscope.parallel.pipeline import Schedule
+from bertscope.parallel.job import Cluster, Workload, check_layout
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.roofline import Knobs, select_peaks
 from bertscope.sweep.engine import runs_on
