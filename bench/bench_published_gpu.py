@@ -28,7 +28,8 @@ Sources (figures quoted in the rows below):
 from __future__ import annotations
 
 from bertscope.analytic import build
-from bertscope.config import Job, RunConfig, get_model
+from bertscope.config import RunConfig, get_model
+from bertscope.job import Job
 from bertscope.perf import Knobs, fuse, load_profile, predict
 
 A100_40GB_BW = 1555 / 2039

@@ -10,8 +10,9 @@ import pytest
 
 from bertscope.cli import main
 from bertscope.cli.options import RUN_OPTIONS
-from bertscope.config import Job, RunConfig, get_model
+from bertscope.config import RunConfig, get_model
 from bertscope.errors import BertscopeError
+from bertscope.job import Job
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
