@@ -213,10 +213,11 @@ class Job:
         return self.layout.devices
 
     def label(self) -> str:
-        """The layout's label with the run's micro-batching and recomputation, e.g.
-        "dp8 tp4 pp2 1f1b zero1 m16 selective"."""
-        return (f"{self.layout.label()} m{self.run.micro_batches} "
-                f"{self.run.checkpoint.value}")
+        """The layout with the run's micro-batches and recomputation, e.g.
+        "dp8 tp4 sp pp2 1f1b m16 zero1 selective"."""
+        *spread, zero = self.layout.label().split(" ")
+        return " ".join([*spread, f"m{self.run.micro_batches}", zero,
+                         self.run.checkpoint.value])
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         """{"model": ..., "run": ..., "layout": ...} with enums as their values (JSON-ready);

@@ -14,8 +14,8 @@ def one_stack_blocks(m: ModelConfig, run: RunConfig, emb: Section, layer: Sectio
                      heads: Section, later: list[Op] | None = None) -> list[Block]:
     """All rows of one training iteration (one optimizer step), as blocks in execution order:
     the embeddings, the layers' forward, the heads and loss (forward and backward), the
-    layers' backward (last layer first; recomputation first (`section.checkpointed`); `later` rows in
-    every layer after the first, e.g. ALBERT's shared-weight gradient sums), the
+    layers' backward (last layer first; recomputation first, `section.checkpointed`; `later`
+    rows in every layer after the first, e.g. ALBERT's shared-weight gradient sums), the
     embeddings' backward, gradient accumulation, the optimizer."""
     fwd, rerun = checkpointed(layer.fwd, run.checkpoint)
     backward = rerun + layer.bwd()

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from bertscope.analytic import build
-from bertscope.config import Attention, Family, ModelConfig, Precision, RunConfig
+from bertscope.config import Attention, Checkpoint, Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import STOP, BertscopeError, parse_enum
 from bertscope.io import atomic_path, write_or_rescue
 from bertscope.job import Job
@@ -142,7 +142,7 @@ def check_memory(analytic: OpTable, device: torch.device) -> None:
             f"this run needs ~{mem['peak'] / gib:.1f} GiB (analytic estimate: weights+grads+"
             f"optimizer {mem['static'] / gib:.1f} GiB, activations {mem['activations'] / gib:.1f}"
             f" GiB) but {device.type} has {free / gib:.1f} GiB free; lower --batch or --seq, "
-            f"or add --checkpointing")
+            f"or add --checkpoint full")
 
 
 @contextlib.contextmanager
@@ -325,6 +325,19 @@ class _Session:
         return cap
 
 
+def refuse_unmeasured(run: RunConfig) -> None:
+    """Refuse the run settings the profiler does not measure, in one line: selective
+    recomputation and kernel fusion (the reference models run neither; ops, predict, sweep
+    and distributed model them)."""
+    if run.checkpoint is Checkpoint.SELECTIVE:
+        raise BertscopeError("--checkpoint selective is not measured: the reference models "
+                             "recompute none or full; ops, predict, sweep and distributed "
+                             "model it")
+    if run.fusion:
+        raise BertscopeError("--fusion is not measured: the reference models run unfused "
+                             "kernels; ops, predict, sweep and distributed model it")
+
+
 def profile(
     m: ModelConfig,
     run: RunConfig,
@@ -357,6 +370,7 @@ def profile(
     statistic = parse_enum(Statistic, statistic, "statistic")
     host_allocator = parse_enum(HostAllocator, host_allocator, "host allocator")
     Job(model=m, run=run)  # the pair's one check: the sequence fits the positions
+    refuse_unmeasured(run)
     if run.attention is Attention.FUSED_SOFTMAX or (hf and run.attention is not
                                                      Attention.EAGER):
         raise BertscopeError(f"attention {run.attention.value} is not measured"

@@ -39,6 +39,7 @@ from bertscope.optable import Op, OpTable
 from bertscope.parallel.collectives import ArrayLike
 from bertscope.parallel.job import Workload
 from bertscope.perf import DeviceProfile, Knobs, predict
+from bertscope.perf.kernel_fusion import fuse_records
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
 _ATTN_CORE = (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT,
@@ -177,12 +178,16 @@ def _tags(cols: Columns) -> Columns:
 
 def _base_rows(workload: Workload, micro_batch: int) -> Columns:
     """One layer's and the outside sections' rows of a micro-batch (no optimizer rows); with
-    two stacks (T5), one layer of each."""
+    two stacks (T5), one layer of each. With `run.fusion` the activation chains are fused
+    (the optimizer's rows, costed per device from the parameter groups, stay unfused)."""
     m = workload.model
     one = {"decoder_layers": 1} if m.decoder_layer_count else {}
     m1 = with_changes(m, num_layers=1, share_layers=False, **one)
     ops = [op for op in model_ops(m1, workload.run_for(micro_batch))
            if op.phase is not Phase.OPTIMIZER]
+    if workload.run.fusion:  # activation chains as one kernel each (`perf.kernel_fusion`)
+        fused, _ = fuse_records([op._asdict() for op in ops], workload.precision.act_bytes)
+        ops = [Op(**{f: r[f] for f in Op._fields}) for r in fused]
     return _columns(ops)
 
 
