@@ -95,7 +95,7 @@ def test_static_memory_is_16_bytes_per_param_for_mixed_adam() -> None:
 def test_checkpointing_keeps_layer_inputs_and_adds_recompute_rows() -> None:
     m = PRESETS["bert-base"]
     base = ops(m, batch=2, seq=128, precision="bf16")
-    ckpt = ops(m, batch=2, seq=128, precision="bf16", checkpointing=True)
+    ckpt = ops(m, batch=2, seq=128, precision="bf16", checkpoint="full")
     d = ckpt.df
     rec = d[d["phase"] == Phase.RECOMPUTE]
     fwd_layers = base.df[(base.df["phase"] == Phase.FORWARD) & (base.df["layer"] >= 0)]

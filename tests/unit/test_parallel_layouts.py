@@ -233,7 +233,7 @@ def test_the_run_template_does_not_change_results(cluster16) -> None:
 
 
 @pytest.mark.parametrize(("kw", "needle"), [
-    (dict(run=RunConfig(batch=1, seq=128, checkpointing=True)), "Layout.checkpoint"),
+    (dict(run=RunConfig(batch=1, seq=128, checkpoint="full")), "Layout.checkpoint"),
     (dict(run=dict(batch=1, seq=128)), "run must be a RunConfig"),
     (dict(model="bert-base"), "model must be a ModelConfig"),
     (dict(global_batch=2.5), "global_batch must be a positive integer"),

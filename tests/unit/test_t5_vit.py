@@ -99,7 +99,7 @@ def test_t5_checkpointing_keeps_both_stacks_inputs() -> None:
     plain_run = RunConfig(batch=2, seq=16, decoder_seq=8, dropout=False)
     plain = build(m, plain_run)
     ckpt = build(m, RunConfig(batch=2, seq=16, decoder_seq=8, dropout=False,
-                              checkpointing=True)).meta["memory"]
+                              checkpoint="full")).meta["memory"]
     d = plain.df
     # what the layers keep without checkpointing (each stack's bias lookup, run once, keeps
     # only its int64 buckets and is counted apart)

@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from bertscope.config import Family, ModelConfig, RunConfig
+from bertscope.config import Checkpoint, Family, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.measure.attribution import ATTN_CORE, Patterns, compile_patterns
 from bertscope.measure.hf_more import LAYERS, hf_model_more
@@ -129,7 +129,7 @@ def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
                              "'bertscope[hf]'") from None
     if m.family in _OTHER_FAMILIES:
         model = hf_model_more(m, DROPOUT_PROB if run.dropout else 0.0)
-        return _checkpointed(model) if run.checkpointing else model
+        return _checkpointed(model) if (run.checkpoint is Checkpoint.FULL) else model
     if m.family not in HF_CLASSES:
         raise BertscopeError(f"--hf profiling of family {m.family.value!r} is not supported "
                              f"yet; profile it without --hf")
@@ -140,7 +140,7 @@ def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
     model = getattr(transformers, HF_CLASSES[m.family])(cfg)
     if m.family is Family.GPT2:  # its class name does not say "ForCausalLM"; the loss is that
         model.loss_type = "ForCausalLM"
-    return _checkpointed(model) if run.checkpointing else model
+    return _checkpointed(model) if (run.checkpoint is Checkpoint.FULL) else model
 
 
 def _checkpointed(model: nn.Module) -> nn.Module:

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.config import Activation, Family, ModelConfig, RunConfig
+from bertscope.config import Activation, Checkpoint, Family, ModelConfig, RunConfig
 from bertscope.config import Attention as AttentionImpl
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.taxonomy import Sublayer
@@ -380,7 +380,7 @@ def build_model(model: ModelConfig, run: RunConfig) -> nn.Module:
 
         return build_other(model, run)
     return EncoderForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
-                                 checkpointing=run.checkpointing,
+                                 checkpointing=(run.checkpoint is Checkpoint.FULL),
                                  masked_lm_only=run.masked_lm_only,
                                  sdpa=run.attention is AttentionImpl.SDPA)
 

@@ -33,7 +33,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from bertscope.config import Attention as AttentionImpl
-from bertscope.config import Family, ModelConfig, RunConfig
+from bertscope.config import Checkpoint, Family, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.measure.models import (
     DROPOUT_PROB,
@@ -327,7 +327,7 @@ def build_decoder(model: ModelConfig, run: RunConfig) -> DecoderForCausalLM:
         raise BertscopeError("profile measures eager or sdpa attention; fused-softmax is "
                              "modelled by the analytic model only")
     return DecoderForCausalLM(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
-                              checkpointing=run.checkpointing,
+                              checkpointing=(run.checkpoint is Checkpoint.FULL),
                               sdpa=run.attention is AttentionImpl.SDPA)
 
 

@@ -60,8 +60,8 @@ class RunSpec:
 def _token(key: str, value: Any) -> str:
     if key == "micro_batches":
         return f"mb{value}"
-    if key == "checkpointing":
-        return "ckpt"
+    if key == "checkpoint":
+        return "ckpt" if value == "full" else f"ckpt-{value}"
     if key == "dropout":
         return "nodropout"
     if key == "masked_lm_only":
@@ -81,7 +81,7 @@ def _setting(token: str, part: str) -> tuple[str, Any]:
     if t in {o.value for o in Optimizer}:
         return "optimizer", t
     if t == "ckpt":
-        return "checkpointing", True
+        return "checkpoint", "full"
     if t == "nodropout":
         return "dropout", False
     if t == "masked":
@@ -151,7 +151,7 @@ def config_name(result: Measurement) -> str:
     `RunConfig`'s defaults, spelled as `parse_specs` reads them)."""
     run = result.table.run
     base = RunConfig(batch=run.batch, seq=run.seq)
-    settings = tuple((k, getattr(run, k)) for k in ("precision", "optimizer", "checkpointing",
+    settings = tuple((k, getattr(run, k)) for k in ("precision", "optimizer", "checkpoint",
                                                      "micro_batches", "dropout",
                                                      "masked_lm_only")
                      if getattr(run, k) != getattr(base, k))
