@@ -82,8 +82,8 @@ def distributed_cmd(
     out = make_console()
     if not search:
         lay = Layout.fill(devices, **layout)
-        mb = run["micro_batches"] or 1
-        ck = run["checkpoint"] or Checkpoint.NONE
+        mb = 1 if run["micro_batches"] is None else run["micro_batches"]
+        ck = Checkpoint.NONE if run["checkpoint"] is None else run["checkpoint"]
         if global_batch is not None:
             job = Workload(model=model, run=template, global_batch=global_batch).job(lay, mb, ck)
         else:
