@@ -74,6 +74,9 @@ class Workload:
         """The job that trains this workload with `layout`, `micro_batches` micro-batches per
         replica and `checkpoint` recomputation: global batch / (dp x micro-batches) sequences
         per micro-batch. Raises `BertscopeError` when they do not divide the global batch."""
+        if not is_positive_int(micro_batches):
+            raise BertscopeError(f"micro_batches must be a positive integer, got "
+                                 f"{micro_batches!r}")
         per_step = layout.dp * int(micro_batches)
         if self.global_batch % per_step:
             raise BertscopeError(f"global batch {self.global_batch} is not divisible by dp x "
