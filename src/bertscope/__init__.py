@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         get_model,
     )
     from bertscope.errors import BertscopeError
+    from bertscope.job import Job, Layout
     from bertscope.optable import Op, OpTable
     from bertscope.studies.study import study
     from bertscope.sweep import sweep
@@ -29,6 +30,7 @@ _LAZY = {
     **dict.fromkeys(("PRESETS", "Family", "ModelConfig", "Optimizer", "Precision", "RunConfig",
                      "get_model"), "bertscope.config"),
     "BertscopeError": "bertscope.errors",
+    **dict.fromkeys(("Job", "Layout"), "bertscope.job"),
     **dict.fromkeys(("Op", "OpTable"), "bertscope.optable"),
     **dict.fromkeys(("Category", "Phase", "Sublayer"), "bertscope.taxonomy"),
     **dict.fromkeys(("analyze_trace", "read_trace"), "bertscope.trace"),
@@ -59,6 +61,8 @@ __all__ = [
     "BertscopeError",
     "Category",
     "Family",
+    "Job",
+    "Layout",
     "ModelConfig",
     "Op",
     "OpTable",
