@@ -20,7 +20,7 @@ import sys
 _CHILD = """
 import json, resource, sys
 from bertscope.measure.profile import profile
-from bertscope.studies.validate import parse_specs
+from bertscope.studies.measured import parse_specs
 spec = parse_specs(sys.argv[1])[0]
 iters = int(sys.argv[3])
 before = []

@@ -13,7 +13,7 @@ import argparse
 import time
 
 from bertscope.measure.profile import profile
-from bertscope.studies.validate import parse_specs
+from bertscope.studies.measured import parse_specs
 
 
 def _cpu_ticks() -> tuple[int, int]:

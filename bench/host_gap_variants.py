@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from bertscope.studies.validate import combine_rounds, load_result, retake
+from bertscope.studies.measured import combine_rounds, load_result, retake
 
 CAL = ["bert-mini-16-128", "bert-mini-16-128-bf16", "bert-small-8-128", "bert-small-8-128-bf16",
        "bert-medium-4-128", "bert-mini-8-128-lamb", "bert-medium-4-128-lamb"]

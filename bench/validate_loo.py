@@ -29,7 +29,8 @@ def loo(configs: str, folder: Path) -> str:
     import numpy as np
 
     from bertscope.studies.local_calibration import calibrate_local
-    from bertscope.studies.validate import combine_rounds, compare, load_result, parse_specs
+    from bertscope.studies.measured import combine_rounds, load_result, parse_specs
+    from bertscope.studies.validate import compare
 
     runs = {}
     for spec in parse_specs(configs):

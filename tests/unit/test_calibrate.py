@@ -16,7 +16,8 @@ from bertscope.perf.fit import (
     fit_memory,
     joined,
 )
-from bertscope.studies.validate import parse_specs, validate
+from bertscope.studies.measured import parse_specs
+from bertscope.studies.validate import validate
 from bertscope.taxonomy import Category, Phase, Sublayer
 
 
@@ -155,7 +156,7 @@ def test_specs_and_held_out_configs() -> None:
 
 
 def test_combine_takes_each_rows_median_over_rounds() -> None:
-    from bertscope.studies.validate import MeasuredRun, combine_rounds
+    from bertscope.studies.measured import MeasuredRun, combine_rounds
 
     def result(add_s: float, mul_s: float | None, iterations: list[float]) -> MeasuredRun:
         rows = [Op("aten::add", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD,

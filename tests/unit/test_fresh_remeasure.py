@@ -15,7 +15,7 @@ pytest.importorskip("torch")
 from bertscope.measure import allocator
 from bertscope.measure import profile as profile_mod
 from bertscope.studies import fresh as fresh_mod
-from bertscope.studies import local_calibration as cal
+from bertscope.studies import measured
 from bertscope.studies import validate as val
 
 SAVED = Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu"
@@ -31,12 +31,12 @@ def many(monkeypatch) -> int:
 
 
 def test_unsettled_faults_needs_every_iteration_to_fault(many: int) -> None:
-    assert val.unsettled_faults({"page_faults": [many, many + 5, many]}) == many
-    assert val.unsettled_faults({"page_faults": [0, many, many]}) is None  # one settled
-    assert val.unsettled_faults({"page_faults": [many // 4] * 3}) is None  # 0.5% of RSS
-    assert val.unsettled_faults({"page_faults": []}) is None
-    assert val.unsettled_faults({"page_faults": [None]}) is None
-    assert val.unsettled_faults({}) is None
+    assert measured.unsettled_faults({"page_faults": [many, many + 5, many]}) == many
+    assert measured.unsettled_faults({"page_faults": [0, many, many]}) is None  # one settled
+    assert measured.unsettled_faults({"page_faults": [many // 4] * 3}) is None  # 0.5% of RSS
+    assert measured.unsettled_faults({"page_faults": []}) is None
+    assert measured.unsettled_faults({"page_faults": [None]}) is None
+    assert measured.unsettled_faults({}) is None
 
 
 def test_validate_keeps_the_fresh_measurement(tmp_path: Path, monkeypatch, many: int) -> None:
@@ -52,18 +52,19 @@ def test_validate_keeps_the_fresh_measurement(tmp_path: Path, monkeypatch, many:
         shutil.copy(SAVED / "bert-small-4-256.round0.json", path)
         return Path(path)
 
-    monkeypatch.setattr(fresh_mod, "measure_fresh", fake_fresh)
+    monkeypatch.setattr(val, "measure_fresh", fake_fresh)
     kept: list[object] = []
 
     def stop(device: str, results: list[object], **kw: object) -> None:
         kept.extend(results)
         raise BertscopeError("stop here")
 
-    monkeypatch.setattr(cal, "calibrate_local", stop)
+    monkeypatch.setattr(val, "calibrate_local", stop)
     shutil.copy(SAVED / "bert-base-2-128.round0.json", tmp_path / "bert-base-2-128.json")
     lines: list[str] = []
     with pytest.raises(BertscopeError, match="stop here"):
-        val.validate(val.parse_specs("bert-small:4:256"), val.parse_specs("bert-base:2:128"),
+        val.validate(measured.parse_specs("bert-small:4:256"),
+                     measured.parse_specs("bert-base:2:128"),
                      results_dir=tmp_path, log=lines.append)
     assert asked == ["bert-small:4:256"]
     assert (tmp_path / "bert-small-4-256.json").is_file()
@@ -75,7 +76,7 @@ def test_measure_fresh_runs_a_child_process(tmp_path: Path) -> None:
     """A real child: bert-tiny, one iteration; its result loads and says where it came from."""
     out = fresh_mod.measure_fresh("bert-tiny:1:16:lamb", tmp_path / "r.json", iters=1,
                                   warmup=0)
-    result = val.load_result(out)
+    result = measured.load_result(out)
     assert result.meta["fresh_process"] is True
     assert result.table.run.optimizer.value == "lamb" and result.table.run.seq == 16
     assert result.meta["host_allocator"] == "keep"

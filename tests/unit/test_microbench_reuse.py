@@ -15,7 +15,7 @@ pytest.importorskip("torch")
 from bertscope.measure import microbench as mb
 from bertscope.studies import local_calibration as cal
 from bertscope.studies import validate as val
-from bertscope.studies.validate import combine_rounds, load_result
+from bertscope.studies.measured import combine_rounds, load_result, parse_specs
 
 SAVED = Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu"
 
@@ -78,10 +78,10 @@ def test_validate_passes_the_results_dir_file(tmp_path: Path, monkeypatch) -> No
         seen.append(microbench)
         raise BertscopeError("stop here")
 
-    monkeypatch.setattr(cal, "calibrate_local", fake_cal)
+    monkeypatch.setattr(val, "calibrate_local", fake_cal)
     for stem in ("bert-small-4-256", "bert-base-2-128"):  # saved: validate profiles nothing
         shutil.copy(SAVED / f"{stem}.round0.json", tmp_path / f"{stem}.json")
-    specs_a, specs_b = val.parse_specs("bert-small:4:256"), val.parse_specs("bert-base:2:128")
+    specs_a, specs_b = parse_specs("bert-small:4:256"), parse_specs("bert-base:2:128")
     for quick, name in ((False, "microbench.json"), (True, "microbench-quick.json")):
         with pytest.raises(BertscopeError, match="stop here"):
             val.validate(specs_a, specs_b, quick=quick, results_dir=tmp_path)

@@ -13,13 +13,8 @@ import pytest
 from bertscope.config import Checkpoint
 from bertscope.errors import BertscopeError
 from bertscope.perf.efficiency import load_profile
-from bertscope.studies.validate import (
-    MeasuredRun,
-    combine_rounds,
-    compare,
-    load_result,
-    table_from_doc,
-)
+from bertscope.studies.measured import MeasuredRun, combine_rounds, load_result, table_from_doc
+from bertscope.studies.validate import compare
 from bertscope.taxonomy import PipelineStage, TensorSplit
 
 SAVED = Path(__file__).resolve().parents[2] / "bench" / "results" / "validate_cpu"
@@ -114,7 +109,7 @@ def test_saved_validation_is_reproduced(tmp_path: Path) -> None:
 
 def test_specs_carry_the_knobs_the_paper_varies() -> None:
     from bertscope.errors import BertscopeError
-    from bertscope.studies.validate import parse_specs
+    from bertscope.studies.measured import parse_specs
 
     a, b = parse_specs("bert-base:2:128:bf16:lamb:mb4:ckpt, bert-mini:8:64:nodropout:masked")
     _, run = a.configs()
@@ -135,7 +130,7 @@ def test_retake_takes_another_statistic_from_the_saved_iterations() -> None:
     """A result saved with the minimum statistic and its per-iteration row times, taken
     again as the median: each row the median of its saved iterations (Python's statistics
     module), the iteration the median of the iteration times."""
-    from bertscope.studies.validate import retake
+    from bertscope.studies.measured import retake
 
     doc = json.loads(R9.read_text())
     assert doc["meta"]["statistic"] == "min"
@@ -162,7 +157,7 @@ def test_retake_takes_another_statistic_from_the_saved_iterations() -> None:
 
 
 def test_retake_refuses_row_times_that_do_not_match_the_rows() -> None:
-    from bertscope.studies.validate import retake
+    from bertscope.studies.measured import retake
 
     saved = load_result(R9)
     saved.meta["row_times_s"] = saved.meta["row_times_s"][:-1]

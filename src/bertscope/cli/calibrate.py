@@ -49,7 +49,7 @@ def calibrate_cmd(
     check_output(output)
     from bertscope.report.studies import print_calibration
     from bertscope.studies.local_calibration import calibrate_local
-    from bertscope.studies.validate import load_result
+    from bertscope.studies.measured import load_result
 
     results = [load_result(p) for p in from_results or []]
     out = make_console()
@@ -107,7 +107,8 @@ def validate_cmd(
         raise BertscopeError(f"--results-dir {results_dir}: no such folder; create it first")
     st = open_store(store, no_store)
     from bertscope.report.studies import print_validation
-    from bertscope.studies.validate import parse_specs, validate
+    from bertscope.studies.measured import parse_specs
+    from bertscope.studies.validate import validate
 
     out = make_console()
     report = validate(parse_specs(calibrate), parse_specs(check), device=device, iters=iters,

@@ -176,12 +176,10 @@ def _device_kind(device: str, nproc: int) -> str:
 
 def _run_torchrun(folder: Path, nproc: int, device: str, threads: int) -> None:
     """Run the workers under torchrun; Ctrl-C or a failing rank ends the whole process group."""
-    import bertscope
-
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
            "--nproc_per_node", str(nproc), "-m", WORKER, str(folder / "spec.json")]
     env = dict(os.environ)
-    root = str(Path(bertscope.__file__).resolve().parents[1])  # workers import this bertscope
+    root = str(Path(__file__).resolve().parents[2])  # src/: workers import this bertscope
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     env["OMP_NUM_THREADS"] = str(threads)
     if device == "cpu" and "GLOO_SOCKET_IFNAME" not in env and Path("/sys/class/net/lo").exists():

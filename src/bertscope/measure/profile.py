@@ -46,6 +46,7 @@ from bertscope.measure.allocator import (
 from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
 from bertscope.measure.families import measured
+from bertscope.measure.hf import build_hf_model, hf_layers, hf_sublayer
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.quiet import QuietProfiler
 from bertscope.optable import OpTable, meta_with_job
@@ -161,8 +162,6 @@ class _Trainer:
         self.run, self.device, self.hf, self.family = run, device, hf, m.family
         fam = measured(m)
         if hf:
-            from bertscope.measure.hf import build_hf_model, hf_layers, hf_sublayer
-
             self.model: nn.Module = build_hf_model(m, run).to(device)
             sublayer_of, layers = hf_sublayer(m), hf_layers(self.model)
         else:

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertscope.hardware import Device, DeviceKind
+from bertscope.hardware import Device, DeviceKind, load_device
 from bertscope.perf.bandwidth import (
     BandwidthEfficiency,
     CategoryBandwidthEfficiency,
@@ -167,8 +167,6 @@ def default_profile(device: Device) -> DeviceProfile:
 def load_profile(name_or_path: str | Path) -> DeviceProfile:
     """A profile from a catalog name (default models), a device file (.toml/.json, default
     models), or a profile JSON file written by `DeviceProfile.save`."""
-    from bertscope.hardware import load_device
-
     p = Path(str(name_or_path))
     if p.suffix.lower() == ".json" and p.is_file():
         profile = read_profile_file(p)

@@ -27,6 +27,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
+from bertscope import __version__
 from bertscope.errors import BertscopeError
 
 SCHEMA_VERSION = 2
@@ -64,8 +67,6 @@ def default_path() -> Path:
     """$BERTSCOPE_STORE, else runs.sqlite in the user's data folder (platformdirs)."""
     if os.environ.get(ENV):
         return Path(os.environ[ENV])
-    import platformdirs
-
     return Path(platformdirs.user_data_dir("bertscope")) / "runs.sqlite"
 
 
@@ -144,8 +145,6 @@ class Store:
                device: str | None = None, inputs: dict[str, Any] | None = None,
                summary: dict[str, Any] | None = None) -> str:
         """Keep one run (its op table's rows, when given) in one transaction; its id."""
-        from bertscope import __version__
-
         torch = sys.modules.get("torch")  # the torch that took part in the run, if any
         torch_version: str | None = getattr(torch, "__version__", None) if torch else None
         rows = []

@@ -3,10 +3,11 @@
 A study runs producers (`measure`, `trace`, `analytic`) and consumers (`perf`, `parallel`)
 on the same work and puts their figures side by side; nothing below imports a study.
 
+- `measured`: the runs a study measures, what to measure and what came back (`RunSpec`,
+  `parse_specs`, `Measurement`, `MeasuredRun`, `load_result`, `combine_rounds`).
 - `validate`: profile some configs, calibrate on them, predict held-out ones and compare
-  (`RunSpec`, `parse_specs`, `validate.validate`, `compare`, `load_result`,
-  `combine_rounds`).
-- `calibrate`: microbenchmark the local device and fit its efficiency models, optionally
+  (`validate.validate`, `compare`).
+- `local_calibration`: microbenchmark the local device and fit its efficiency models, optionally
   refitted to measured op tables (`calibrate_local`).
 - `ddp`: a measured DistributedDataParallel run merged over its ranks, with the distributed
   model's all-reduce prediction beside it (`profile_ddp`, `merge_ranks`, `DdpResult`).
@@ -19,15 +20,15 @@ from __future__ import annotations
 
 from bertscope.studies.ddp import DdpResult, merge_ranks, profile_ddp
 from bertscope.studies.local_calibration import calibrate_local
-from bertscope.studies.validate import (
+from bertscope.studies.measured import (
     MeasuredRun,
     Measurement,
     RunSpec,
     combine_rounds,
-    compare,
     load_result,
     parse_specs,
 )
+from bertscope.studies.validate import compare
 
 __all__ = ["DdpResult", "MeasuredRun", "Measurement", "RunSpec", "calibrate_local",
            "combine_rounds", "compare", "load_result", "merge_ranks", "parse_specs",

@@ -34,7 +34,7 @@ from bertscope.optable import Combine, OpTable, combine
 from bertscope.parallel.collectives import Algorithm
 from bertscope.parallel.ddp_model import comm_shares, fit_link, predict_all_reduce
 from bertscope.parallel.topology import Link, load_link
-from bertscope.studies.validate import table_from_doc
+from bertscope.studies.measured import table_from_doc
 
 if TYPE_CHECKING:
     from bertscope.measure.profile import ProfileResult

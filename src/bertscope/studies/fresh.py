@@ -21,11 +21,12 @@ import sys
 from pathlib import Path
 
 from bertscope.errors import BertscopeError
+from bertscope.studies.measured import parse_specs
 
 
 def measure_fresh(spec: str, path: str | Path, *, iters: int, warmup: int,
                   device: str = "cpu", statistic: str = "min") -> Path:
-    """Profile `spec` ("model:batch:seq[:field...]", as `validate.parse_specs` reads it) in
+    """Profile `spec` ("model:batch:seq[:field...]", as `measured.parse_specs` reads it) in
     a new Python process and write its result to `path` (`ProfileResult.write_json`); the
     path. A failed child is a one-line error with the child's last line."""
     cmd = [sys.executable, "-m", "bertscope.studies.fresh", spec, str(path), str(iters),
@@ -39,9 +40,8 @@ def measure_fresh(spec: str, path: str | Path, *, iters: int, warmup: int,
 
 def main(argv: list[str]) -> int:
     """The child: keep freed memory from the start, profile the spec, write the result."""
-    from bertscope.measure.allocator import keep_freed_memory
+    from bertscope.measure.allocator import keep_freed_memory  # torch
     from bertscope.measure.profile import profile
-    from bertscope.studies.validate import parse_specs
 
     spec_text, path, iters, warmup, device, statistic = argv
     keep_freed_memory()

@@ -23,7 +23,7 @@ from bertscope.perf.efficiency import (
     Overhead,
 )
 from bertscope.perf.fit import fit_from_microbench, fit_from_tables
-from bertscope.studies.validate import Measurement, config_name
+from bertscope.studies.measured import Measurement, config_name
 
 MICROBENCH_VERSION = 1
 """Version of the saved microbenchmark file (`run_microbench`, `calibrate_local`)."""

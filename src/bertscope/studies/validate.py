@@ -1,161 +1,42 @@
 """Calibrate on some configs, predict others, and compare with measurement.
 
-    specs = parse_specs("bert-mini:8:128,bert-small:4:128")      # model:batch:seq
+    specs = parse_specs("bert-mini:8:128,bert-small:4:128")      # studies.measured
     profile, fits = calibrate_local("cpu", [profile(...) for ...])   # studies.local_calibration
     report = compare(measured_result, profile)                   # errors for one config
 
 Configs used for calibration are kept apart from those validated (`validate` refuses an
 overlap). Errors: iteration time (predicted vs the measured, profiled iteration), the op
 time (sum of measured rows), each category's share in percentage points, and per join key
-(see `perf/fit.py`) for GEMM and memory-bound keys.
-
-A measured run here is anything with `table`, `analytic` and `meta` (`Measurement`): a
-`ProfileResult` just profiled, or a `MeasuredRun` read back from a saved result
-(`load_result`) or combined over rounds (`combine_rounds`). Reading needs no torch.
+(see `perf/fit.py`) for GEMM and memory-bound keys. A measured run here is a `Measurement`
+(`studies.measured`): a `ProfileResult` just profiled or a `MeasuredRun` read back.
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bertscope.config import ModelConfig, RunConfig, get_model
-from bertscope.errors import BertscopeError, expect
-from bertscope.io import read_text
+from bertscope.errors import BertscopeError
 from bertscope.job import Job
-from bertscope.optable import Combine, OpTable, combine, op_from_dict
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.fit import KEYS, join_keys, joined
 from bertscope.perf.predict import predict
-from bertscope.trace.attribute import Statistic, between_ops, iteration_time
-
-
-@dataclass(frozen=True, slots=True)
-class RunSpec:
-    """One config to profile: model preset (or config.json path), batch, seq, and the run
-    settings it varies (`settings`: RunConfig fields by name, from the spec's extra fields)."""
-
-    model: str
-    batch: int
-    seq: int
-    settings: tuple[tuple[str, Any], ...] = ()
-
-    def __str__(self) -> str:
-        extra = "".join(f":{_token(k, v)}" for k, v in self.settings)
-        return f"{self.model}:{self.batch}:{self.seq}{extra}"
-
-    def configs(self, **run: Any) -> tuple[ModelConfig, RunConfig]:
-        """The model and run configs of this spec."""
-        return get_model(self.model), RunConfig(batch=self.batch, seq=self.seq,
-                                                **{**dict(self.settings), **run})
-
-
-def _token(key: str, value: Any) -> str:
-    if key == "micro_batches":
-        return f"mb{value}"
-    if key == "checkpoint":
-        return "ckpt" if value == "full" else f"ckpt-{value}"
-    if key == "dropout":
-        return "nodropout"
-    if key == "masked_lm_only":
-        return "masked"
-    return str(value)
-
-
-def _setting(token: str, part: str) -> tuple[str, Any]:
-    """One extra field of a spec: a precision (fp32, tf32, fp16, bf16), an optimizer (sgd,
-    adam, adamw, lamb), `ckpt` (full checkpointing), `mbN` (N micro-batches), `nodropout`,
-    `masked` (MLM head on the masked positions only)."""
-    from bertscope.config import Optimizer, Precision
-
-    t = token.strip().lower()
-    if t in {p.value for p in Precision}:
-        return "precision", t
-    if t in {o.value for o in Optimizer}:
-        return "optimizer", t
-    if t == "ckpt":
-        return "checkpoint", "full"
-    if t == "nodropout":
-        return "dropout", False
-    if t == "masked":
-        return "masked_lm_only", True
-    if t.startswith("mb") and t[2:].isdigit():
-        return "micro_batches", int(t[2:])
-    raise BertscopeError(f"bad config {part!r}: unknown field {token!r}; extra fields are a "
-                         f"precision (fp32, tf32, fp16, bf16), an optimizer (sgd, adam, adamw, "
-                         f"lamb), ckpt, mbN, nodropout or masked")
-
-
-def parse_specs(text: str) -> list[RunSpec]:
-    """Parse "model:batch:seq[:field...],...", e.g. "bert-base:2:128:bf16:lamb:mb4"."""
-    out = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        bits = part.split(":")
-        if len(bits) < 3:
-            raise BertscopeError(f"bad config {part!r}: write MODEL:BATCH:SEQ[:FIELD...], "
-                                 f"e.g. bert-mini:8:128 or bert-base:2:128:bf16:lamb")
-        try:
-            batch, seq = int(bits[1]), int(bits[2])
-        except ValueError:
-            raise BertscopeError(f"bad config {part!r}: BATCH and SEQ must be integers") \
-                from None
-        settings = dict(_setting(t, part) for t in bits[3:])
-        out.append(RunSpec(bits[0], batch, seq, tuple(settings.items())))
-    if not out:
-        raise BertscopeError("no configs given; write MODEL:BATCH:SEQ[:FIELD...][,...]")
-    return out
-
-
-class Measurement(Protocol):
-    """What validation reads of a measured run (`ProfileResult` and `MeasuredRun` have it)."""
-
-    @property
-    def table(self) -> OpTable:
-        """The measured op table."""
-        ...
-
-    @property
-    def analytic(self) -> OpTable:
-        """The analytic op table of the same model and run."""
-        ...
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        """Run facts: model, run, iteration_s, iteration_times_s, ..."""
-        ...
-
-
-@dataclass
-class MeasuredRun:
-    """A measured run read back from a saved result or combined over rounds: the fields of
-    `bertscope.measure.profile.ProfileResult` (measured table, analytic table, run facts),
-    without torch."""
-
-    table: OpTable
-    """The measured op table."""
-    analytic: OpTable
-    """The analytic op table of the same model and run."""
-    meta: dict[str, Any] = field(default_factory=dict)
-    """Run facts, as `ProfileResult.meta`."""
-
-
-def config_name(result: Measurement) -> str:
-    """"model:batch:seq[:field...]" of a measured run (its settings that differ from
-    `RunConfig`'s defaults, spelled as `parse_specs` reads them)."""
-    run = result.table.run
-    base = RunConfig(batch=run.batch, seq=run.seq)
-    settings = tuple((k, getattr(run, k)) for k in ("precision", "optimizer", "checkpoint",
-                                                     "micro_batches", "dropout",
-                                                     "masked_lm_only")
-                     if getattr(run, k) != getattr(base, k))
-    return str(RunSpec(result.table.model.name, run.batch, run.seq, settings))
+from bertscope.studies.fresh import measure_fresh
+from bertscope.studies.local_calibration import calibrate_local
+from bertscope.studies.measured import (
+    Measurement,
+    RunSpec,
+    combine_rounds,
+    config_name,
+    load_result,
+    retake,
+    unsettled_faults,
+)
 
 
 def compare(result: Measurement, profile: DeviceProfile) -> dict[str, Any]:
@@ -199,117 +80,6 @@ def compare(result: Measurement, profile: DeviceProfile) -> dict[str, Any]:
     }
 
 
-def table_from_doc(doc: Mapping[str, Any], meta: dict[str, Any] | None = None) -> OpTable:
-    """The measured op table of a saved result document ({"meta": ..., "rows": [...]}, as
-    `ProfileResult.write_json` writes it), its job parsed back from the doc's "model" and
-    "run" (none when the doc has neither): columns a row lacks (those added since it was
-    written, e.g. tp_split and pp_stage) take `Op`'s defaults; columns that are no `Op`
-    field (intensity) are recomputed or dropped. `meta`: the table's (default: the doc's,
-    the job's fields left out: the table carries it typed)."""
-    if not isinstance(doc, Mapping):
-        raise BertscopeError(f"expected an object with meta and rows, got {type(doc).__name__}")
-    rows_in = expect(dict(doc), "rows", list, "result")
-    rows = [op_from_dict(r, f"rows[{i}]") for i, r in enumerate(rows_in)]
-    saved = expect(dict(doc), "meta", dict, "result", {})
-    job = Job.from_dict(saved) if "model" in saved or "run" in saved else None
-    if meta is None:
-        meta = {k: v for k, v in saved.items() if k not in ("model", "run")}
-    return OpTable.from_ops(rows, meta, job=job)
-
-
-def load_result(path: str | Path) -> MeasuredRun:
-    """A saved `bertscope profile` JSON result, with its analytic table rebuilt."""
-    from bertscope.analytic import build
-
-    p = Path(path)
-    text = read_text(p, missing="give a JSON result written by `bertscope profile --output`")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BertscopeError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); give a "
-                             f"result written by `bertscope profile --output`") from None
-    try:
-        table = table_from_doc(doc)
-        meta = table.meta
-        m, run = table.model, table.run
-        expect(meta, "iteration_s", float, "meta", minimum=0)
-        for i, t in enumerate(expect(meta, "iteration_times_s", list, "meta")):
-            expect({"t": t}, "t", float, f"meta: iteration_times_s[{i}]", minimum=0)
-    except BertscopeError as e:
-        raise BertscopeError(f"{p}: not a bertscope profile result ({e})") from None
-    return MeasuredRun(table=table, analytic=build(m, run), meta=meta)
-
-
-def combine_rounds(results: Sequence[Measurement]) -> Measurement:
-    """One result from several measurements of the same config: each row's time is the
-    median over them (a row missing from one took 0 there; `Combine.MEDIAN`), the iteration
-    time the median of all measured iterations; for measurements taken with the minimum
-    statistic (meta "statistic"), each row's least (`Combine.MIN`) and the iteration's as
-    `iteration_time` makes it (the rows' least plus the least time between ops of any
-    iteration). One result is returned as it is."""
-    if len(results) == 1:
-        return results[0]
-    least = results[0].meta.get("statistic") == Statistic.MIN
-    table = combine([r.table for r in results], Combine.MIN if least else Combine.MEDIAN)
-    every = [t for r in results for t in r.meta["iteration_times_s"]]
-    per_round = [_gaps(r.meta) for r in results]
-    gaps = [g for round_gaps in per_round for g in round_gaps]
-    op_time = float(table.df["time_s"].sum())
-    iteration = (iteration_time(Statistic.MIN, every, op_time,
-                                gaps if all(per_round) else None)
-                 if least else float(np.median(every)))
-    meta = {**results[0].meta, "iteration_s": iteration, "gap_times_s": gaps,
-            "iteration_times_s": every, "rounds": len(results), "op_time_s": op_time}
-    table.meta = dict(meta)
-    return MeasuredRun(table=table, analytic=results[0].analytic, meta=meta)
-
-
-def _gaps(meta: Mapping[str, Any]) -> list[float]:
-    """A measurement's time between ops per iteration: meta "gap_times_s", or made from its
-    per-iteration row times; [] where it kept neither (older results)."""
-    if meta.get("gap_times_s") is not None:
-        return [float(g) for g in meta["gap_times_s"]]
-    if meta.get("row_times_s") is not None:
-        return between_ops(meta["iteration_times_s"], meta["row_times_s"])
-    return []
-
-
-def retake(result: Measurement, statistic: Statistic | str) -> Measurement:
-    """`result` with its rows' and iteration's times taken again by `statistic` from the
-    per-iteration times it saved (meta "row_times_s", "iteration_times_s"), so one saved
-    measurement answers for any statistic (and for the iteration time as `iteration_time`
-    makes it now); returned as it is where it saved no per-iteration row times (older
-    results)."""
-    statistic = Statistic(statistic)
-    per_row = result.meta.get("row_times_s")
-    if per_row is None:
-        return result
-    if not isinstance(per_row, list) or len(per_row) != len(result.table):
-        raise BertscopeError(f"meta: row_times_s: expected a list of one entry per row "
-                             f"({len(result.table)}), got {type(per_row).__name__}")
-    times = [statistic.of_row(expect({"t": ts}, "t", list, "meta: row_times_s"))
-             for ts in per_row]
-    gaps = between_ops(result.meta["iteration_times_s"], per_row)
-    op_time = float(np.nansum(times))
-    meta = {**result.meta, "statistic": statistic.value, "gap_times_s": gaps,
-            "iteration_s": iteration_time(statistic, result.meta["iteration_times_s"],
-                                          op_time, gaps),
-            "op_time_s": op_time}
-    table = OpTable(result.table.df.assign(time_s=times), dict(meta), job=result.table.job)
-    return MeasuredRun(table=table, analytic=result.analytic, meta=meta)
-
-
-def unsettled_faults(meta: Mapping[str, Any]) -> int | None:
-    """The fewest pages a measured run faulted in per iteration (meta "page_faults") when
-    even that is more than `allocator.SETTLED_SHARE` of this process's resident memory
-    (every measured iteration faulted: the heap, not growth); None when the run settled or
-    faults were not counted."""
-    from bertscope.measure.allocator import settling
-
-    faults = [int(f) for f in meta.get("page_faults") or [] if f is not None]
-    return min(faults) if faults and settling(min(faults)) else None
-
-
 def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: str = "cpu",
              iters: int = 5, warmup: int = 2, statistic: str = "min", rounds: int = 1,
              quick: bool = False, results_dir: str | Path | None = None,
@@ -326,9 +96,7 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     calibration's microbenchmarks (microbench.json; microbench-quick.json with `quick`).
     A CPU measurement whose every iteration faulted pages in (`unsettled_faults`) is taken
     again in a fresh process (`studies.fresh`) and that one is kept."""
-    from bertscope.measure.profile import profile as run_profile
-    from bertscope.studies.fresh import measure_fresh
-    from bertscope.studies.local_calibration import calibrate_local
+    from bertscope.measure.profile import profile as run_profile  # torch
 
     overlap = {str(s) for s in calibrate} & {str(s) for s in check}
     if overlap:
@@ -389,5 +157,4 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     }
 
 
-__all__ = ["MeasuredRun", "Measurement", "RunSpec", "combine_rounds", "compare", "config_name",
-           "load_result", "parse_specs", "table_from_doc", "unsettled_faults", "validate"]
+__all__ = ["compare", "validate"]

@@ -15,12 +15,14 @@ producer on arrays and the same `perf.predict.row_times`. Configurations a model
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ import pandas as pd
 
 from bertscope.config import ModelConfig, get_model
 from bertscope.errors import BertscopeError
+from bertscope.io import atomic_write, frame_bytes, output_format
 from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
@@ -87,8 +90,6 @@ class SweepResult:
 
     def export(self, path: str | Path) -> Path:
         """Write the rows (csv, json or parquet, from the suffix) atomically."""
-        from bertscope.io import atomic_write, frame_bytes, output_format
-
         p = Path(path)
         atomic_write(p, frame_bytes(self.frame, output_format(p)))
         return p
@@ -203,14 +204,9 @@ def _pool(n_workers: int, tasks: int, configs: int) -> Any:
     method, no other thread running in this process and no torch loaded (a forked copy of a
     threaded runtime can deadlock). Never spawn or forkserver: they re-run the caller's main
     module, which a script calling `sweep()` at top level does not guard."""
-    import multiprocessing
-    import threading
-
     if (n_workers > 1 and tasks >= PROCESS_PIECES * n_workers and configs >= PROCESS_CONFIGS
             and "fork" in multiprocessing.get_all_start_methods()
             and threading.active_count() == 1 and "torch" not in sys.modules):
-        from concurrent.futures import ProcessPoolExecutor
-
         return ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"))
     return ThreadPoolExecutor(n_workers)
 

@@ -25,6 +25,7 @@ from bertscope.analytic.blocks import Block, multiplicity
 from bertscope.analytic.families import model_blocks
 from bertscope.analytic.memory import memory_parts
 from bertscope.analytic.params import parameter_count
+from bertscope.errors import BertscopeError
 from bertscope.optable import Columns, Op
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import Bound, row_times
@@ -200,8 +201,6 @@ def same_models(devices: list[tuple[DeviceProfile, Knobs]]) -> list[list[int]]:
 
 def runs_on(profile: DeviceProfile, precision: Any) -> bool:
     """Whether the device has the GEMM format the precision needs."""
-    from bertscope.errors import BertscopeError
-
     try:
         select_peaks(profile.device, precision)
     except BertscopeError:

@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any
 from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable
 from bertscope.taxonomy import Classifier, Pattern, load_patterns
+from bertscope.trace.breakdown import RankBreakdown, break_down, mean_table
+from bertscope.trace.gemm_ops import has_gemm_shape
+from bertscope.trace.reader import rank_from_name, read_events, read_rank, trace_files
 from bertscope.trace.summaries import (
     Record,
     frame,
@@ -34,11 +37,6 @@ from bertscope.trace.summaries import (
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from bertscope.trace.breakdown import RankBreakdown
-
-# The reader and the breakdown (and pandas) are imported when a trace is read, not with the
-# package: the CLI imports `trace.attribute` at start-up, and every command would pay for them.
 
 
 @dataclass
@@ -113,10 +111,6 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
     """Read a trace file or a folder of per-rank trace files (one rank, or all).
 
     `patterns` is a pattern file (or patterns) tried before the built-in table."""
-    from bertscope.trace.breakdown import break_down, mean_table
-    from bertscope.trace.gemm_ops import has_gemm_shape
-    from bertscope.trace.reader import rank_from_name, read_events, trace_files
-
     extra = load_patterns(patterns) if isinstance(patterns, str | Path) else (patterns or ())
     classify = Classifier(extra)
     files = trace_files(path)
@@ -153,8 +147,6 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
 
 
 def _peek_rank(f: Path) -> int | None:
-    from bertscope.trace.reader import rank_from_name, read_rank
-
     r = read_rank(f)
     return r if r is not None else rank_from_name(f)
 
@@ -184,14 +176,6 @@ def _meta(result: TraceResult, path: str | Path) -> dict[str, Any]:
     return {"producer": "trace", "path": str(path), "ranks": sorted(result.ranks),
             "time_source": ",".join(sources),
             "trace": {"per_rank": per_rank}}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RankBreakdown":
-        from bertscope.trace.breakdown import RankBreakdown
-
-        return RankBreakdown
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["RankBreakdown", "TraceResult", "analyze_trace", "read_trace"]
