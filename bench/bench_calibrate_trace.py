@@ -13,9 +13,10 @@ import tempfile
 from pathlib import Path
 
 from bertscope.analytic import build
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.measure.profile import profile
 from bertscope.perf.predict import predict
+from bertscope.presets import get_model
 from bertscope.studies.trace_calibration import calibrate_from_traces
 from bertscope.taxonomy import gemm_mask
 from bertscope.trace import read_trace

@@ -21,11 +21,12 @@ import random
 
 from _timing import median_time
 from bertscope.analytic import ops
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.parallel import Cluster, Workload, evaluate, search
 from bertscope.parallel.layouts import clear_compute_tables
 from bertscope.parallel.search import enumerate_layouts, row_layout
 from bertscope.perf import predict
+from bertscope.presets import get_model
 
 TARGET_S = 1.0
 MODEL, DEVICE, DEVICES, GLOBAL_BATCH, SEQ = "bert-large", "a100", 96, 6144, 128

@@ -6,12 +6,13 @@ bandwidth and overhead models), and the fraction of peak a few of its GEMM shape
 """
 
 from bertscope.analytic import build
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.hardware import DeviceKind, load_device
 from bertscope.job import Job
 from bertscope.perf import predict
 from bertscope.perf.efficiency import _DEFAULTS, load_profile
 from bertscope.perf.gpu_gemm import for_device
+from bertscope.presets import get_model
 
 old_g = _DEFAULTS[DeviceKind.GPU][0]
 RUNS = (("v100", "fp16"), ("v100", "fp32"), ("a100", "bf16"), ("a100", "tf32"),

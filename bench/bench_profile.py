@@ -19,9 +19,10 @@ import time
 
 import torch
 
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.measure.attribution import ITER
 from bertscope.measure.profile import _Trainer
+from bertscope.presets import get_model
 
 
 def _time_step(trainer: _Trainer) -> float:

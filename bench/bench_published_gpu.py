@@ -28,9 +28,10 @@ Sources (figures quoted in the rows below):
 from __future__ import annotations
 
 from bertscope.analytic import build
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.job import Job
 from bertscope.perf import Knobs, fuse, load_profile, predict
+from bertscope.presets import get_model
 
 A100_40GB_BW = 1555 / 2039
 # (release, device, precision, micro-batch, seq, accumulation steps, published seq/s,

@@ -64,8 +64,9 @@ def llm_analysis_per_config(configs: list[tuple[int, int]]) -> tuple[float, floa
 def per_config_path(configs: list[tuple[int, int]]) -> tuple[float, float]:
     """(wall, CPU) seconds per configuration of bertscope's op table + prediction."""
     from bertscope.analytic import build
-    from bertscope.config import RunConfig, get_model
+    from bertscope.config import RunConfig
     from bertscope.perf import load_profile, predict
+    from bertscope.presets import get_model
 
     m, prof = get_model("bert-large"), load_profile("a100")
     t0, c0 = time.perf_counter(), time.process_time()

@@ -6,18 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bertscope.analytic import build, memory_estimate, ops, parameter_count
-    from bertscope.config import (
-        PRESETS,
-        Family,
-        ModelConfig,
-        Optimizer,
-        Precision,
-        RunConfig,
-        get_model,
-    )
+    from bertscope.config import Family, ModelConfig, Optimizer, Precision, RunConfig
     from bertscope.errors import BertscopeError
     from bertscope.job import Job, Layout
     from bertscope.optable import Op, OpTable
+    from bertscope.presets import PRESETS, get_model
     from bertscope.studies.study import study
     from bertscope.sweep import sweep
     from bertscope.taxonomy import Category, Phase, Sublayer
@@ -27,8 +20,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     **dict.fromkeys(("build", "memory_estimate", "ops", "parameter_count"), "bertscope.analytic"),
-    **dict.fromkeys(("PRESETS", "Family", "ModelConfig", "Optimizer", "Precision", "RunConfig",
-                     "get_model"), "bertscope.config"),
+    **dict.fromkeys(("Family", "ModelConfig", "Optimizer", "Precision", "RunConfig"),
+                    "bertscope.config"),
+    **dict.fromkeys(("PRESETS", "get_model"), "bertscope.presets"),
     "BertscopeError": "bertscope.errors",
     **dict.fromkeys(("Job", "Layout"), "bertscope.job"),
     **dict.fromkeys(("Op", "OpTable"), "bertscope.optable"),

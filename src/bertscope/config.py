@@ -426,14 +426,7 @@ def from_dict(kind: type[T], doc: Any, origin: str) -> T:
         raise BertscopeError(f"{origin}: {e}") from None
 
 
-# Presets, the Hugging Face config.json reader and `get_model` live in their own modules
-# (`bertscope.presets`, `bertscope.hf_config`); imported here last (they build on the classes
-# above) so `from bertscope.config import get_model` keeps working.
-from bertscope.hf_config import from_hf_config  # noqa: E402
-from bertscope.presets import PRESETS, get_model, with_changes  # noqa: E402
-
 __all__ = [
-    "PRESETS",
     "Activation",
     "Architecture",
     "Attention",
@@ -447,8 +440,5 @@ __all__ = [
     "RunConfig",
     "config_dict",
     "from_dict",
-    "from_hf_config",
-    "get_model",
     "setting",
-    "with_changes",
 ]

@@ -1,81 +1,81 @@
-"""Model families: the architectures bertscope models and each family's layout properties
-(re-exported by `bertscope.config`)."""
+"""Model families: the `Family` enum, built from the family specs (`bertscope.families`),
+and each family's layout properties read from its spec (re-exported by `bertscope.config`)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-
-class Architecture(StrEnum):
-    """How a family's Transformer stacks are arranged."""
-
-    ENCODER = "encoder"
-    """Bidirectional encoder stack (BERT, RoBERTa, ALBERT, ViT)."""
-    DECODER = "decoder"
-    """Causal decoder stack (GPT, Llama)."""
-    ENCODER_DECODER = "encoder-decoder"
-    """An encoder stack and a decoder stack with cross-attention (T5)."""
+from bertscope.families import SPECS
+from bertscope.families import spec as family_spec
+from bertscope.families.spec import Architecture, FamilySpec, Positions
 
 
-class Positions(StrEnum):
-    """How a family encodes token positions."""
+class FamilyBase(StrEnum):
+    """A model family's properties, read from its spec: the members are `Family`'s, one per
+    spec in `bertscope.families.SPECS`."""
 
-    LEARNED = "learned"
-    """A learned absolute position-embedding table (BERT, GPT-2, ViT)."""
-    ROTARY = "rotary"
-    """Rotary embeddings applied to queries and keys in every layer (Llama)."""
-    RELATIVE = "relative"
-    """A bucketed relative position bias added to the attention scores (T5)."""
-
-
-class Family(StrEnum):
-    """Model family: decides the layer layout (norm placement and kind, positions, biases,
-    fused or separate Q/K/V), weight sharing and the pretraining heads and objective. Sizes
-    that vary within a family are `ModelConfig` fields."""
-
-    BERT = "bert"
-    ROBERTA = "roberta"
-    ALBERT = "albert"
-    GPT2 = "gpt2"
-    LLAMA = "llama"
-    T5 = "t5"
-    VIT = "vit"
+    @property
+    def spec(self) -> FamilySpec:
+        """Everything bertscope knows about the family (`bertscope.families`)."""
+        return family_spec(self.value)
 
     @property
     def architecture(self) -> Architecture:
         """Encoder, decoder or encoder-decoder."""
-        if self in (Family.GPT2, Family.LLAMA):
-            return Architecture.DECODER
-        return Architecture.ENCODER_DECODER if self is Family.T5 else Architecture.ENCODER
+        return self.spec.architecture
 
     @property
     def pre_norm(self) -> bool:
         """Normalization before each sublayer (and once after the stack), not after the
         residual add (BERT's post-norm)."""
-        return self not in (Family.BERT, Family.ROBERTA, Family.ALBERT)
+        return self.spec.pre_norm
 
     @property
     def rms_norm(self) -> bool:
-        """RMSNorm (no mean, no bias: Llama's LlamaRMSNorm, T5's T5LayerNorm) instead of
-        LayerNorm."""
-        return self in (Family.LLAMA, Family.T5)
+        """RMSNorm (no mean, no bias) instead of LayerNorm."""
+        return self.spec.rms_norm
 
     @property
     def positions(self) -> Positions:
         """How positions are encoded."""
-        if self is Family.LLAMA:
-            return Positions.ROTARY
-        return Positions.RELATIVE if self is Family.T5 else Positions.LEARNED
+        return self.spec.positions
 
     @property
     def bias(self) -> bool:
-        """Linear layers (and norms) carry biases (none in Llama and T5)."""
-        return self not in (Family.LLAMA, Family.T5)
+        """Linear layers (and norms) carry biases."""
+        return self.spec.bias
 
     @property
     def fused_qkv(self) -> bool:
-        """Q, K and V come from one projection (GPT-2's c_attn Conv1D) rather than three."""
-        return self is Family.GPT2
+        """Q, K and V come from one projection rather than three."""
+        return self.spec.fused_qkv
+
+    @property
+    def mlm_head(self) -> bool:
+        """Pretrains with a masked-LM head."""
+        return self.spec.mlm_head
+
+    @property
+    def pooler_head(self) -> bool:
+        """Pretrains a sentence-level head on the pooled first token."""
+        return self.spec.pooler_head
+
+    @property
+    def dropout(self) -> bool:
+        """Its published layers have dropout."""
+        return self.spec.dropout
+
+    @property
+    def factorized_embedding(self) -> bool:
+        """Embeddings projected from E to h by a linear (ALBERT)."""
+        return self.spec.factorized_embedding
 
 
-__all__ = ["Architecture", "Family", "Positions"]
+Family = FamilyBase("Family", [(name.upper(), name) for name in SPECS],  # type: ignore[misc]
+                    module=__name__, qualname="Family")
+Family.__doc__ = """Model family: decides the layer layout (norm placement and kind,
+positions, biases, fused or separate Q/K/V), weight sharing and the pretraining heads and
+objective; one member per family spec (`Family.BERT`, `Family.GPT2`, ...). Sizes that vary
+within a family are `ModelConfig` fields."""
+
+__all__ = ["Architecture", "Family", "FamilyBase", "Positions"]

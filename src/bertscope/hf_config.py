@@ -1,5 +1,6 @@
 """Model configs from Hugging Face `config.json` files: the keys each supported model_type
-uses, and every key that changes the architecture honoured or refused."""
+uses, and every key that changes the architecture honoured or refused. A family's spec names
+its reader here (`FamilySpec.config_reader`); `from_hf_config` finds it by `model_type`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from bertscope.config import Activation, Family, ModelConfig
 from bertscope.errors import BertscopeError, expect, parse_enum
+from bertscope.families import by_model_type, resolve
 from bertscope.io import read_text
 
 Reader = Callable[[dict[str, Any], str, str], ModelConfig]
@@ -32,10 +34,11 @@ def from_hf_config(path: str | Path) -> ModelConfig:
         raise BertscopeError(f"{p}: expected a JSON object, got {type(raw).__name__}")
     o = str(p)
     kind = expect(raw, "model_type", str, o)
-    reader = READERS.get(kind)
-    if reader is None:
-        raise BertscopeError(f"{p}: model_type {kind!r} is not supported; "
-                             f"supported: {', '.join(READERS)}")
+    try:
+        spec = by_model_type(kind)
+    except BertscopeError as e:
+        raise BertscopeError(f"{p}: {e}") from None
+    reader: Reader = resolve(spec.config_reader)
     name = expect(raw, "_name_or_path", str, o, "", nullable=True) or p.parent.name or p.stem
     return reader(raw, o, name)
 
@@ -58,17 +61,15 @@ def refuse_unmodelled(raw: dict[str, Any], modelled: dict[str, Any], origin: str
                                  f"supported config")
 
 
-_ENCODER_FAMILY = {"bert": Family.BERT, "roberta": Family.ROBERTA, "albert": Family.ALBERT}
-
 _ENCODER_UNMODELLED: dict[str, Any] = {"is_decoder": False, "add_cross_attention": False,
                                        "position_embedding_type": "absolute"}
 """config.json keys that change an encoder's architecture, with the one value bertscope
 models: any other value is refused (never silently ignored)."""
 
 
-def _encoder(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+def read_encoder(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
     """BERT, RoBERTa and ALBERT config.json files."""
-    family = _ENCODER_FAMILY[raw["model_type"]]
+    family = Family(by_model_type(raw["model_type"]).name)
     refuse_unmodelled(raw, _ENCODER_UNMODELLED, o)
     require(raw, ("num_hidden_layers", "hidden_size", "num_attention_heads",
                   "intermediate_size", "vocab_size", "max_position_embeddings"), o)
@@ -109,7 +110,7 @@ _GPT2_MODELLED: dict[str, Any] = {
 """GPT-2 config.json keys that change the architecture, with the values modelled."""
 
 
-def _gpt2(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+def read_gpt2(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
     """GPT-2 config.json files (openai-community/gpt2 and its sizes; n_inner null is 4h)."""
     refuse_unmodelled(raw, _GPT2_MODELLED, o)
     require(raw, ("n_layer", "n_embd", "n_head", "vocab_size"), o)
@@ -134,7 +135,7 @@ _LLAMA_MODELLED: dict[str, Any] = {"attention_bias": False, "mlp_bias": False,
 modelled; `rope_scaling` only changes the rotary frequencies, not the work, and is accepted."""
 
 
-def _llama(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+def read_llama(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
     """Llama config.json files (meta-llama/Llama-2-*-hf, Meta-Llama-3-*)."""
     refuse_unmodelled(raw, _LLAMA_MODELLED, o)
     require(raw, ("num_hidden_layers", "hidden_size", "num_attention_heads",
@@ -171,7 +172,7 @@ def _t5_ffn(raw: dict[str, Any], o: str) -> tuple[bool, Activation]:
     return len(parts) == 2, parse_enum(Activation, act, "feed_forward_proj", o)
 
 
-def _t5(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+def read_t5(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
     """T5 (v1.0 and v1.1) config.json files: T5ForConditionalGeneration's sizes. A head
     untied from the embedding (`tie_word_embeddings: false`, v1.1) is modelled as the
     published checkpoints have it: a separate LM head, no h^-0.5 scaling."""
@@ -200,7 +201,7 @@ ViTForMaskedImageModeling's decoder and the pooler keys only ViTModel's pooler, 
 which the image classifier runs."""
 
 
-def _vit(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+def read_vit(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
     """ViT config.json files: ViTForImageClassification's sizes; the classes are the
     config's labels (`id2label`, else `num_labels`, else Hugging Face's default 2)."""
     refuse_unmodelled(raw, _VIT_UNMODELLED, o)
@@ -223,16 +224,5 @@ def _vit(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
                               "hidden_act", o))
 
 
-READERS: dict[str, Reader] = {
-    "bert": _encoder,
-    "roberta": _encoder,
-    "albert": _encoder,
-    "gpt2": _gpt2,
-    "llama": _llama,
-    "t5": _t5,
-    "vit": _vit,
-}
-"""Hugging Face model_type -> the reader of its config.json."""
-
-
-__all__ = ["READERS", "from_hf_config", "refuse_unmodelled", "require"]
+__all__ = ["Reader", "from_hf_config", "read_encoder", "read_gpt2", "read_llama", "read_t5",
+           "read_vit", "refuse_unmodelled", "require"]

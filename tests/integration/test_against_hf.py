@@ -9,7 +9,8 @@ import functools
 import pytest
 
 from bertscope.analytic import build, parameter_count
-from bertscope.config import PRESETS, Activation, Family, ModelConfig, RunConfig
+from bertscope.config import Activation, Family, ModelConfig, RunConfig
+from bertscope.presets import PRESETS
 from bertscope.taxonomy import gemm_mask
 from bertscope.trace.gemm_ops import GEMM_OPS, gemm_shape
 from tests.conftest import MODELLED, tiny

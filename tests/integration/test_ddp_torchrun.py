@@ -18,7 +18,7 @@ import pytest
 
 from bertscope.analytic import parameter_count
 from bertscope.cli import main
-from bertscope.config import get_model
+from bertscope.presets import get_model
 from bertscope.taxonomy import Category, Phase
 
 torch = pytest.importorskip("torch")

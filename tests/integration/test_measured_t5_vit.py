@@ -13,11 +13,11 @@ from tests.conftest import tiny
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-from bertscope.measure.data_more import family_batch  # noqa: E402
-from bertscope.measure.hf_more import hf_model_more  # noqa: E402
+from bertscope.families import resolve  # noqa: E402
+from bertscope.measure.hf import build_hf_model  # noqa: E402
 from bertscope.measure.models import build_model  # noqa: E402
-from bertscope.measure.models_t5 import load_hf_t5  # noqa: E402
-from bertscope.measure.models_vit import load_hf_vit  # noqa: E402
+from bertscope.measure.models.t5 import load_hf_t5  # noqa: E402
+from bertscope.measure.models.vit import load_hf_vit  # noqa: E402
 from bertscope.measure.profile import profile  # noqa: E402
 
 
@@ -25,12 +25,13 @@ def _both(m, run, load) -> tuple[object, object]:
     """Hugging Face's model and the reference one with its weights (`load`), one training
     step's forward and backward on the same batch; the losses agree."""
     torch.manual_seed(0)
-    hf = hf_model_more(m, 0.0)
+    hf = build_hf_model(m, run)  # dropout off in every run here
     ours = build_model(m, run)
     load(ours, hf)
-    batch = family_batch(m, run, seed=1)
-    theirs = hf(**batch.hf_inputs(m.family)).loss
-    mine = ours(**batch.model_inputs()).loss
+    # the spec's batch maker: the reference and the Hugging Face model take the same keywords
+    batch = resolve(m.family.spec.batch)(m, run, 1, torch.device("cpu"), True)
+    theirs = hf(**batch).loss
+    mine = ours(**batch).loss
     theirs.backward()
     mine.backward()
     assert mine.item() == pytest.approx(theirs.item(), rel=1e-5)

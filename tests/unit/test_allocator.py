@@ -62,9 +62,10 @@ def test_keep_freed_memory_stops_refaulting_a_reused_block() -> None:
 
 def test_profile_rejects_an_unknown_allocator_before_training() -> None:
     pytest.importorskip("torch")
-    from bertscope.config import RunConfig, get_model
+    from bertscope.config import RunConfig
     from bertscope.errors import BertscopeError
     from bertscope.measure.profile import profile
+    from bertscope.presets import get_model
 
     with pytest.raises(BertscopeError,
                        match="unknown host allocator 'jemalloc'; choose one of: keep, system"):

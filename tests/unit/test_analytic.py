@@ -6,7 +6,8 @@ import pytest
 
 from bertscope.analytic import build, ops, parameter_count
 from bertscope.analytic.encoder import encoder_ops
-from bertscope.config import PRESETS, Family, Optimizer, Precision, RunConfig
+from bertscope.config import Family, Optimizer, Precision, RunConfig
+from bertscope.presets import PRESETS
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 from tests.conftest import MODELLED, tiny
 
@@ -210,14 +211,14 @@ def _expected_roles(op) -> tuple[TensorSplit, PipelineStage]:
 
 
 @pytest.mark.parametrize("family", MODELLED, ids=lambda f: f.value)
-@pytest.mark.parametrize(("dropout", "checkpointing", "micro_batches", "masked_lm_only"), [
-    (True, False, 1, False), (False, True, 3, False), (True, True, 2, True),
-    (False, False, 1, True)])
-def test_every_row_carries_its_megatron_roles(family, dropout, checkpointing, micro_batches,
+@pytest.mark.parametrize(("dropout", "checkpoint", "micro_batches", "masked_lm_only"), [
+    (True, "none", 1, False), (False, "full", 3, False), (True, "full", 2, True),
+    (False, "none", 1, True), (True, "selective", 1, False)])
+def test_every_row_carries_its_megatron_roles(family, dropout, checkpoint, micro_batches,
                                               masked_lm_only) -> None:
     m = tiny(family)
     run = RunConfig(batch=2, seq=16, precision="fp16", dropout=dropout,
-                    checkpointing=checkpointing, micro_batches=micro_batches,
+                    checkpoint=checkpoint, micro_batches=micro_batches,
                     masked_lm_only=masked_lm_only)
     rows = encoder_ops(m, run)
     checked = 0
@@ -230,7 +231,7 @@ def test_every_row_carries_its_megatron_roles(family, dropout, checkpointing, mi
     # every role occurs, recompute rows keep their forward's
     assert {op.tp_split for op in rows} == set(TensorSplit)
     assert {op.pp_stage for op in rows} == set(PipelineStage)
-    if checkpointing:
+    if checkpoint != "none":
         recompute = {(op.name, op.layer): op.tp_split for op in rows
                      if op.phase is Phase.RECOMPUTE}
         forward = {(op.name, op.layer): op.tp_split for op in rows if op.phase is Phase.FORWARD}

@@ -15,9 +15,10 @@ import pytest
 
 from bertscope.analytic import build
 from bertscope.cli import main
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.hardware import load_device
 from bertscope.perf import default_profile
+from bertscope.presets import get_model
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE = ROOT / "src" / "bertscope" / "data" / "devices" / "a100-sxm4-80gb.toml"

@@ -12,8 +12,9 @@ import pytest
 from bertscope.analytic import build
 from bertscope.analytic.blocks import expand
 from bertscope.analytic.families import model_blocks
-from bertscope.config import Family, RunConfig, get_model
+from bertscope.config import Family, RunConfig
 from bertscope.optable import OpTable
+from bertscope.presets import get_model
 
 RUNS = [
     RunConfig(batch=2, seq=16),

@@ -6,17 +6,9 @@ import json
 
 import pytest
 
-from bertscope.config import (
-    PRESETS,
-    Activation,
-    Family,
-    ModelConfig,
-    Precision,
-    RunConfig,
-    get_model,
-    with_changes,
-)
+from bertscope.config import Activation, Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import BertscopeError
+from bertscope.presets import PRESETS, get_model, with_changes
 
 
 def test_compact_and_standard_presets_have_published_sizes() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bertscope.analytic import build, parameter_count
-from bertscope.config import PRESETS, Family, RunConfig, get_model
+from bertscope.config import Family, RunConfig
 from bertscope.errors import BertscopeError
+from bertscope.presets import PRESETS, get_model
 from bertscope.taxonomy import Phase, Sublayer, gemm_mask
 from tests.conftest import tiny
 

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from bertscope.cli import main
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.parallel import Cluster, Layout, Schedule, Workload, evaluate
 from bertscope.parallel.schedule_trace import layout_timeline, simulate
+from bertscope.presets import get_model
 from bertscope.trace import read_trace
 
 

@@ -7,15 +7,16 @@ from __future__ import annotations
 import pytest
 
 from bertscope.analytic import parameter_count
-from bertscope.config import PRESETS, Family, RunConfig
+from bertscope.config import Family, RunConfig
 from bertscope.errors import BertscopeError
+from bertscope.presets import PRESETS
 from tests.conftest import tiny
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from bertscope.measure.hf import build_hf_model, hf_layers  # noqa: E402
 from bertscope.measure.hf_weights import hf_config, load_hf_decoder_state  # noqa: E402
-from bertscope.measure.models_decoder import DecoderForCausalLM, build_decoder  # noqa: E402
+from bertscope.measure.models.decoder import DecoderForCausalLM, build_decoder  # noqa: E402
 
 DECODERS = [Family.GPT2, Family.LLAMA]
 
@@ -61,7 +62,7 @@ def test_hf_layers_are_found_for_decoders() -> None:
     for family in DECODERS:
         m = tiny(family)
         model = build_hf_model(m, RunConfig(batch=1, seq=8))
-        assert len(hf_layers(model)) == m.num_layers
+        assert len(hf_layers(m, model)) == m.num_layers
 
 
 def test_fused_softmax_is_refused_for_measurement() -> None:

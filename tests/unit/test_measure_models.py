@@ -12,16 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from bertscope.config import (  # noqa: E402
-    PRESETS,
-    Activation,
-    Family,
-    ModelConfig,
-    Optimizer,
-    RunConfig,
-)
+from bertscope.config import Activation, Family, ModelConfig, Optimizer, RunConfig  # noqa: E402
 from bertscope.errors import BertscopeError  # noqa: E402
-from bertscope.measure.data import SPECIAL_IDS, synthetic_batch  # noqa: E402
+from bertscope.measure.data import synthetic_batch  # noqa: E402
 from bertscope.measure.hf_weights import (  # noqa: E402
     hf_config,
     hf_param_name,
@@ -35,6 +28,7 @@ from bertscope.measure.models import (  # noqa: E402
     make_activation,
     module_sublayer,
 )
+from bertscope.presets import PRESETS  # noqa: E402
 from bertscope.taxonomy import Sublayer  # noqa: E402
 
 TINY = {
@@ -371,7 +365,12 @@ def test_data_layout(family: Family) -> None:
     assert labelled.sum(1).tolist() == [6] * 8
     assert b.input_ids.shape == b.mlm_labels.shape == (8, 40) and b.nsp_labels.shape == (8,)
     assert b.attention_mask.eq(1).all() and set(b.nsp_labels.tolist()) <= {0, 1}
-    specials = torch.tensor(SPECIAL_IDS[family])
+    # the tokenizers' special ids: BERT's [PAD]=0 [UNK]=100 [CLS]=101 [SEP]=102 [MASK]=103
+    # (vocab.txt), RoBERTa's <s> <pad> </s> <unk> 0-3 and <mask> 50264 (dict.txt), ALBERT's
+    # <pad> <unk> [CLS] [SEP] [MASK] 0-4 (spiece.model)
+    specials = torch.tensor({Family.BERT: (0, 100, 101, 102, 103),
+                             Family.ROBERTA: (0, 1, 2, 3, 50264),
+                             Family.ALBERT: (0, 1, 2, 3, 4)}[family])
     assert not torch.isin(b.input_ids[~labelled], specials).any()
     assert not torch.isin(b.mlm_labels[labelled], specials).any()
     assert b.input_ids.max() < cfg.vocab_size and b.input_ids.dtype == torch.int64
@@ -410,15 +409,6 @@ def test_load_hf_rejects_untied_decoder() -> None:
     hf_cfg.tie_word_embeddings = False
     with pytest.raises(BertscopeError, match="not tied"):
         load_hf_state_dict(EncoderForPretraining(cfg), transformers.BertForPreTraining(hf_cfg))
-
-
-def test_hf_helpers_still_importable_from_models() -> None:
-    from bertscope.measure import hf_weights, models
-
-    for name in ("hf_config", "hf_param_name", "load_hf_state_dict"):
-        assert getattr(models, name) is getattr(hf_weights, name), name
-    with pytest.raises(AttributeError):
-        models.no_such_name  # noqa: B018
 
 
 @pytest.mark.parametrize("act", list(Activation), ids=str)

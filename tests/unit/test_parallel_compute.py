@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bertscope.analytic.encoder import encoder_ops
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.optable import Op
 from bertscope.parallel import (
     Checkpoint,
@@ -22,6 +22,7 @@ from bertscope.parallel import (
     search,
 )
 from bertscope.parallel.layouts import clear_compute_tables
+from bertscope.presets import get_model
 from bertscope.taxonomy import Phase, Sublayer
 from tests.conftest import MODELLED, tiny
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bertscope.analytic import ops
-from bertscope.config import Optimizer, Precision, RunConfig, get_model
+from bertscope.config import Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.parallel import (
     Checkpoint,
@@ -27,6 +27,7 @@ from bertscope.parallel.layouts import MEMORY_KEYS, SCHEDULES, TIME_KEYS, layout
 from bertscope.parallel.memory import CHECKPOINTS, FULL_CODE, NONE_CODE, SELECTIVE_CODE
 from bertscope.parallel.pipeline import GPIPE_CODE, INTERLEAVED_CODE, ONE_F_ONE_B_CODE
 from bertscope.perf import load_profile, predict
+from bertscope.presets import get_model
 
 G, F1B, INT = Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED
 

@@ -6,21 +6,14 @@ import pytest
 
 from bertscope.analytic import build, parameter_count
 from bertscope.analytic.params import layer_params
-from bertscope.config import (
-    PRESETS,
-    Checkpoint,
-    Family,
-    Optimizer,
-    Precision,
-    RunConfig,
-    with_changes,
-)
+from bertscope.config import Checkpoint, Family, Optimizer, Precision, RunConfig
 from bertscope.parallel import layer_activation_bytes, zero_static_bytes
 from bertscope.parallel.memory import (
     layer_params_per_device,
     recompute_working_bytes,
     stage_params,
 )
+from bertscope.presets import PRESETS, with_changes
 from tests.conftest import MODELLED, sized, tiny
 
 # Korthikanti et al. 2022, Table 2 assumptions: 16-bit activations, 1-byte dropout masks,

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bertscope import cli
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.parallel import (
     Checkpoint,
@@ -22,6 +22,7 @@ from bertscope.parallel import (
 )
 from bertscope.parallel.layouts import clear_compute_tables
 from bertscope.parallel.search import divisors, enumerate_layouts, row_layout
+from bertscope.presets import get_model
 from tests.conftest import tiny
 
 

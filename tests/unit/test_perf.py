@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from bertscope.analytic import build, ops, param_groups
-from bertscope.config import Optimizer, Precision, RunConfig, get_model
+from bertscope.config import Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, catalog, load_device
 from bertscope.job import Job
@@ -37,6 +37,7 @@ from bertscope.perf import (
 )
 from bertscope.perf.efficiency import gemm_phase
 from bertscope.perf.kernel_fusion import FUSED_COLUMN
+from bertscope.presets import get_model
 from bertscope.taxonomy import Category, Phase, Sublayer
 from tests.conftest import tiny
 

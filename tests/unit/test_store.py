@@ -14,9 +14,10 @@ import pytest
 
 from bertscope.analytic import build
 from bertscope.cli import main
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.perf import load_profile, predict
+from bertscope.presets import get_model
 from bertscope.store import _SCHEMA_V1, APPLICATION_ID, SCHEMA_VERSION, Store
 
 ROOT = Path(__file__).resolve().parents[2]

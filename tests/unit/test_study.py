@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from bertscope.analytic import build
-from bertscope.config import Precision, RunConfig, get_model
+from bertscope.config import Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.perf import load_profile, predict
+from bertscope.presets import get_model
 from bertscope.studies import sections as s1
 from bertscope.studies.study import PHASES, StudyConfig, study
 from bertscope.sweep import sweep

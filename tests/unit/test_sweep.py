@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bertscope.analytic import build
-from bertscope.config import Checkpoint, ModelConfig, RunConfig, get_model
+from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.perf import (
     CategoryBandwidthEfficiency,
@@ -23,6 +23,7 @@ from bertscope.perf import (
     load_profile,
     predict,
 )
+from bertscope.presets import get_model
 from bertscope.sweep import make_grid, sweep
 from bertscope.taxonomy import Category, Phase
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.parallel import Cluster, Layout, Workload, evaluate
 from bertscope.perf import load_profile
+from bertscope.presets import get_model
 from bertscope.sweep import sweep
 
 CASES = [  # model, device, batch, seq, micro-batches, dp, tp, pp, zero, checkpoint

@@ -10,7 +10,8 @@ import pytest
 
 import bertscope.sweep.engine as engine
 from bertscope.analytic.families import model_blocks
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
+from bertscope.presets import get_model
 from bertscope.sweep import make_grid, sweep
 from bertscope.sweep import tokens as tk
 from bertscope.sweep.tokens import Axis, TokenArray, TokenSpace

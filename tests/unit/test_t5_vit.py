@@ -201,7 +201,7 @@ VIT_BASE = {"architectures": ["ViTForImageClassification"], "hidden_act": "gelu"
 def _load(tmp_path, doc: dict):
     import json
 
-    from bertscope.config import get_model
+    from bertscope.presets import get_model
 
     p = tmp_path / "config.json"
     p.write_text(json.dumps(doc))
@@ -214,7 +214,7 @@ def _load(tmp_path, doc: dict):
 def test_published_config_json_reads_as_the_preset(tmp_path, doc, preset) -> None:
     from dataclasses import replace
 
-    from bertscope.config import PRESETS
+    from bertscope.presets import PRESETS
 
     loaded = _load(tmp_path, doc)
     assert replace(loaded, name=preset) == PRESETS[preset]

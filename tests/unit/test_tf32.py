@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from bertscope.analytic import build
-from bertscope.config import Precision, RunConfig, get_model
+from bertscope.config import Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.perf import load_profile, predict, select_peaks
+from bertscope.presets import get_model
 from bertscope.sweep import sweep
 from bertscope.taxonomy import Category
 

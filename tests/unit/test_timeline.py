@@ -8,9 +8,10 @@ import json
 import pytest
 
 from bertscope.analytic import build
-from bertscope.config import RunConfig, get_model
+from bertscope.config import RunConfig
 from bertscope.perf import fuse, load_profile, predict
 from bertscope.perf.iteration_trace import timeline, write_timeline
+from bertscope.presets import get_model
 from bertscope.trace import analyze_trace
 
 

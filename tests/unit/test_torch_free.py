@@ -14,7 +14,7 @@ import textwrap
 TORCH_FREE = ("bertscope.analytic", "bertscope.optable", "bertscope.perf", "bertscope.parallel",
               "bertscope.hardware", "bertscope.trace", "bertscope.config", "bertscope.taxonomy",
               "bertscope.io", "bertscope.errors", "bertscope.sweep",
-              "bertscope.store")
+              "bertscope.store", "bertscope.families", "bertscope.family", "bertscope.presets")
 
 _SCRIPT = textwrap.dedent("""
     import sys

@@ -9,9 +9,10 @@ from bertscope.analytic.columns import expand_columns
 from bertscope.analytic.families import model_blocks
 from bertscope.analytic.memory import MemoryEstimate, memory_estimate
 from bertscope.analytic.params import param_groups, parameter_count
-from bertscope.config import ModelConfig, RunConfig, get_model
+from bertscope.config import ModelConfig, RunConfig
 from bertscope.job import Job
 from bertscope.optable import OpTable, intensity
+from bertscope.presets import get_model
 
 
 def ops(model: str | Path | ModelConfig, **run: Any) -> OpTable:

@@ -32,7 +32,7 @@ from bertscope.analytic.blocks import Block
 from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup
 from bertscope.analytic.section import Section
-from bertscope.config import Family, ModelConfig, Positions, RunConfig
+from bertscope.config import ModelConfig, Positions, RunConfig
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
 C, P, S, T = Category, Phase, Sublayer, TensorSplit
@@ -43,7 +43,7 @@ ROPE_BYTES = 4
 
 def has_dropout(m: ModelConfig, run: RunConfig) -> bool:
     """Dropout layers run: the run asks for them and the family has them (Llama has none)."""
-    return bool(run.dropout) and m.family is not Family.LLAMA
+    return bool(run.dropout) and m.family.dropout
 
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
@@ -51,7 +51,7 @@ def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     b, s, h = run.batch, run.seq, m.hidden
     t = b * s
     sec.lookup("word_embeddings", t, m.vocab_size, h)
-    if m.family is Family.GPT2:
+    if m.family.positions is Positions.LEARNED:
         sec.lookup("position_embeddings", s, m.max_positions, h)
         sec.add("add_position", S.EMBEDDING, t * h, s * h)
         # the position add broadcasts over the batch: its backward sums dy over b
@@ -185,7 +185,7 @@ def decoder_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:
     h = m.hidden
     word = m.vocab_size * h  # split by vocabulary under tensor parallelism
     emb, tensors = word, 1
-    if m.family is Family.GPT2:
+    if m.family.positions is Positions.LEARNED:  # GPT-2's position table
         emb, tensors = emb + m.max_positions * h, 2
     after = [ParamGroup("final_norm", -1, *_norm_params(m))]
     if pretraining and not m.tie_word_embeddings:

@@ -15,7 +15,7 @@ from bertscope.analytic.blocks import Block, expand
 from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import layer_params, linear
 from bertscope.analytic.section import INDEX_BYTES, Section
-from bertscope.config import Family, ModelConfig, RunConfig
+from bertscope.config import ModelConfig, RunConfig
 from bertscope.optable import Op
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
@@ -27,7 +27,7 @@ def fp32_stream(m: ModelConfig) -> bool:
     promote the 16-bit branches, so each norm output a linear reads is cast first. ALBERT's
     embedding projection (a linear) starts a 16-bit stream instead: no input casts after it
     (measured: tests/integration/test_autocast_casts.py)."""
-    return m.family is not Family.ALBERT
+    return not m.family.factorized_embedding
 
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
@@ -46,7 +46,7 @@ def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     sec.layernorm("embedding_norm", S.EMBEDDING, t, e)
     if run.dropout:
         sec.dropout("embedding_dropout", S.EMBEDDING, t * e)
-    if m.family is Family.ALBERT:
+    if m.family.factorized_embedding:
         sec.linear("embedding_project", S.EMBEDDING, t, e, m.hidden, cast_input=True)
     if m.share_layers:  # autocast caches the shared layer's weight casts for the forward
         h, f = m.hidden, m.intermediate
@@ -119,7 +119,7 @@ def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     if m.has_pooler_head:
         # the last hidden state feeds the MLM head and the pooler's [CLS] slice
         sec.grad_sum("last_hidden.grad_sum", S.NSP_HEAD, b * h)
-    d_mlm = e if m.family is Family.ALBERT else h
+    d_mlm = e if m.family.factorized_embedding else h
     sec.linear("mlm_transform", S.MLM_HEAD, tm, h, d_mlm, cast_input=fp32_stream(m))
     sec.pointwise("mlm_act", S.MLM_HEAD, C.ACTIVATION, tm * d_mlm, m.activation)
     sec.layernorm("mlm_norm", S.MLM_HEAD, tm, d_mlm)

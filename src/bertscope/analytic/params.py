@@ -6,9 +6,11 @@ layer (one in all for ALBERT's shared layer), `pooler`, and `heads` (pretraining
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from bertscope.config import Family, ModelConfig
+from bertscope.config import ModelConfig
+from bertscope.families import resolve
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,7 @@ def embedding_params(m: ModelConfig) -> int:
     """Word, position and token-type tables, layernorm; ALBERT's E -> h projection."""
     e = m.emb
     n = (m.vocab_size + m.max_positions + m.type_vocab_size) * e + 2 * e
-    if m.family is Family.ALBERT:
+    if m.family.factorized_embedding:
         n += linear(e, m.hidden)  # embedding_hidden_mapping_in
     return n
 
@@ -50,7 +52,7 @@ def head_params(m: ModelConfig) -> int:
     """Pretraining heads beyond the pooler: MLM transform, layernorm, decoder bias (the
     decoder weight is tied to the word embeddings), and the NSP/SOP classifier."""
     h, e, v = m.hidden, m.emb, m.vocab_size
-    d = e if m.family is Family.ALBERT else h  # ALBERT's head transforms h -> E
+    d = e if m.family.factorized_embedding else h  # ALBERT's head transforms h -> E
     mlm = linear(h, d) + 2 * d + v
     cls = linear(h, 2) if m.has_pooler_head else 0
     return mlm + cls
@@ -85,13 +87,17 @@ class GroupLayout:
         return num_layers if stack.layers is None else stack.layers
 
 
+ParamLayout = Callable[[ModelConfig, bool], GroupLayout]
+"""(model, pretraining) -> its parameter groups as written once: a family's parameter
+layout (`FamilySpec.layout`)."""
+
+
 def group_layout(m: ModelConfig, *, pretraining: bool = True) -> GroupLayout:
     """The model's parameter groups, each written once (`param_groups` lays them out), from
-    its family's layout (`analytic.families.LAYOUTS`). `pretraining=False` gives the bare
-    model as Hugging Face's base class builds it (BertModel with its pooler, GPT2Model, ...)."""
-    from bertscope.analytic.families import layout  # the registry imports every family
-
-    return layout(m)(m, pretraining)
+    its family's layout (its spec's `layout`). `pretraining=False` gives the bare model as
+    Hugging Face's base class builds it (BertModel with its pooler, GPT2Model, ...)."""
+    fn: ParamLayout = resolve(m.family.spec.layout)
+    return fn(m, pretraining)
 
 
 def encoder_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:
@@ -100,7 +106,7 @@ def encoder_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:
     pretraining classes build them."""
     h, f = m.hidden, m.intermediate
     before = [ParamGroup("embedding", -1, embedding_params(m),
-                         3 + 2 + (2 if m.family is Family.ALBERT else 0),
+                         3 + 2 + (2 if m.family.factorized_embedding else 0),
                          split=m.vocab_size * m.emb)]  # the word table, by vocabulary
     after = []
     if not pretraining or m.has_pooler_head:
@@ -133,5 +139,5 @@ def parameter_count(m: ModelConfig, *, pretraining: bool = True) -> int:
     return sum(x.params for x in g.before) + stacks + sum(x.params for x in g.after)
 
 
-__all__ = ["GroupLayout", "ParamGroup", "StackGroup", "encoder_layout", "group_layout",
-           "param_groups", "parameter_count"]
+__all__ = ["GroupLayout", "ParamGroup", "ParamLayout", "StackGroup", "encoder_layout",
+           "group_layout", "param_groups", "parameter_count"]

@@ -17,7 +17,7 @@ from bertscope.report.tables import make_console
 def models_cmd() -> None:
     """List the model presets."""
     from bertscope.analytic import parameter_count
-    from bertscope.config import PRESETS
+    from bertscope.presets import PRESETS
     from bertscope.report.tables import print_models
 
     print_models([(m, parameter_count(m)) for m in PRESETS.values()], make_console())

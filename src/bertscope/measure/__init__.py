@@ -7,13 +7,9 @@ eagerly, so the analytic model, catalog and sweeps work without torch installed.
 from __future__ import annotations
 
 from bertscope.measure.data import PretrainingBatch, synthetic_batch
+from bertscope.measure.hf_weights import load_hf_state_dict
 from bertscope.measure.lamb import Lamb, make_optimizer
-from bertscope.measure.models import (
-    EncoderForPretraining,
-    build_model,
-    load_hf_state_dict,
-    module_sublayer,
-)
+from bertscope.measure.models import EncoderForPretraining, build_model, module_sublayer
 
 
 def set_threads(threads: int) -> None:

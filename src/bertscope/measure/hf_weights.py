@@ -1,6 +1,7 @@
-"""Hugging Face counterparts of the reference models (`models.py`): the transformers config
-of a `ModelConfig`, and the map from our parameter names to HF's that copies HF weights in
-(transformers is an optional extra, imported only by `hf_config`).
+"""Hugging Face counterparts of the reference models (`models/`): the transformers config
+of a `ModelConfig` (`hf_config`; T5's `t5_config`, ViT's `vit_config`), and the map from our
+parameter names to HF's that copies HF weights in (transformers is an optional extra,
+imported only by the config builders).
 
 `load_hf_state_dict(ours, BertForPreTraining(hf_config(cfg)))` makes the two models compute
 the same losses to float rounding (the cross-checks in the tests rely on it).
@@ -13,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from bertscope.config import Family, ModelConfig
+from bertscope.config import Activation, Family, ModelConfig
 from bertscope.errors import BertscopeError, parse_enum
-from bertscope.measure.models import INIT_STD, layer_norm_eps, pad_id
+from bertscope.measure.models.encoder import layer_norm_eps, pad_id
+from bertscope.measure.models.layers import INIT_STD
 
 if TYPE_CHECKING:
-    from bertscope.measure.models import EncoderForPretraining
+    from bertscope.measure.models.encoder import EncoderForPretraining
 
 _HF_LAYER = {  # our path inside a layer -> HF's (BERT/RoBERTa, ALBERT)
     "attn.q": ("attention.self.query", "attention.query"),
@@ -141,6 +143,35 @@ _DECODER_TOP = {"embeddings.word": ("transformer.wte", "model.embed_tokens"),
                 "lm_head": ("lm_head", "lm_head")}
 
 
+def t5_config(m: ModelConfig, *, dropout: float = 0.0) -> Any:
+    """The transformers T5Config of `m`, eager attention, dropout `dropout`."""
+    import transformers
+
+    act = m.activation.value
+    ffn = ("gated-gelu" if m.activation is Activation.GELU_NEW else f"gated-{act}") \
+        if m.gated_ffn else act
+    return transformers.T5Config(
+        vocab_size=m.vocab_size, d_model=m.hidden, d_kv=m.head_dim, d_ff=m.intermediate,
+        num_layers=m.num_layers, num_decoder_layers=m.decoder_layer_count,
+        num_heads=m.heads, relative_attention_num_buckets=m.relative_buckets,
+        feed_forward_proj=ffn, tie_word_embeddings=m.tie_word_embeddings,
+        dropout_rate=dropout, decoder_start_token_id=0, pad_token_id=0,
+        attn_implementation="eager")
+
+
+def vit_config(m: ModelConfig, *, dropout: float = 0.0) -> Any:
+    """The transformers ViTConfig of `m` (biased Q/K/V), eager attention, dropout
+    `dropout`."""
+    import transformers
+
+    return transformers.ViTConfig(
+        hidden_size=m.hidden, num_hidden_layers=m.num_layers, num_attention_heads=m.heads,
+        intermediate_size=m.intermediate, hidden_act=m.activation.value,
+        image_size=m.image_size, patch_size=m.patch_size, num_channels=m.channels,
+        num_labels=m.vocab_size, qkv_bias=True, hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout, attn_implementation="eager")
+
+
 def hf_decoder_param_name(cfg: ModelConfig, name: str) -> str:
     """The GPT2LMHeadModel / LlamaForCausalLM parameter name matching one of
     `DecoderForCausalLM`'s (`layers.0.attn.qkv.weight` -> `transformer.h.0.attn.c_attn.weight`)."""
@@ -181,4 +212,4 @@ def load_hf_decoder_state(model: nn.Module, hf_model: nn.Module) -> None:
 
 
 __all__ = ["hf_config", "hf_decoder_param_name", "hf_param_name", "load_hf_decoder_state",
-           "load_hf_state_dict"]
+           "load_hf_state_dict", "t5_config", "vit_config"]

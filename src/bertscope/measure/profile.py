@@ -35,6 +35,7 @@ from torch import nn
 from bertscope.analytic import build
 from bertscope.config import Attention, Checkpoint, Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import STOP, BertscopeError, parse_enum
+from bertscope.families import resolve
 from bertscope.io import atomic_path, write_or_rescue
 from bertscope.job import Job
 from bertscope.measure.allocator import (
@@ -45,7 +46,6 @@ from bertscope.measure.allocator import (
 )
 from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
-from bertscope.measure.families import measured
 from bertscope.measure.hf import build_hf_model, hf_layers, hf_sublayer
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.quiet import QuietProfiler
@@ -160,20 +160,22 @@ class _Trainer:
                  seed: int, wrap: Wrap | None = None, data_seed: int | None = None) -> None:
         torch.manual_seed(seed)
         self.run, self.device, self.hf, self.family = run, device, hf, m.family
-        fam = measured(m)
+        fam = m.family.spec
         if hf:
             self.model: nn.Module = build_hf_model(m, run).to(device)
-            sublayer_of, layers = hf_sublayer(m), hf_layers(self.model)
+            sublayer_of, layers = hf_sublayer(m), hf_layers(m, self.model)
         else:
-            self.model = fam.build(m, run).to(device)
-            sublayer_of = fam.sublayer_of
-            layers = [mod for mod in self.model.modules() if isinstance(mod, fam.layer_type)]
+            self.model = resolve(fam.reference)(m, run).to(device)
+            sublayer_of = resolve(fam.reference_sublayer)
+            layer_type = resolve(fam.reference_layer)
+            layers = [mod for mod in self.model.modules() if isinstance(mod, layer_type)]
         self.model.train()
         self.net = wrap(self.model) if wrap is not None else self.model  # what runs forward
         self.hooks = ScopeHooks(self.model, sublayer_of, layers, m.stack_layers)
         self.opt = make_optimizer(run.optimizer, self.model.parameters())
+        batch = resolve(fam.batch)
         self.batches: list[dict[str, Any]] = [
-            fam.inputs(m, run, (seed if data_seed is None else data_seed) + i, device, hf)
+            batch(m, run, (seed if data_seed is None else data_seed) + i, device, hf)
             for i in range(run.micro_batches)]
         self.scaler = (torch.amp.GradScaler(device.type)
                        if run.precision is Precision.FP16 else None)

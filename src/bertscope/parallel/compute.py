@@ -33,13 +33,13 @@ import numpy as np
 from bertscope.analytic.families import model_ops
 from bertscope.analytic.optimizer import optimizer_ops
 from bertscope.analytic.params import parameter_count
-from bertscope.config import with_changes
 from bertscope.errors import BertscopeError
 from bertscope.optable import Op, OpTable
 from bertscope.parallel.collectives import ArrayLike
 from bertscope.parallel.job import Workload
 from bertscope.perf import DeviceProfile, Knobs, predict
 from bertscope.perf.kernel_fusion import fuse_records
+from bertscope.presets import with_changes
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
 _ATTN_CORE = (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT,

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bertscope.config import ModelConfig
+from bertscope.families import model_types
 from bertscope.optable import Grouped, OpTable, is_frame
 
 if TYPE_CHECKING:
@@ -121,9 +122,7 @@ def print_models(models: list[tuple[ModelConfig, int]], console: Console) -> Non
         t.add_row(escape(m.name), m.family.value, str(m.num_layers), str(m.hidden), str(m.heads),
                   str(m.intermediate), str(m.vocab_size), f"{params / 1e6:.1f} M")
     console.print(t)
-    from bertscope.hf_config import READERS
-
-    console.print(f"Any Hugging Face config.json ({', '.join(READERS)}) works too: "
+    console.print(f"Any Hugging Face config.json ({', '.join(model_types())}) works too: "
                   "bertscope ops path/to/config.json")
 
 

@@ -20,11 +20,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from bertscope.analytic import build
-from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig, get_model
+from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError, expect
 from bertscope.io import read_text
 from bertscope.job import Job
 from bertscope.optable import Combine, OpTable, combine, op_from_dict
+from bertscope.presets import get_model
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
 

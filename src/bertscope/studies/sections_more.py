@@ -9,8 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from bertscope.config import Attention, get_model
+from bertscope.config import Attention
 from bertscope.perf import DeviceProfile, Knobs, fuse, predict
+from bertscope.presets import get_model
 from bertscope.studies.sections import Ctx, Section, pct
 from bertscope.taxonomy import Category
 

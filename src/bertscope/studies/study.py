@@ -24,9 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertscope.config import ModelConfig, Precision, get_model
+from bertscope.config import ModelConfig, Precision
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.perf import DeviceProfile, load_profile
+from bertscope.presets import get_model
 from bertscope.studies import sections as s1
 from bertscope.studies import sections_more as s2
 

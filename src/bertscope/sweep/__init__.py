@@ -30,12 +30,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bertscope.config import ModelConfig, get_model
+from bertscope.config import ModelConfig
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write, frame_bytes, output_format
 from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
+from bertscope.presets import get_model
 from bertscope.sweep import engine, multi
 from bertscope.sweep.grid import KNOB_AXES, LAYOUT_AXES, NUM_AXES, STRUCTURAL, Grid, Group
 from bertscope.taxonomy import Category

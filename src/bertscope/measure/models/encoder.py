@@ -1,7 +1,7 @@
 """Reference PyTorch pretraining models for the encoder family: BERT, RoBERTa, ALBERT.
 
 Written to be read in one sitting and profiled: every op the analytic model counts runs
-inside a submodule whose qualified name says its `Sublayer` (`module_sublayer`), e.g.
+inside a submodule whose qualified name says its `Sublayer` (`layers.module_sublayer`), e.g.
 
     embeddings.{word,position,token_type,norm,drop,project}   embedding
     layers.{i}.attn.{q,k,v}                                    Q, K, V projections
@@ -22,27 +22,28 @@ ALBERT shares one layer across depth (Lan et al. 2020, section 3.1): `layers` ho
 module, called `num_layers` times; a profiler tells the calls apart by counting them.
 """
 
+
 from __future__ import annotations
 
-import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.config import Activation, Checkpoint, Family, ModelConfig, RunConfig
-from bertscope.config import Attention as AttentionImpl
-from bertscope.errors import BertscopeError, parse_enum
-from bertscope.taxonomy import Sublayer
-
-DROPOUT_PROB = 0.1
-"""Hidden and attention dropout when a run has dropout on (BERT, RoBERTa, ALBERT v1)."""
-INIT_STD = 0.02
-"""Normal init std of weights (`initializer_range` in every published config)."""
-IGNORE_INDEX = -100
-"""MLM label of positions that are not predicted."""
+from bertscope.config import Attention, Checkpoint, Family, ModelConfig, RunConfig
+from bertscope.errors import BertscopeError
+from bertscope.measure.models.layers import (
+    DROPOUT_PROB,
+    IGNORE_INDEX,
+    INIT_STD,
+    Context,
+    FusedCore,
+    Score,
+    dropout_layer,
+    make_activation,
+)
 
 
 def pad_id(cfg: ModelConfig) -> int:
@@ -54,43 +55,6 @@ def layer_norm_eps(cfg: ModelConfig) -> float:
     """LayerNorm epsilon of the published configs: 1e-5 for RoBERTa, 1e-12 otherwise."""
     return 1e-5 if cfg.family is Family.ROBERTA else 1e-12
 
-
-class NewGELU(nn.Module):
-    """GELU, tanh approximation, as Google's BERT/ALBERT code and HF's `gelu_new` write it."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi)
-                                           * (x + 0.044715 * torch.pow(x, 3.0))))
-
-
-class FastGELU(nn.Module):
-    """GELU, tanh approximation with the constants folded (HF's `gelu_fast`)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
-
-
-def make_activation(act: Activation | str) -> nn.Module:
-    """The activation module for a config's `activation` (gelu is exact, erf-based)."""
-    match parse_enum(Activation, act, "activation"):
-        case Activation.GELU:
-            return nn.GELU()
-        case Activation.GELU_NEW:
-            return NewGELU()
-        case Activation.GELU_FAST:
-            return FastGELU()
-        case Activation.GELU_PYTORCH_TANH:
-            return nn.GELU(approximate="tanh")
-        case Activation.RELU:
-            return nn.ReLU()
-        case Activation.SILU:
-            return nn.SiLU()
-    raise BertscopeError(f"no activation module for {act!r}")
-
-
-def _dropout(p: float) -> nn.Module:
-    # with dropout off no op is launched at all (not a p=0 dropout kernel)
-    return nn.Dropout(p) if p > 0 else nn.Identity()
 
 
 class Embeddings(nn.Module):
@@ -105,8 +69,8 @@ class Embeddings(nn.Module):
                                      padding_idx=self.pad if self.roberta else None)
         self.token_type = nn.Embedding(cfg.type_vocab_size, e)
         self.norm = nn.LayerNorm(e, eps=layer_norm_eps(cfg))
-        self.drop = _dropout(dropout)
-        albert = cfg.family is Family.ALBERT  # HF's ALBERT projects even when E == h
+        self.drop = dropout_layer(dropout)
+        albert = cfg.family.factorized_embedding  # HF's ALBERT projects even when E == h
         self.project = nn.Linear(e, cfg.hidden) if albert or e != cfg.hidden else None
         self.register_buffer("position_ids", torch.arange(cfg.max_positions)[None],
                              persistent=False)
@@ -124,44 +88,8 @@ class Embeddings(nn.Module):
         return self.project(x) if self.project is not None else x  # (B, T, h)
 
 
-class Score(nn.Module):
-    """Attention scores Q K^T / sqrt(hs) + additive mask (Vaswani et al. 2017, eq. 1)."""
 
-    def __init__(self, head_dim: int) -> None:
-        super().__init__()
-        self.scale = head_dim**-0.5
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        # q, k (B, nh, T, hs); mask (B, 1, 1, T) -> (B, nh, T, T)
-        return torch.matmul(q, k.transpose(2, 3)) * self.scale + mask
-
-
-class Context(nn.Module):
-    """Attention-weighted values P V, heads merged back."""
-
-    def forward(self, p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        B, nh, T, hs = v.shape
-        y = torch.matmul(p, v)  # (B, nh, T, hs)
-        return y.transpose(1, 2).contiguous().view(B, T, nh * hs)  # (B, T, h)
-
-
-class FusedCore(nn.Module):
-    """The attention core in one call, torch's scaled_dot_product_attention (flash /
-    memory-efficient kernels; `Attention.SDPA` in the analytic model), heads merged back."""
-
-    def __init__(self, dropout: float) -> None:
-        super().__init__()
-        self.p = dropout
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                mask: torch.Tensor) -> torch.Tensor:
-        B, nh, T, hs = v.shape
-        y = nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.p if self.training else 0.0)
-        return y.transpose(1, 2).contiguous().view(B, T, nh * hs)  # (B, T, h)
-
-
-class Attention(nn.Module):
+class SelfAttention(nn.Module):
     """Multi-head self-attention with separate Q, K, V projections; the core as explicit ops
     (eager) or one fused call (`sdpa`)."""
 
@@ -175,7 +103,7 @@ class Attention(nn.Module):
         else:
             self.score = Score(cfg.head_dim)
             self.softmax = nn.Softmax(dim=-1)
-            self.drop = _dropout(dropout)
+            self.drop = dropout_layer(dropout)
             self.context = Context()
         self.out = nn.Linear(h, h)
 
@@ -195,7 +123,7 @@ class AddNorm(nn.Module):
 
     def __init__(self, cfg: ModelConfig, dropout: float) -> None:
         super().__init__()
-        self.drop = _dropout(dropout)
+        self.drop = dropout_layer(dropout)
         self.norm = nn.LayerNorm(cfg.hidden, eps=layer_norm_eps(cfg))
 
     def forward(self, y: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -220,7 +148,7 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, dropout: float, sdpa: bool = False) -> None:
         super().__init__()
-        self.attn = Attention(cfg, dropout, sdpa)
+        self.attn = SelfAttention(cfg, dropout, sdpa)
         self.attn_norm = AddNorm(cfg, dropout)
         self.ffn = FeedForward(cfg)
         self.ffn_norm = AddNorm(cfg, dropout)
@@ -368,128 +296,23 @@ class EncoderForPretraining(nn.Module):
         return (1.0 - keep) * torch.finfo(dtype).min
 
 
-ENCODER_FAMILIES = (Family.BERT, Family.ROBERTA, Family.ALBERT)
-"""The families `EncoderForPretraining` builds."""
-
-
-def build_model(model: ModelConfig, run: RunConfig) -> nn.Module:
-    """The reference model for a run: dropout, checkpointing and MLM rows from `run`; other
-    families' models are built by `models_more.build_other` (one file per family)."""
-    if model.family not in ENCODER_FAMILIES:
-        from bertscope.measure.models_more import build_other  # it imports this module
-
-        return build_other(model, run)
+def build_encoder(model: ModelConfig, run: RunConfig) -> EncoderForPretraining:
+    """The reference encoder (BERT, RoBERTa, ALBERT) for a run: dropout, checkpointing, MLM
+    rows and the attention kernels from `run`."""
     return EncoderForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
                                  checkpointing=(run.checkpoint is Checkpoint.FULL),
                                  masked_lm_only=run.masked_lm_only,
-                                 sdpa=run.attention is AttentionImpl.SDPA)
-
-
-# --- attribution: module path -> Sublayer --------------------------------------------
-
-_TOP_SUBLAYER: dict[str, Sublayer] = {
-    "embeddings": Sublayer.EMBEDDING,
-    "mlm": Sublayer.MLM_HEAD,
-    "nsp": Sublayer.NSP_HEAD,
-    "loss": Sublayer.LOSS,
-    "patch": Sublayer.PATCH_EMBED,
-    "final_norm": Sublayer.FINAL_NORM,
-    "classifier": Sublayer.CLS_HEAD,
-    "enc_final": Sublayer.FINAL_NORM,  # T5's two stacks
-    "dec_final": Sublayer.FINAL_NORM,
-    "lm_head": Sublayer.LM_HEAD,
-}
-LAYER_SUBLAYER: dict[str, Sublayer] = {
-    "attn.q": Sublayer.QKV,
-    "attn.k": Sublayer.QKV,
-    "attn.v": Sublayer.QKV,
-    "attn.score": Sublayer.ATTN_SCORE,
-    "attn.softmax": Sublayer.ATTN_SOFTMAX,
-    "attn.drop": Sublayer.ATTN_SOFTMAX,  # dropout on probabilities, as the analytic model
-    "attn.context": Sublayer.ATTN_CONTEXT,
-    "attn.core": Sublayer.ATTN_FUSED,
-    "attn.out": Sublayer.ATTN_OUTPUT,
-    "attn_norm": Sublayer.ATTN_ADD_NORM,
-    "ffn.fc1": Sublayer.FFN1,
-    "ffn.act": Sublayer.FFN_ACT,
-    "ffn.fc2": Sublayer.FFN2,
-    "ffn_norm": Sublayer.FFN_ADD_NORM,
-    "attn_res": Sublayer.ATTN_ADD_NORM,  # pre-LN layers (ViT): dropout + residual add
-    "ffn_res": Sublayer.FFN_ADD_NORM,
-    # T5 (measure/models_t5.py): relative bias, cross-attention, gated feed-forward
-    "bias": Sublayer.REL_POS_BIAS,
-    "mask": Sublayer.ATTN_SCORE,  # the decoder's causal mask
-    **{f"cross.{n}": Sublayer.CROSS_QKV for n in "qkv"},
-    **{f"cross.{n}": Sublayer.CROSS_CORE for n in ("score", "softmax", "drop", "context")},
-    "cross.out": Sublayer.CROSS_OUTPUT,
-    "cross_norm": Sublayer.CROSS_ADD_NORM,
-    "cross_res": Sublayer.CROSS_ADD_NORM,
-    "ffn.gate": Sublayer.FFN_GATE,
-    "ffn.mul": Sublayer.FFN_ACT,
-    "ffn.drop": Sublayer.FFN_ACT,
-}
-"""Module path inside `layers.{i}` -> sublayer; a path's longest listed prefix decides."""
-
-
-def module_sublayer(name: str) -> Sublayer:
-    """The sublayer of a module path of `EncoderForPretraining` (`layers.3.attn.q` -> qkv).
-
-    Parent modules with no work of their own (`layers.3`, `layers.3.attn`) and the model
-    itself (`""`, the attention mask) are `Sublayer.OTHER`.
-    """
-    return path_sublayer(name, _TOP_SUBLAYER, LAYER_SUBLAYER)
-
-
-def path_sublayer(name: str, top: dict[str, Sublayer], layer: dict[str, Sublayer]) -> Sublayer:
-    """The sublayer of a reference model's module path: `top` maps the first component
-    outside the stack, `layer` the path inside `layers.{i}` (its longest listed prefix);
-    anything else is `Sublayer.OTHER`."""
-    parts = name.split(".") if name else []
-    if not parts:
-        return Sublayer.OTHER
-    if parts[0] != "layers":
-        return top.get(parts[0], Sublayer.OTHER)
-    for end in range(len(parts), 2, -1):
-        sub = layer.get(".".join(parts[2:end]))
-        if sub is not None:
-            return sub
-    return Sublayer.OTHER
-
-
-def layer_index(name: str) -> int | None:
-    """The encoder layer a module path lies in (`layers.3.ffn.fc1` -> 3), else None.
-
-    For ALBERT this is the shared module's index (0); count its calls for the depth.
-    """
-    parts = name.split(".")
-    return int(parts[1]) if len(parts) > 1 and parts[0] == "layers" else None
-
-
-# --- moved: the Hugging Face config and weight map live in `hf_weights.py` -----------
-
-_MOVED = {"hf_config", "hf_param_name", "load_hf_state_dict"}
-
-
-def __getattr__(name: str) -> Any:
-    # the old home of the Hugging Face helpers: still importable from here (lazily, as
-    # hf_weights imports this module)
-    if name in _MOVED:
-        from bertscope.measure import hf_weights
-
-        return getattr(hf_weights, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+                                 sdpa=run.attention is Attention.SDPA)
 
 
 __all__ = [
-    "DROPOUT_PROB",
-    "LAYER_SUBLAYER",
+    "AddNorm",
     "EncoderForPretraining",
     "EncoderLayer",
+    "FeedForward",
     "PretrainingOutput",
-    "build_model",
-    "layer_index",
-    "make_activation",
-    "module_sublayer",
+    "SelfAttention",
+    "build_encoder",
+    "layer_norm_eps",
     "pad_id",
-    "path_sublayer",
 ]

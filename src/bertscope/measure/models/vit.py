@@ -26,17 +26,20 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.config import ModelConfig
-from bertscope.measure.models import (
-    INIT_STD,
-    Attention,
+from bertscope.config import Attention, Checkpoint, ModelConfig, RunConfig
+from bertscope.measure.models.encoder import (
     EncoderForPretraining,
     FeedForward,
-    Score,
-    _dropout,
+    SelfAttention,
     layer_norm_eps,
 )
-from bertscope.measure.models_decoder import Residual  # x + dropout(y), as GPT-2's layers
+from bertscope.measure.models.layers import (
+    DROPOUT_PROB,
+    INIT_STD,
+    Residual,  # x + dropout(y), as GPT-2's layers
+    Score,
+    dropout_layer,
+)
 
 
 class PatchEmbedding(nn.Module):
@@ -64,7 +67,7 @@ class PositionEmbedding(nn.Module):
     def __init__(self, cfg: ModelConfig, dropout: float) -> None:
         super().__init__()
         self.position = nn.Parameter(torch.zeros(1, cfg.max_positions, cfg.hidden))
-        self.drop = _dropout(dropout)
+        self.drop = dropout_layer(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(x + self.position)
@@ -85,7 +88,7 @@ class ViTLayer(nn.Module):
         super().__init__()
         eps = layer_norm_eps(cfg)
         self.attn_norm = nn.LayerNorm(cfg.hidden, eps=eps)
-        self.attn = Attention(cfg, dropout, sdpa)
+        self.attn = SelfAttention(cfg, dropout, sdpa)
         if not sdpa:
             self.attn.score = UnmaskedScore(cfg.head_dim)
         self.attn_res = Residual(dropout)
@@ -171,4 +174,12 @@ def load_hf_vit(model: ViTForClassification, hf: nn.Module) -> None:
     model.load_state_dict(out)
 
 
-__all__ = ["ClassificationOutput", "ViTForClassification", "ViTLayer", "load_hf_vit"]
+def build_vit(model: ModelConfig, run: RunConfig) -> ViTForClassification:
+    """The reference ViT for a run: dropout, checkpointing and the attention kernels from
+    `run`."""
+    return ViTForClassification(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
+                                checkpointing=(run.checkpoint is Checkpoint.FULL),
+                                sdpa=run.attention is Attention.SDPA)
+
+
+__all__ = ["ClassificationOutput", "ViTForClassification", "ViTLayer", "build_vit", "load_hf_vit"]

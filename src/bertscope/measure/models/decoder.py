@@ -32,15 +32,15 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.config import Attention as AttentionImpl
-from bertscope.config import Checkpoint, Family, ModelConfig, RunConfig
+from bertscope.config import Architecture, Attention, Checkpoint, ModelConfig, Positions, RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.measure.models import (
+from bertscope.measure.models.layers import (
     DROPOUT_PROB,
     INIT_STD,
     Context,
+    Residual,
     Score,
-    _dropout,
+    dropout_layer,
     make_activation,
     path_sublayer,
 )
@@ -78,14 +78,14 @@ class Embeddings(nn.Module):
     def __init__(self, cfg: ModelConfig, dropout: float) -> None:
         super().__init__()
         self.word = nn.Embedding(cfg.vocab_size, cfg.hidden)
-        self.gpt2 = cfg.family is Family.GPT2
-        if self.gpt2:
+        self.learned = cfg.family.positions is Positions.LEARNED  # GPT-2's table
+        if self.learned:
             self.position = nn.Embedding(cfg.max_positions, cfg.hidden)
-            self.drop = _dropout(dropout)
+            self.drop = dropout_layer(dropout)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.word(ids)  # (B, T, h)
-        if self.gpt2:
+        if self.learned:
             pos = torch.arange(ids.size(1), device=ids.device)[None]  # (1, T)
             x = self.drop(x + self.position(pos))
         return x
@@ -143,7 +143,7 @@ class FusedCore(nn.Module):
         return y.transpose(1, 2).reshape(B, T, nh * hs)
 
 
-class Attention(nn.Module):
+class CausalSelfAttention(nn.Module):
     """Causal self-attention: fused (GPT-2) or separate (Llama) projections."""
 
     def __init__(self, cfg: ModelConfig, dropout: float, sdpa: bool) -> None:
@@ -158,7 +158,7 @@ class Attention(nn.Module):
             self.q = nn.Linear(h, self.nh * d, bias=bias)
             self.k = nn.Linear(h, self.kv * d, bias=bias)
             self.v = nn.Linear(h, self.kv * d, bias=bias)
-        self.rotary = Rotate() if cfg.family is Family.LLAMA else None
+        self.rotary = Rotate() if cfg.family.positions is Positions.ROTARY else None
         self.sdpa = sdpa
         groups = self.nh // self.kv
         self.repeat = Repeat(groups) if groups > 1 else None
@@ -166,7 +166,7 @@ class Attention(nn.Module):
             self.core = FusedCore(dropout)
         else:
             self.score, self.softmax = Score(d), nn.Softmax(dim=-1)
-            self.drop, self.context = _dropout(dropout), Context()
+            self.drop, self.context = dropout_layer(dropout), Context()
         self.out = nn.Linear(self.nh * d, h, bias=bias)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor,
@@ -188,17 +188,6 @@ class Attention(nn.Module):
             k, v = self.repeat(k), self.repeat(v)
         p = self.drop(self.softmax(self.score(q, k, mask)))
         return self.out(self.context(p, v))
-
-
-class Residual(nn.Module):
-    """residual + dropout(y)."""
-
-    def __init__(self, dropout: float) -> None:
-        super().__init__()
-        self.drop = _dropout(dropout)
-
-    def forward(self, y: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return residual + self.drop(y)
 
 
 class GatedAct(nn.Module):
@@ -235,7 +224,7 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, dropout: float, sdpa: bool) -> None:
         super().__init__()
-        self.attn_norm, self.attn = _norm(cfg), Attention(cfg, dropout, sdpa)
+        self.attn_norm, self.attn = _norm(cfg), CausalSelfAttention(cfg, dropout, sdpa)
         self.attn_res = Residual(dropout)
         self.ffn_norm, self.ffn, self.ffn_res = _norm(cfg), FeedForward(cfg), Residual(dropout)
 
@@ -268,15 +257,15 @@ class DecoderForCausalLM(nn.Module):
     def __init__(self, cfg: ModelConfig, *, dropout: float = DROPOUT_PROB,
                  checkpointing: bool = False, sdpa: bool = False) -> None:
         super().__init__()
-        if cfg.family not in (Family.GPT2, Family.LLAMA):
+        if cfg.family.architecture is not Architecture.DECODER:
             raise BertscopeError(f"DecoderForCausalLM builds gpt2 and llama, not "
                                  f"{cfg.family.value}")
-        if cfg.family is Family.LLAMA:
+        if not cfg.family.dropout:
             dropout = 0.0  # Llama has no dropout layers
         self.cfg, self.checkpointing = cfg, checkpointing
         self._masks: dict[tuple[Any, ...], torch.Tensor] = {}
         self.embeddings = Embeddings(cfg, dropout)
-        self.rotary = RotaryTables(cfg) if cfg.family is Family.LLAMA else None
+        self.rotary = RotaryTables(cfg) if cfg.family.positions is Positions.ROTARY else None
         self.layers = nn.ModuleList(DecoderLayer(cfg, dropout, sdpa)
                                     for _ in range(cfg.num_layers))
         self.final_norm = _norm(cfg)
@@ -323,12 +312,12 @@ class DecoderForCausalLM(nn.Module):
 
 def build_decoder(model: ModelConfig, run: RunConfig) -> DecoderForCausalLM:
     """The reference decoder for a run (dropout, checkpointing, attention from `run`)."""
-    if run.attention is AttentionImpl.FUSED_SOFTMAX:
+    if run.attention is Attention.FUSED_SOFTMAX:
         raise BertscopeError("profile measures eager or sdpa attention; fused-softmax is "
                              "modelled by the analytic model only")
     return DecoderForCausalLM(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
                               checkpointing=(run.checkpoint is Checkpoint.FULL),
-                              sdpa=run.attention is AttentionImpl.SDPA)
+                              sdpa=run.attention is Attention.SDPA)
 
 
 _TOP: dict[str, Sublayer] = {"embeddings": Sublayer.EMBEDDING, "rotary": Sublayer.ROTARY,
@@ -353,10 +342,6 @@ def decoder_sublayer(name: str) -> Sublayer:
     return path_sublayer(name, _TOP, _LAYER)
 
 
-def decoder_inputs(ids: torch.Tensor) -> dict[str, Any]:
-    """Keyword arguments of `DecoderForCausalLM` and HF's causal-LM classes for (B, T) ids."""
-    return {"input_ids": ids, "labels": ids}
 
-
-__all__ = ["DecoderForCausalLM", "DecoderLayer", "build_decoder", "decoder_inputs",
-           "decoder_sublayer"]
+__all__ = ["CausalSelfAttention", "DecoderForCausalLM", "DecoderLayer", "RMSNorm",
+           "build_decoder", "decoder_sublayer"]

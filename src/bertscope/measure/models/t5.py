@@ -25,9 +25,16 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.config import ModelConfig
-from bertscope.measure.models import _dropout, make_activation
-from bertscope.measure.models_decoder import Residual
+from bertscope.config import Attention, Checkpoint, ModelConfig, RunConfig
+from bertscope.errors import BertscopeError
+from bertscope.measure.models.layers import (
+    DROPOUT_PROB,
+    Residual,
+    dropout_layer,
+    encoder_sublayer,
+    make_activation,
+)
+from bertscope.taxonomy import Sublayer
 
 MAX_DISTANCE = 128
 """T5's `relative_attention_max_distance`: relative positions beyond it share a bucket."""
@@ -119,7 +126,7 @@ class T5Attention(nn.Module):
         h, i, self.nh = cfg.hidden, cfg.heads * cfg.head_dim, cfg.heads
         self.q, self.k, self.v = (nn.Linear(h, i, bias=False) for _ in range(3))
         self.score, self.softmax = BiasedScore(), nn.Softmax(dim=-1)
-        self.drop, self.context = _dropout(dropout), Context()
+        self.drop, self.context = dropout_layer(dropout), Context()
         self.out = nn.Linear(i, h, bias=False)
 
     def forward(self, x: torch.Tensor, kv: torch.Tensor, bias: torch.Tensor | None,
@@ -148,7 +155,7 @@ class T5FeedForward(nn.Module):
         self.gate = nn.Linear(h, f, bias=False) if cfg.gated_ffn else None
         self.fc1, self.act = nn.Linear(h, f, bias=False), make_activation(cfg.activation)
         self.mul = GateMul() if cfg.gated_ffn else None
-        self.drop, self.fc2 = _dropout(dropout), nn.Linear(f, h, bias=False)
+        self.drop, self.fc2 = dropout_layer(dropout), nn.Linear(f, h, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate is not None and self.mul is not None:
@@ -198,7 +205,7 @@ class T5Embeddings(nn.Module):
     def __init__(self, cfg: ModelConfig, dropout: float) -> None:
         super().__init__()
         self.shared = nn.Embedding(cfg.vocab_size, cfg.hidden)
-        self.drop = _dropout(dropout)
+        self.drop = dropout_layer(dropout)
         self.shift = ShiftRight()
 
     def forward(self, ids: torch.Tensor, shift: bool = False) -> torch.Tensor:
@@ -219,7 +226,7 @@ class FinalNorm(nn.Module):
 
     def __init__(self, h: int, dropout: float) -> None:
         super().__init__()
-        self.norm, self.drop = RMSNorm(h), _dropout(dropout)
+        self.norm, self.drop = RMSNorm(h), dropout_layer(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.norm(x))
@@ -319,4 +326,23 @@ def load_hf_t5(model: T5ForPretraining, hf: nn.Module) -> None:
     model.load_state_dict(out)
 
 
-__all__ = ["T5Block", "T5ForPretraining", "load_hf_t5"]
+def build_t5(model: ModelConfig, run: RunConfig) -> T5ForPretraining:
+    """The reference T5 for a run: dropout and checkpointing from `run` (eager attention
+    only: its position bias is added to the scores)."""
+    if run.attention is Attention.SDPA:
+        raise BertscopeError("the reference T5 runs eager attention (its position bias "
+                             "is added to the scores); drop --attention sdpa")
+    return T5ForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
+                            checkpointing=(run.checkpoint is Checkpoint.FULL))
+
+
+def t5_sublayer(name: str) -> Sublayer:
+    """`layers.encoder_sublayer`, with the cross-attention module's own ops (splitting its
+    Q, K and V into heads, merging them back) counted with its projections."""
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0] == "layers" and parts[2] == "cross":
+        return Sublayer.CROSS_QKV
+    return encoder_sublayer(name)
+
+
+__all__ = ["T5Block", "T5ForPretraining", "build_t5", "load_hf_t5", "t5_sublayer"]
