@@ -48,7 +48,8 @@ def main() -> None:
     best = result.frame.iloc[0]
     print(f"{MODEL} global batch {GLOBAL_BATCH} x seq {SEQ} bf16 on {DEVICES} x {DEVICE} "
           f"({cluster.topology.name}): {n:,} layouts, {result.fitting:,} fit; best "
-          f"{row_job(workload, best.to_dict()).label()} at {best['tokens_per_s'] / 1e6:.2f} M tokens/s")
+          f"{row_job(workload, best.to_dict()).label()} at "
+          f"{best['tokens_per_s'] / 1e6:.2f} M tokens/s")
     print(f"search cold {cold * 1e3:.0f} ms (target {TARGET_S:.0f} s, ratio "
           f"{cold / TARGET_S:.2f}); warm (compute table cached) {warm * 1e3:.0f} ms; "
           f"{cold / n * 1e6:.1f} µs per layout")
