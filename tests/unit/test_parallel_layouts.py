@@ -106,6 +106,8 @@ def cluster16() -> Cluster:
 @pytest.mark.parametrize(("kw", "micro_batches", "needle"), [
     (dict(dp=8), 1, "cluster has 16 devices"),
     (dict(dp=16), 3, "not divisible by dp x micro-batches"),
+    (dict(dp=16), 0, "micro_batches must be a positive integer"),
+    (dict(dp=16), np.int64(2), None),  # a search frame's numpy micro-batches
     (dict(dp=4, tp=4, pp=1), 1, None),
     (dict(dp=2, tp=8), 1, "does not divide"),
     (dict(dp=2, pp=8), 1, "do not split"),
