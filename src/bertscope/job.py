@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import IntEnum, StrEnum
+from numbers import Integral
 from typing import Any
 
 from bertscope.config import ModelConfig, RunConfig, config_dict, from_dict, setting
@@ -97,7 +98,7 @@ class Layout:
     def __post_init__(self) -> None:
         for f in _SIZES:  # numpy integers (a search frame's rows) become ints
             value = getattr(self, f)
-            if is_positive_int(value):
+            if isinstance(value, Integral) and not isinstance(value, bool):
                 object.__setattr__(self, f, int(value))
         check_positive_ints(self, _SIZES, "layout: ")
         object.__setattr__(self, "zero", zero_stage(self.zero))

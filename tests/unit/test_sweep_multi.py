@@ -9,7 +9,7 @@ import pytest
 
 from bertscope.config import RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.parallel import Cluster, Layout, Workload, evaluate
+from bertscope.parallel import Cluster, Job, Layout, evaluate
 from bertscope.perf import load_profile
 from bertscope.presets import get_model
 from bertscope.sweep import sweep
@@ -30,12 +30,13 @@ def test_each_point_equals_the_distributed_model(model, device, batch, seq, micr
     assert r.evaluated == 1
     row = r.frame.iloc[0]
     m = get_model(model)
-    # batch is per micro-batch, micro-batches per replica: the step's global batch
-    workload = Workload(model=m, run=RunConfig(batch=1, seq=seq, precision="bf16"),
-                        global_batch=batch * micro * dp)
-    cluster = Cluster.build(device, dp * tp * pp)
-    ref = evaluate(Layout(dp=dp, tp=tp, pp=pp, micro_batches=micro, zero=zero,
-                          checkpoint=ckpt), workload, cluster)
+    # batch is per micro-batch, micro-batches per replica (the run's, as a sweep's axes say):
+    # the step's global batch is batch x micro x dp
+    job = Job(model=m, run=RunConfig(batch=batch, seq=seq, precision="bf16",
+                                     micro_batches=micro, checkpoint=ckpt),
+              layout=Layout(dp=dp, tp=tp, pp=pp, zero=zero))
+    assert job.global_batch == batch * micro * dp
+    ref = evaluate(job, Cluster.build(device, dp * tp * pp))
     assert row["iteration_s"] == pytest.approx(ref.iteration_s, rel=1e-9)
     assert row["tokens_per_s"] == pytest.approx(ref.tokens_per_s, rel=1e-9)
     assert row["memory_bytes"] == pytest.approx(ref.memory_bytes, rel=1e-9)

@@ -6,6 +6,7 @@ settings and the global batch), which a layout search spreads in every valid way
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from numbers import Integral
 
 from bertscope.config import Checkpoint, ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError, check_positive_ints, is_positive_int
@@ -74,15 +75,17 @@ class Workload:
         """The job that trains this workload with `layout`, `micro_batches` micro-batches per
         replica and `checkpoint` recomputation: global batch / (dp x micro-batches) sequences
         per micro-batch. Raises `BertscopeError` when they do not divide the global batch."""
+        if isinstance(micro_batches, Integral) and not isinstance(micro_batches, bool):
+            micro_batches = int(micro_batches)  # numpy integers (a frame's rows) too
         if not is_positive_int(micro_batches):
             raise BertscopeError(f"micro_batches must be a positive integer, got "
                                  f"{micro_batches!r}")
-        per_step = layout.dp * int(micro_batches)
+        per_step = layout.dp * micro_batches
         if self.global_batch % per_step:
             raise BertscopeError(f"global batch {self.global_batch} is not divisible by dp x "
                                  f"micro-batches = {per_step}")
         run = replace(self.run, batch=self.global_batch // per_step,
-                      micro_batches=int(micro_batches), checkpoint=checkpoint)
+                      micro_batches=micro_batches, checkpoint=checkpoint)
         return Job(model=self.model, run=run, layout=layout)
 
 

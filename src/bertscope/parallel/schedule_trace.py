@@ -133,7 +133,7 @@ def layout_timeline(job: Job, cluster: Cluster) -> dict[str, Any]:
     bc, bm = r["step_bwd_compute_s"], r["step_bwd_comm_s"]
     steps = simulate(layout.schedule, p, m, v, fc + fm, bc + bm)
     flush = max(s.end for s in steps)
-    lps = workload.model.num_layers // (p * v)
+    lps = workload.model.stack_layers // (p * v)  # T5: encoder and decoder layers
     events: list[dict[str, Any]] = []
     for s in range(p):
         pid = s + 1

@@ -209,7 +209,7 @@ def search(workload: Workload, cluster: Cluster, space: SearchSpace | None = Non
         raise BertscopeError(
             f"no valid layout of {cluster.devices} devices for {workload.model.name} with "
             f"global batch {workload.global_batch} and the pinned choices; relax --tp/--pp/"
-            f"--dp/--microbatches, or pick a device count and batch with common divisors")
+            f"--dp/--micro-batches, or pick a device count and batch with common divisors")
     b = workload.global_batch // (arrays["dp"] * arrays["micro_batches"])
     table = compute_table(workload, cluster.profile, np.unique(b), np.unique(arrays["tp"]))
     r = evaluate_arrays(workload, cluster, arrays, table)

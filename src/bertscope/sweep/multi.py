@@ -89,14 +89,14 @@ def _models(group: Group) -> list[tuple[tuple[int, ...], ModelConfig]]:
 def _valid_layouts(combos: list[tuple[int, int, int, int]], micro: np.ndarray,
                    workload: Workload, cluster_of: dict[int, Cluster], checkpoint: Checkpoint
                    ) -> list[tuple[int, int, int, int, int]]:
-    """(dp, tp, pp, zero, micro-batches) layouts `check_layout` accepts (1F1B, no sequence
-    parallelism): the distributed model's own rules, asked once per layout."""
+    """(dp, tp, pp, zero, micro-batches) layouts whose job `check_layout` accepts (1F1B, no
+    sequence parallelism): the distributed model's own rules, asked once per layout."""
     ok = []
     for (d, t, p, z), mb in itertools.product(combos, micro.astype(int).tolist()):
         try:
-            layout = Layout(dp=d, tp=t, pp=p, micro_batches=mb, zero=z, checkpoint=checkpoint)
-            check_layout(layout, replace(workload, global_batch=d * mb),
-                         cluster_of[d * t * p])
+            job = replace(workload, global_batch=d * mb).job(Layout(dp=d, tp=t, pp=p, zero=z),
+                                                              mb, checkpoint)
+            check_layout(job, cluster_of[d * t * p])
         except BertscopeError:
             continue
         ok.append((d, t, p, z, mb))
