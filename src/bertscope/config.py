@@ -239,9 +239,9 @@ class ModelConfig:
             if self.max_positions != self.patches + 1:
                 raise BertscopeError(f"{name}: a ViT has patches + 1 = {self.patches + 1} "
                                      f"positions, got max_positions {self.max_positions}")
-        if self.decoder_layers is not None and f is not Family.T5:
+        if self.decoder_layers is not None and f.architecture is not Architecture.ENCODER_DECODER:
             raise BertscopeError(f"{name}: decoder_layers applies to T5 only")
-        if self.embedding_size is not None and f is not Family.ALBERT:
+        if self.embedding_size is not None and not f.factorized_embedding:
             raise BertscopeError(f"{name}: embedding_size applies to ALBERT only")
         if self.share_layers and f is not Family.ALBERT:
             raise BertscopeError(f"{name}: share_layers applies to ALBERT only")
@@ -291,13 +291,14 @@ class ModelConfig:
 
     @property
     def has_mlm_head(self) -> bool:
-        """BERT, RoBERTa and ALBERT pretrain with a masked-LM head."""
-        return self.family in (Family.BERT, Family.ROBERTA, Family.ALBERT)
+        """BERT, RoBERTa and ALBERT pretrain with a masked-LM head (the family's spec says)."""
+        return self.family.mlm_head
 
     @property
     def has_pooler_head(self) -> bool:
-        """BERT (NSP) and ALBERT (SOP) pretrain a sentence-level head on the pooled [CLS]."""
-        return self.family in (Family.BERT, Family.ALBERT)
+        """BERT (NSP) and ALBERT (SOP) pretrain a sentence-level head on the pooled [CLS] (the
+        family's spec says)."""
+        return self.family.pooler_head
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
