@@ -179,16 +179,24 @@ def _tags(cols: Columns) -> Columns:
 def _base_rows(workload: Workload, micro_batch: int) -> Columns:
     """One layer's and the outside sections' rows of a micro-batch (no optimizer rows); with
     two stacks (T5), one layer of each. With `run.fusion` the activation chains are fused
-    (the optimizer's rows, costed per device from the parameter groups, stay unfused)."""
+    (`_fused`; the optimizer's rows too, in `_update_ops`)."""
     m = workload.model
     one = {"decoder_layers": 1} if m.decoder_layer_count else {}
     m1 = with_changes(m, num_layers=1, share_layers=False, **one)
     ops = [op for op in model_ops(m1, workload.run_for(micro_batch))
            if op.phase is not Phase.OPTIMIZER]
-    if workload.run.fusion:  # activation chains as one kernel each (`perf.kernel_fusion`)
-        fused, _ = fuse_records([op._asdict() for op in ops], workload.precision.act_bytes)
-        ops = [Op(**{f: r[f] for f in Op._fields}) for r in fused]
-    return _columns(ops)
+    return _columns(_fused(ops, workload))
+
+
+def _fused(ops: list[Op], workload: Workload) -> list[Op]:
+    """The rows as `perf.kernel_fusion.fuse` runs them where the run fuses (`RunConfig.fusion`;
+    before the roles are read: a fused chain keeps its first row's tensor-parallel split and
+    pipeline stage, which every member shares), else unchanged."""
+    if not workload.run.fusion:
+        return ops
+    records = [op._asdict() for op in ops]
+    fused, _ = fuse_records(records, workload.precision.act_bytes)
+    return [Op(**{k: r[k] for k in Op._fields}) for r in fused]
 
 
 def _mean_seq(workload: Workload) -> float:
@@ -343,7 +351,7 @@ def _update_ops(workload: Workload) -> tuple[list[Op], Op]:
     acc = Op("model.grad_accumulate", -1, Sublayer.OTHER, Category.ELEMENTWISE,
              Phase.BACKWARD_WEIGHT, elements=n, flops=n, bytes_read=2 * ab * n,
              bytes_written=ab * n)
-    return optimizer_ops(m, run), acc
+    return _fused(optimizer_ops(m, run), workload), acc
 
 
 __all__ = ["ComputeTable", "clear_compute_tables", "compute_table"]

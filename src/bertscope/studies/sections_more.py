@@ -38,13 +38,13 @@ def scaling(ctx: Ctx, sweep_fn: Any) -> Section:
     parts = []
     for hidden, layers in ((768, 12), (1024, 24), (1536, 24), (2048, 36), (2560, 48),
                            (4096, 48)):
-        res = sweep_fn([base], [dev], hidden=[hidden], heads=[hidden // 64], layers=[layers],
+        res = sweep_fn([base], [dev], hidden=[hidden], heads=[hidden // 64], num_layers=[layers],
                        batch=[ctx.phases[0].batch], seq=[ctx.phases[0].seq],
                        precision=[ctx.low.value], optimizer=[ctx.optimizer.value])
         parts.append(res.frame)
     df = pd.concat(parts, ignore_index=True)
     shares = [c for c in df.columns if c.startswith("share_")]
-    keep = ["hidden", "layers", "params", "iteration_s", "memory_bound_share",
+    keep = ["hidden", "num_layers", "params", "iteration_s", "memory_bound_share",
             "optimizer_share", "memory_bytes", "fits", *shares]
     df = df[keep]
     a, b = df.iloc[0], df.iloc[-1]

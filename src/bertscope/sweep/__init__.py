@@ -44,7 +44,7 @@ from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
 from bertscope.presets import get_model
 from bertscope.sweep import engine, multi
-from bertscope.sweep.grid import KNOB_AXES, LAYOUT_AXES, MODEL_AXES, Grid, Group, run_axes
+from bertscope.sweep.grid import KNOB_AXES, MODEL_AXES, Grid, Group, run_axes
 from bertscope.taxonomy import Category
 
 MAX_CONFIGS = 2_000_000

@@ -26,7 +26,6 @@ import math
 import types
 import typing
 from collections.abc import Iterator, Mapping, Sequence
-from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -70,6 +69,9 @@ class RunAxis:
     optional: bool
     """The field may be None (e.g. `decoder_seq`: None means `seq`)."""
     help: str
+    """The field's help (`config.setting`)."""
+    flag: str
+    """Its command-line name: the `setting` flag, or the name with dashes."""
 
     @property
     def numeric(self) -> bool:
@@ -85,7 +87,8 @@ def run_axes() -> tuple[RunAxis, ...]:
     out = []
     for f in dataclasses.fields(cls):
         kind, optional = _base_type(hints[f.name])
-        out.append(RunAxis(f.name, f.default, kind, optional, f.metadata.get("help", "")))
+        out.append(RunAxis(f.name, f.default, kind, optional, f.metadata.get("help", ""),
+                           f.metadata.get("flag") or f.name.replace("_", "-")))
     return tuple(out)
 
 
