@@ -144,6 +144,18 @@ def test_encoder_decoder_and_vision_models(model, seqs) -> None:
         _check(row, _reference(get_model(model), run, "a100", Knobs()))
 
 
+def test_t5_layers_swept() -> None:
+    # T5's decoder layers follow num_layers (decoder_layers None): its layer index is an
+    # array over the axis, and each row still equals the per-configuration path
+    res = sweep(["t5-small"], ["a100"], num_layers=[1, 2], batch=[2], seq=[16],
+                fusion=[False, True])
+    assert res.evaluated == 4
+    for row in res.frame.to_dict(orient="records"):
+        m = dataclasses.replace(get_model("t5-small"), num_layers=row["num_layers"])
+        _check(row, _reference(m, RunConfig(batch=2, seq=16), "a100", Knobs(),
+                               fused=row["fusion"]))
+
+
 def test_decoder_seq_is_an_axis() -> None:
     # T5's decoder length is RunConfig.decoder_seq, swept under that name: each row equals
     # the per-configuration path; left out, the column is absent (no model sets it)

@@ -108,7 +108,8 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
                 inputs = inputs + layers * ab * run.batch * seq * m.hidden
         elif blk.repeat is Repeat.ONCE:
             outside = outside + _fold(operator.add, [0, *(
-                op.saved_bytes for op in blk.rows if op.phase is Phase.FORWARD and op.layer < 0)])
+                op.saved_bytes for op in blk.rows  # a sweep's layer index may be an array (T5)
+                if op.phase is Phase.FORWARD and np.all(np.asarray(op.layer) < 0))])
     full = run.checkpoint is Checkpoint.FULL
     acts = outside + (inputs + per_layer if full else stacked)
     return {
