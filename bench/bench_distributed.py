@@ -24,7 +24,7 @@ from bertscope.analytic import ops
 from bertscope.config import RunConfig
 from bertscope.parallel import Cluster, Workload, evaluate, search
 from bertscope.parallel.layouts import clear_compute_tables
-from bertscope.parallel.search import enumerate_layouts, row_layout
+from bertscope.parallel.search import enumerate_layouts, row_job
 from bertscope.perf import predict
 from bertscope.presets import get_model
 
@@ -37,18 +37,20 @@ SAMPLE = 24
 
 def main() -> None:
     """Time the search and its baselines; print the ratios."""
-    job = Workload(model=get_model(MODEL), run=RunConfig(batch=1, seq=SEQ, precision="bf16"),
-                   global_batch=GLOBAL_BATCH)
+    workload = Workload(model=get_model(MODEL), run=RunConfig(batch=1, seq=SEQ,
+                                                              precision="bf16"),
+                        global_batch=GLOBAL_BATCH)
     cluster = Cluster.build(DEVICE, DEVICES)
-    layouts = enumerate_layouts(job, cluster)
+    layouts = enumerate_layouts(workload, cluster)
     n = len(layouts["dp"])
-    cold = median_time(lambda: search(job, cluster), setup=clear_compute_tables)
-    warm = median_time(lambda: search(job, cluster))
-    result = search(job, cluster)
+    cold = median_time(lambda: search(workload, cluster), setup=clear_compute_tables)
+    warm = median_time(lambda: search(workload, cluster))
+    result = search(workload, cluster)
     best = result.frame.iloc[0]
     print(f"{MODEL} global batch {GLOBAL_BATCH} x seq {SEQ} bf16 on {DEVICES} x {DEVICE} "
           f"({cluster.topology.name}): {n:,} layouts, {result.fitting:,} fit; best "
-          f"{row_layout(best.to_dict()).label()} at {best['tokens_per_s'] / 1e6:.2f} M tokens/s")
+          f"{row_job(workload, best.to_dict()).label()} at "
+          f"{best['tokens_per_s'] / 1e6:.2f} M tokens/s")
     print(f"search cold {cold * 1e3:.0f} ms (target {TARGET_S:.0f} s, ratio "
           f"{cold / TARGET_S:.2f}); warm (compute table cached) {warm * 1e3:.0f} ms; "
           f"{cold / n * 1e6:.1f} µs per layout")
@@ -71,11 +73,11 @@ def main() -> None:
     print(f"baseline 2: naive build + predict per layout {naive_each * 1e3:.1f} ms, x {n:,} "
           f"layouts = {naive_each * n:.0f} s; naive / search {naive_each * n / cold:.0f}x")
 
-    sample = [row_layout(r) for r in rows]
+    sample = [row_job(workload, r) for r in rows]
 
     def one_by_one() -> None:
-        for layout in sample:
-            evaluate(layout, job, cluster)
+        for job in sample:
+            evaluate(job, cluster)
 
     each = median_time(one_by_one, repeat=3) / SAMPLE
     print(f"baseline 3: evaluate() per layout {each * 1e3:.2f} ms (tables cached), x {n:,} = "

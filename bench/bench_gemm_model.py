@@ -6,8 +6,9 @@ bandwidth and overhead models), and the fraction of peak a few of its GEMM shape
 """
 
 from bertscope.analytic import build
-from bertscope.config import Job, RunConfig
+from bertscope.config import RunConfig
 from bertscope.hardware import DeviceKind, load_device
+from bertscope.job import Job
 from bertscope.perf import predict
 from bertscope.perf.efficiency import _DEFAULTS, load_profile
 from bertscope.perf.gpu_gemm import for_device

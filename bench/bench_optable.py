@@ -25,7 +25,7 @@ def main() -> None:
     for label, kw in [
         ("bert-large b32 s128 fp32 adam", dict(batch=32, seq=128)),
         ("bert-large b64 s512 bf16 lamb ckpt x4", dict(batch=64, seq=512, precision="bf16",
-                                                       optimizer="lamb", checkpointing=True,
+                                                       optimizer="lamb", checkpoint="full",
                                                        micro_batches=4)),
     ]:
         table = ops("bert-large", **kw)

@@ -23,7 +23,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = [("bert-large b8 s128 bf16", dict(batch=8, seq=128, precision="bf16")),
            ("bert-large b64 s512 bf16 lamb ckpt x4",
-            dict(batch=64, seq=512, precision="bf16", optimizer="lamb", checkpointing=True,
+            dict(batch=64, seq=512, precision="bf16", optimizer="lamb", checkpoint="full",
                  micro_batches=4))]
 ROUNDS, CALLS = 9, 20
 

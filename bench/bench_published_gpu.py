@@ -28,7 +28,8 @@ Sources (figures quoted in the rows below):
 from __future__ import annotations
 
 from bertscope.analytic import build
-from bertscope.config import Job, RunConfig
+from bertscope.config import RunConfig
+from bertscope.job import Job
 from bertscope.perf import Knobs, fuse, load_profile, predict
 from bertscope.presets import get_model
 

@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     from bertscope.analytic import build, memory_estimate, ops, parameter_count
     from bertscope.config import Family, ModelConfig, Optimizer, Precision, RunConfig
     from bertscope.errors import BertscopeError
+    from bertscope.job import Job, Layout
     from bertscope.optable import Op, OpTable
     from bertscope.presets import PRESETS, get_model
     from bertscope.studies.study import study
@@ -23,6 +24,7 @@ _LAZY = {
                     "bertscope.config"),
     **dict.fromkeys(("PRESETS", "get_model"), "bertscope.presets"),
     "BertscopeError": "bertscope.errors",
+    **dict.fromkeys(("Job", "Layout"), "bertscope.job"),
     **dict.fromkeys(("Op", "OpTable"), "bertscope.optable"),
     **dict.fromkeys(("Category", "Phase", "Sublayer"), "bertscope.taxonomy"),
     **dict.fromkeys(("analyze_trace", "read_trace"), "bertscope.trace"),
@@ -53,6 +55,8 @@ __all__ = [
     "BertscopeError",
     "Category",
     "Family",
+    "Job",
+    "Layout",
     "ModelConfig",
     "Op",
     "OpTable",

@@ -7,8 +7,8 @@ checkpoints' config.json files exactly, so parameter counts match Hugging Face's
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from enum import StrEnum
+from dataclasses import dataclass, field, fields
+from enum import IntEnum, StrEnum
 from typing import Any, TypeVar
 
 from bertscope.errors import (
@@ -109,8 +109,8 @@ class HostAllocator(StrEnum):
 
 
 class Checkpoint(StrEnum):
-    """Activation recomputation (Korthikanti et al. 2022). The analytic op model and the
-    profiler run `none` or `full` (`RunConfig.checkpointing`); the distributed model all three."""
+    """Activation recomputation (Korthikanti et al. 2022): `RunConfig.checkpoint`. The analytic
+    op model and the distributed model run all three; the profiler `none` and `full`."""
 
     NONE = "none"
     """Keep every activation backward needs."""
@@ -124,6 +124,13 @@ class Checkpoint(StrEnum):
         """The mode's integer code in arrays of layouts (its declaration order: 0 none,
         1 selective, 2 full)."""
         return list(Checkpoint).index(self)
+
+
+def setting(default: Any, help: str, *, flag: str | None = None) -> Any:
+    """A job field with its command-line help: `field(default=..., metadata=...)` that the
+    command line (`cli.options`) and the sweep axes (`sweep.grid`) are generated from.
+    `flag` names the option when it is not the field's name with dashes (`--sp`)."""
+    return field(default=default, metadata={"help": help, "flag": flag})
 
 
 MODEL_LIMITS = {"num_layers": 10_000, "hidden": 2**20, "heads": 2**16, "intermediate": 2**22,
@@ -232,9 +239,9 @@ class ModelConfig:
             if self.max_positions != self.patches + 1:
                 raise BertscopeError(f"{name}: a ViT has patches + 1 = {self.patches + 1} "
                                      f"positions, got max_positions {self.max_positions}")
-        if self.decoder_layers is not None and f is not Family.T5:
+        if self.decoder_layers is not None and f.architecture is not Architecture.ENCODER_DECODER:
             raise BertscopeError(f"{name}: decoder_layers applies to T5 only")
-        if self.embedding_size is not None and f is not Family.ALBERT:
+        if self.embedding_size is not None and not f.factorized_embedding:
             raise BertscopeError(f"{name}: embedding_size applies to ALBERT only")
         if self.share_layers and f is not Family.ALBERT:
             raise BertscopeError(f"{name}: share_layers applies to ALBERT only")
@@ -262,6 +269,12 @@ class ModelConfig:
         return self.decoder_layers if self.decoder_layers is not None else self.num_layers
 
     @property
+    def stack_layers(self) -> int:
+        """Layers of every stack (T5: the encoder's and the decoder's): what pipeline stages
+        divide among themselves."""
+        return self.num_layers + self.decoder_layer_count
+
+    @property
     def patches(self) -> int:
         """ViT: patches per image, (image_size / patch_size)^2."""
         return (self.image_size // self.patch_size) ** 2
@@ -278,43 +291,63 @@ class ModelConfig:
 
     @property
     def has_mlm_head(self) -> bool:
-        """BERT, RoBERTa and ALBERT pretrain with a masked-LM head."""
-        return self.family in (Family.BERT, Family.ROBERTA, Family.ALBERT)
+        """BERT, RoBERTa and ALBERT pretrain with a masked-LM head (the family's spec says)."""
+        return self.family.mlm_head
 
     @property
     def has_pooler_head(self) -> bool:
-        """BERT (NSP) and ALBERT (SOP) pretrain a sentence-level head on the pooled [CLS]."""
-        return self.family in (Family.BERT, Family.ALBERT)
+        """BERT (NSP) and ALBERT (SOP) pretrain a sentence-level head on the pooled [CLS] (the
+        family's spec says)."""
+        return self.family.pooler_head
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
 class RunConfig:
-    """One training iteration's settings (one optimizer step)."""
+    """One training iteration's settings on one device (one optimizer step). Every field is a
+    command-line option of every command that takes a job and a sweep axis of the same name
+    (`setting` gives its help)."""
 
-    batch: int
+    batch: int = setting(8, "Sequences per micro-batch.")
     """Sequences per micro-batch."""
-    seq: int
+    seq: int = setting(128, "Tokens per sequence.")
     """Tokens per sequence."""
-    precision: Precision = Precision.FP32
+    precision: Precision = setting(
+        Precision.FP32, "fp32; tf32 (fp32 with TF32 matmuls, NVIDIA); mixed fp16/bf16 "
+                        "(autocast, fp16 with loss scaling when measured); or fp8 "
+                        "(Transformer Engine-style linear GEMMs).")
     """fp32, or mixed fp16/bf16 (fp32 master weights and optimizer state)."""
-    optimizer: Optimizer = Optimizer.ADAM
+    optimizer: Optimizer = setting(Optimizer.ADAM, "Optimizer of the update step.")
     """Optimizer of the update step."""
-    dropout: bool = True
+    dropout: bool = setting(True, "Dropout layers on or off.")
     """Dropout layers on (training as published) or off."""
-    checkpointing: bool = False
-    """Full activation checkpointing per encoder layer: only layer inputs are kept and each
-    layer's forward is recomputed in backward (rows with phase `recompute`)."""
-    micro_batches: int = 1
-    """Gradient accumulation: micro-batches per optimizer step."""
-    masked_lm_only: bool = False
+    checkpoint: Checkpoint = setting(
+        Checkpoint.NONE, "Activation recomputation: none, selective (the attention core) or "
+                         "full (each layer's forward rerun in backward).")
+    """Activation recomputation (Korthikanti et al. 2022): `full` keeps only each layer's input
+    and reruns its forward in backward; `selective` reruns the attention core only (scores,
+    softmax, dropout, context), dropping its 5as/h bytes per token of saved activations; both
+    add rows with phase `recompute`."""
+    micro_batches: int = setting(1, "Micro-batches per optimizer step (gradient accumulation; "
+                                    "pipeline micro-batches under pp > 1).")
+    """Gradient accumulation: micro-batches per optimizer step (a pipeline's micro-batches)."""
+    masked_lm_only: bool = setting(False, "MLM head on the 15% masked positions only "
+                                          "(NVIDIA BERT).")
     """Run the MLM head on the masked 15% of positions only (NVIDIA's BERT) instead of every
     position (Hugging Face's BertForPreTraining)."""
-    attention: Attention = Attention.EAGER
+    attention: Attention = setting(Attention.EAGER, "Attention core: eager kernels, one fused "
+                                                    "softmax, or sdpa (one fused kernel, "
+                                                    "FlashAttention-style).")
     """How the attention core runs (eager kernels, a fused softmax, or one fused kernel)."""
-    decoder_seq: int | None = None
+    decoder_seq: int | None = setting(None, "T5: target tokens per sequence, the decoder's "
+                                            "length (default: --seq).")
     """Encoder-decoder models (T5): target tokens per sequence, the decoder's length (None:
     `seq`). T5's span-corruption pretraining used 512 input and 114 target tokens (Raffel et
     al. 2020, section 3.1.4 and its released gin configs)."""
+    fusion: bool = setting(False, "Fuse chains of memory-bound ops and the optimizer step "
+                                  "into single kernels (perf.kernel_fusion).")
+    """Chains of memory-bound ops (bias-GELU, bias-dropout-add-layernorm, ...) and the
+    optimizer's per-tensor ops each run as one kernel, as fused training stacks do: the op
+    table keeps its rows, the prediction fuses them (`perf.kernel_fusion.fuse`)."""
 
     def __post_init__(self) -> None:
         check_positive_ints(self, ("batch", "seq", "micro_batches"),
@@ -327,6 +360,12 @@ class RunConfig:
         object.__setattr__(self, "optimizer", parse_enum(Optimizer, self.optimizer, "optimizer"))
         object.__setattr__(self, "attention", parse_enum(Attention, self.attention,
                                                          "attention"))
+        object.__setattr__(self, "checkpoint", parse_enum(Checkpoint, self.checkpoint,
+                                                          "checkpoint"))
+        for name in ("dropout", "masked_lm_only", "fusion"):
+            if not isinstance(getattr(self, name), bool):
+                raise BertscopeError(f"{name} must be true or false, got "
+                                     f"{getattr(self, name)!r}")
 
     @property
     def tokens(self) -> int:
@@ -357,46 +396,18 @@ class RunConfig:
                                  f"{model.name}; leave it out")
 
 
-@dataclass(kw_only=True, slots=True, frozen=True)
-class Job:
-    """A model and the run that trains it: the pair every op table describes, checked once
-    here (the sequence must fit the model's positions), then carried typed (`OpTable.job`)."""
-
-    model: ModelConfig
-    """The model's sizes and family."""
-    run: RunConfig
-    """The iteration's settings."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.model, ModelConfig) or not isinstance(self.run, RunConfig):
-            raise BertscopeError(f"Job needs a ModelConfig and a RunConfig, got "
-                                 f"{type(self.model).__name__} and {type(self.run).__name__}")
-        self.run.check(self.model)
-
-    def as_dict(self) -> dict[str, dict[str, Any]]:
-        """{"model": ..., "run": ...} with enums as their values (JSON-ready)."""
-        return {"model": config_dict(self.model), "run": config_dict(self.run)}
-
-    @classmethod
-    def from_dict(cls, doc: Any, origin: str = "job") -> Job:
-        """The job `as_dict` wrote (e.g. a saved result's meta), validated again."""
-        if not isinstance(doc, dict):
-            raise BertscopeError(f"{origin}: expected an object with model and run, got "
-                                 f"{type(doc).__name__}")
-        return cls(model=from_dict(ModelConfig, doc.get("model"), f"{origin}: model"),
-                   run=from_dict(RunConfig, doc.get("run"), f"{origin}: run"))
-
-
 T = TypeVar("T")
 
 
-def config_dict(cfg: ModelConfig | RunConfig) -> dict[str, Any]:
+def config_dict(cfg: Any) -> dict[str, Any]:
     """A config's fields as a plain dict, enums as their values (JSON-ready)."""
     return {f.name: _plain(getattr(cfg, f.name)) for f in fields(cfg)}
 
 
 def _plain(value: Any) -> Any:
-    return value.value if isinstance(value, StrEnum) else value
+    if isinstance(value, StrEnum):
+        return value.value
+    return int(value) if isinstance(value, IntEnum) else value
 
 
 def from_dict(kind: type[T], doc: Any, origin: str) -> T:
@@ -423,7 +434,6 @@ __all__ = [
     "Checkpoint",
     "Family",
     "HostAllocator",
-    "Job",
     "ModelConfig",
     "Optimizer",
     "Positions",
@@ -431,4 +441,5 @@ __all__ = [
     "RunConfig",
     "config_dict",
     "from_dict",
+    "setting",
 ]

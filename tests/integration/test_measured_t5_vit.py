@@ -113,7 +113,7 @@ def test_hugging_face_vit_is_attributed() -> None:
 
 def test_reference_t5_checkpointing_recomputes_both_stacks() -> None:
     m = tiny(Family.T5)
-    run = RunConfig(batch=2, seq=16, decoder_seq=8, checkpointing=True)
+    run = RunConfig(batch=2, seq=16, decoder_seq=8, checkpoint="full")
     d = profile(m, run, iters=1, warmup=0).table.df
     gemm = d[d["category"].isin([Category.GEMM, Category.BATCHED_GEMM])]
     rec = gemm[gemm["phase"] == Phase.RECOMPUTE]

@@ -65,7 +65,7 @@ def test_measured_gemm_flops_and_phases_match_the_analytic_table(family: Family)
 
 def test_checkpointing_measures_recompute() -> None:
     m = tiny(Family.BERT)
-    run = RunConfig(batch=2, seq=16, checkpointing=True)
+    run = RunConfig(batch=2, seq=16, checkpoint="full")
     d = profile(m, run, iters=1, warmup=0).table.df
     layers = d[d["layer"] >= 0]
     fwd = _gemm_flops(layers, [Phase.FORWARD])

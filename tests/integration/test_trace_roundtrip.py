@@ -25,7 +25,7 @@ def _shares(df: pd.DataFrame, by: str) -> pd.Series:
 
 @pytest.mark.parametrize(("run", "hf", "iters"), [
     (RunConfig(batch=1, seq=8), False, 1),
-    (RunConfig(batch=1, seq=8, checkpointing=True, optimizer="lamb"), False, 2),
+    (RunConfig(batch=1, seq=8, checkpoint="full", optimizer="lamb"), False, 2),
     (RunConfig(batch=1, seq=8), True, 1),
 ], ids=["bert", "checkpointing-lamb-2-iters", "hf"])
 def test_profile_trace_reads_back_to_the_same_breakdown(tmp_path: Path, run: RunConfig,

@@ -96,7 +96,7 @@ def test_static_memory_is_16_bytes_per_param_for_mixed_adam() -> None:
 def test_checkpointing_keeps_layer_inputs_and_adds_recompute_rows() -> None:
     m = PRESETS["bert-base"]
     base = ops(m, batch=2, seq=128, precision="bf16")
-    ckpt = ops(m, batch=2, seq=128, precision="bf16", checkpointing=True)
+    ckpt = ops(m, batch=2, seq=128, precision="bf16", checkpoint="full")
     d = ckpt.df
     rec = d[d["phase"] == Phase.RECOMPUTE]
     fwd_layers = base.df[(base.df["phase"] == Phase.FORWARD) & (base.df["layer"] >= 0)]
@@ -211,14 +211,14 @@ def _expected_roles(op) -> tuple[TensorSplit, PipelineStage]:
 
 
 @pytest.mark.parametrize("family", MODELLED, ids=lambda f: f.value)
-@pytest.mark.parametrize(("dropout", "checkpointing", "micro_batches", "masked_lm_only"), [
-    (True, False, 1, False), (False, True, 3, False), (True, True, 2, True),
-    (False, False, 1, True)])
-def test_every_row_carries_its_megatron_roles(family, dropout, checkpointing, micro_batches,
+@pytest.mark.parametrize(("dropout", "checkpoint", "micro_batches", "masked_lm_only"), [
+    (True, "none", 1, False), (False, "full", 3, False), (True, "full", 2, True),
+    (False, "none", 1, True), (True, "selective", 1, False)])
+def test_every_row_carries_its_megatron_roles(family, dropout, checkpoint, micro_batches,
                                               masked_lm_only) -> None:
     m = tiny(family)
     run = RunConfig(batch=2, seq=16, precision="fp16", dropout=dropout,
-                    checkpointing=checkpointing, micro_batches=micro_batches,
+                    checkpoint=checkpoint, micro_batches=micro_batches,
                     masked_lm_only=masked_lm_only)
     rows = encoder_ops(m, run)
     checked = 0
@@ -231,7 +231,7 @@ def test_every_row_carries_its_megatron_roles(family, dropout, checkpointing, mi
     # every role occurs, recompute rows keep their forward's
     assert {op.tp_split for op in rows} == set(TensorSplit)
     assert {op.pp_stage for op in rows} == set(PipelineStage)
-    if checkpointing:
+    if checkpoint != "none":
         recompute = {(op.name, op.layer): op.tp_split for op in rows
                      if op.phase is Phase.RECOMPUTE}
         forward = {(op.name, op.layer): op.tp_split for op in rows if op.phase is Phase.FORWARD}

@@ -35,8 +35,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "bertscope"
 
-GROUND = {"config", "family", "families", "presets", "hf_config", "taxonomy", "optable", "io",
-          "errors", "lazyre"}
+GROUND = {"config", "family", "families", "presets", "hf_config", "job", "taxonomy", "optable",
+          "io", "errors", "lazyre"}
 ALLOWED: dict[str, set[str]] = {
     # the ground floor knows no producer, consumer or screen
     "errors": set(),
@@ -49,8 +49,10 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"errors", "io", "family"},
     "hf_config": {"config", "errors", "io", "families"},
     "presets": {"config", "errors", "hf_config"},
+    # the job: model + run + layout, declared once
+    "job": {"config", "errors"},
     "taxonomy": {"errors", "io", "lazyre"},
-    "optable": {"config", "taxonomy", "io", "errors"},
+    "optable": {"config", "job", "taxonomy", "io", "errors"},
     "hardware": GROUND,
     # producers
     "analytic": GROUND,

@@ -19,7 +19,7 @@ from bertscope.presets import get_model
 RUNS = [
     RunConfig(batch=2, seq=16),
     RunConfig(batch=3, seq=8, precision="bf16", optimizer="lamb", micro_batches=3),
-    RunConfig(batch=1, seq=16, precision="fp16", checkpointing=True, dropout=False),
+    RunConfig(batch=1, seq=16, precision="fp16", checkpoint="full", dropout=False),
     RunConfig(batch=2, seq=16, masked_lm_only=True, optimizer="sgd", attention="sdpa"),
 ]
 

@@ -22,7 +22,7 @@ def test_gpt3_gemm_flops_with_full_recompute_match_narayanan(name: str) -> None:
     # recompute and backward (4x forward in the layers, 3x forward in the LM head).
     m = PRESETS[name]
     b, s = 4, 2048
-    d = build(m, RunConfig(batch=b, seq=s, checkpointing=True)).df
+    d = build(m, RunConfig(batch=b, seq=s, checkpoint="full")).df
     gemm = d.loc[gemm_mask(d["category"]) & (d["sublayer"] != Sublayer.ROTARY), "flops"].sum()
     h, n, v = m.hidden, m.num_layers, m.vocab_size
     want = 96 * b * s * n * h**2 * (1 + s / (6 * h) + v / (16 * n * h))

@@ -113,7 +113,7 @@ def test_device_without_fp8_refuses_in_one_line(capsys) -> None:
 
 def test_sweep_skips_devices_without_fp8_and_equals_predict() -> None:
     res = sweep(["bert-tiny", "albert-base-v2"], ["h100", "a100"], batch=[1, 4], seq=[16, 128],
-                precision=["fp8"], micro_batches=[1, 2], fused=[False, True],
+                precision=["fp8"], micro_batches=[1, 2], fusion=[False, True],
                 checkpoint=["none", "full"])
     # 2 models x 2 batches x 2 seqs x 2 micro-batch counts x fused x checkpoint = 64 on
     # each device; a100 has no FP8
@@ -121,9 +121,9 @@ def test_sweep_skips_devices_without_fp8_and_equals_predict() -> None:
     for row in res.frame.to_dict(orient="records"):
         run = RunConfig(batch=row["batch"], seq=row["seq"], precision="fp8",
                         micro_batches=row["micro_batches"],
-                        checkpointing=row["checkpoint"] == "full")
+                        checkpoint=row["checkpoint"])
         table = build(get_model(row["model"]), run)
-        t = predict(fuse(table) if row["fused"] else table, load_profile("h100"))
+        t = predict(fuse(table) if row["fusion"] else table, load_profile("h100"))
         assert row["iteration_s"] == pytest.approx(t.meta["prediction"]["time_s"], rel=1e-9)
         assert row["flops"] == pytest.approx(t.meta["prediction"]["flops"], rel=1e-12)
 

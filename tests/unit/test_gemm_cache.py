@@ -131,7 +131,8 @@ def test_predict_and_sweep_price_the_decoder_beyond_the_cache() -> None:
     from dataclasses import replace
 
     from bertscope.analytic import build
-    from bertscope.config import Job, RunConfig
+    from bertscope.config import RunConfig
+    from bertscope.job import Job
     from bertscope.perf import load_profile, predict
     from bertscope.presets import get_model
     from bertscope.sweep import sweep

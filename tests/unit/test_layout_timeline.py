@@ -61,8 +61,8 @@ def _layout_doc(**kw):
     w = Workload(model=get_model("bert-large"), run=RunConfig(batch=1, seq=128, precision="bf16"),
                  global_batch=256)
     c = Cluster.build("a100", 32)
-    lay = Layout(dp=4, tp=2, pp=4, micro_batches=8, **kw)
-    return layout_timeline(lay, w, c), evaluate(lay, w, c)
+    job = w.job(Layout(dp=4, tp=2, pp=4, **kw), 8)  # 256 / (4 x 8) = 8 sequences each
+    return layout_timeline(job, c), evaluate(job, c)
 
 
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
@@ -116,7 +116,7 @@ def test_every_searched_layout_adds_up() -> None:
     schedules): each stage ends at the model's iteration, idles for its bubble and shows its
     exposed communication."""
     from bertscope.parallel import search
-    from bertscope.parallel.search import row_layout
+    from bertscope.parallel.search import row_job
 
     w = Workload(model=get_model("bert-base"), run=RunConfig(batch=1, seq=128), global_batch=64)
     c = Cluster.build("a100", 16)
@@ -131,9 +131,9 @@ def test_every_searched_layout_adds_up() -> None:
     for col in cols:  # the sample spans them all
         assert picked[col].nunique() == frame[col].nunique(), col
     for row in picked.to_dict("records"):
-        lay = row_layout(row)
-        res = evaluate(lay, w, c)
-        ev = [e for e in layout_timeline(lay, w, c)["traceEvents"] if e["ph"] == "X"]
+        lay = row_job(w, row)
+        res = evaluate(lay, c)
+        ev = [e for e in layout_timeline(lay, c)["traceEvents"] if e["ph"] == "X"]
         for pid in {e["pid"] for e in ev}:
             mine = [e for e in ev if e["pid"] == pid]
             end = max(e["ts"] + e["dur"] for e in mine) / 1e6

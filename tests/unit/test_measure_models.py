@@ -198,7 +198,7 @@ def test_masked_lm_only_same_loss() -> None:
 def test_dropout_off_launches_no_dropout_and_flag_follows_run() -> None:
     cfg = TINY[Family.BERT]
     off = build_model(cfg, RunConfig(batch=1, seq=8, dropout=False))
-    on = build_model(cfg, RunConfig(batch=1, seq=8, checkpointing=True, masked_lm_only=True))
+    on = build_model(cfg, RunConfig(batch=1, seq=8, checkpoint="full", masked_lm_only=True))
     assert not any(isinstance(m, torch.nn.Dropout) for m in off.modules())
     # embeddings + per layer (attention probs, attn_norm, ffn_norm)
     assert sum(isinstance(m, torch.nn.Dropout) for m in on.modules()) == 1 + 3 * 2

@@ -64,12 +64,13 @@ def _by_name(op: Op) -> tuple[int, int, int]:
 
 
 @pytest.mark.parametrize("family", MODELLED, ids=lambda f: f.value)
-@pytest.mark.parametrize(("dropout", "checkpointing", "micro_batches", "masked_lm_only"), [
-    (True, False, 1, False), (False, True, 2, False), (True, True, 3, True)])
-def test_tags_from_roles_match_the_split_by_name(family, dropout, checkpointing, micro_batches,
+@pytest.mark.parametrize(("dropout", "checkpoint", "micro_batches", "masked_lm_only"), [
+    (True, "none", 1, False), (False, "full", 2, False), (True, "full", 3, True),
+    (True, "selective", 2, False)])
+def test_tags_from_roles_match_the_split_by_name(family, dropout, checkpoint, micro_batches,
                                                  masked_lm_only) -> None:
     run = RunConfig(batch=2, seq=16, precision="bf16", dropout=dropout,
-                    checkpointing=checkpointing, micro_batches=micro_batches,
+                    checkpoint=checkpoint, micro_batches=micro_batches,
                     masked_lm_only=masked_lm_only)
     rows = [op for op in encoder_ops(tiny(family), run) if op.phase is not Phase.OPTIMIZER
             and not op.name.endswith(".grad_accumulate")]  # per parameter group, not split
@@ -102,18 +103,17 @@ def test_renaming_every_op_changes_no_result(monkeypatch, fresh_tables, model) -
     job = Workload(model=get_model(model), run=RunConfig(batch=1, seq=128, precision="bf16"),
                    global_batch=64)
     cluster = Cluster.build("a100", 8)
-    layouts = [
-        Layout(dp=2, tp=4),
-        Layout(dp=2, tp=4, sequence_parallel=True, checkpoint=Checkpoint.SELECTIVE),
-        Layout(dp=2, tp=2, pp=2, micro_batches=4, zero=ZeroStage.OPTIMIZER,
-               checkpoint=Checkpoint.FULL),
-        Layout(dp=4, tp=2, micro_batches=2, zero=ZeroStage.GRADIENTS),
-        Layout(dp=8, micro_batches=2),
+    jobs = [
+        job.job(Layout(dp=2, tp=4)),
+        job.job(Layout(dp=2, tp=4, sequence_parallel=True), 1, Checkpoint.SELECTIVE),
+        job.job(Layout(dp=2, tp=2, pp=2, zero=ZeroStage.OPTIMIZER), 4, Checkpoint.FULL),
+        job.job(Layout(dp=4, tp=2, zero=ZeroStage.GRADIENTS), 2),
+        job.job(Layout(dp=8), 2),
     ]
 
     def results() -> tuple[list, pd.DataFrame]:
         clear_compute_tables()
-        return [evaluate(lay, job, cluster) for lay in layouts], search(job, cluster).frame
+        return [evaluate(j, cluster) for j in jobs], search(job, cluster).frame
 
     before, frame_before = results()
     monkeypatch.setattr(compute, "model_ops", _renamed(compute.model_ops))

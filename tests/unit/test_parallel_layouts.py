@@ -13,6 +13,7 @@ from bertscope.errors import BertscopeError
 from bertscope.parallel import (
     Checkpoint,
     Cluster,
+    Job,
     Layout,
     Schedule,
     Workload,
@@ -32,8 +33,8 @@ from bertscope.presets import get_model
 G, F1B, INT = Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED
 
 
-def _job(model: str, global_batch: int, seq: int) -> Workload:
-    """A bf16 Adam workload (the run's batch is a template the layout sets)."""
+def _workload(model: str, global_batch: int, seq: int) -> Workload:
+    """A bf16 Adam workload (the run's batch is a template the job sets)."""
     return Workload(model=get_model(model), run=RunConfig(batch=1, seq=seq, precision="bf16"),
                     global_batch=global_batch)
 
@@ -77,16 +78,25 @@ def test_in_flight_by_hand() -> None:
     (dict(pp=2, zero=2), "ZeRO-2/3"),
     (dict(zero=4), "ZeRO stage must be"),
     (dict(dp=0), "dp must be a positive integer"),
-    (dict(checkpoint="some"), "unknown checkpoint"),
 ])
 def test_layout_validates(kw, needle) -> None:
     with pytest.raises(BertscopeError, match=needle):
         Layout(**kw)
 
 
+def test_recomputation_is_the_runs_not_the_layouts() -> None:
+    # checkpoint and micro-batches moved from the layout to the run (one place each)
+    with pytest.raises(BertscopeError, match="unknown checkpoint"):
+        RunConfig(checkpoint="some")
+    with pytest.raises(TypeError):
+        Layout(checkpoint="full")
+    with pytest.raises(TypeError):
+        Layout(micro_batches=2)
+
+
 @pytest.fixture(scope="module")
 def job() -> Workload:
-    return _job("bert-base", 64, 128)
+    return _workload("bert-base", 64, 128)
 
 
 @pytest.fixture(scope="module")
@@ -94,26 +104,29 @@ def cluster16() -> Cluster:
     return Cluster.build("a100", 16)
 
 
-@pytest.mark.parametrize(("kw", "needle"), [
-    (dict(dp=8), "cluster has 16 devices"),
-    (dict(dp=16, micro_batches=3), "not divisible by dp x micro-batches"),
-    (dict(dp=4, tp=4, pp=1), None),
-    (dict(dp=2, tp=8), "does not divide"),
-    (dict(dp=2, pp=8), "do not split"),
-    (dict(dp=4, pp=4, micro_batches=2, schedule=INT, virtual_stages=3), "multiple of pp"),
+@pytest.mark.parametrize(("kw", "micro_batches", "needle"), [
+    (dict(dp=8), 1, "cluster has 16 devices"),
+    (dict(dp=16), 3, "not divisible by dp x micro-batches"),
+    (dict(dp=16), 0, "micro_batches must be a positive integer"),
+    (dict(dp=16), np.int64(2), None),  # a search frame's numpy micro-batches
+    (dict(dp=4, tp=4, pp=1), 1, None),
+    (dict(dp=2, tp=8), 1, "does not divide"),
+    (dict(dp=2, pp=8), 1, "do not split"),
+    (dict(dp=4, pp=4, schedule=INT, virtual_stages=3), 2, "multiple of pp"),
 ])
-def test_check_layout(job, cluster16, kw, needle) -> None:
-    layout = Layout(**kw)
+def test_check_layout(job, cluster16, kw, micro_batches, needle) -> None:
+    # the job checks itself against the model and run (Workload.job builds it); check_layout
+    # the device count; both raise the same one-line error type
     if needle is None:
-        check_layout(layout, job, cluster16)
+        check_layout(job.job(Layout(**kw), micro_batches), cluster16)
     else:
         with pytest.raises(BertscopeError, match=needle):
-            check_layout(layout, job, cluster16)
+            check_layout(job.job(Layout(**kw), micro_batches), cluster16)
 
 
 def test_one_device_matches_the_performance_and_memory_models() -> None:
-    job = _job("bert-base", 8, 128)
-    r = evaluate(Layout(), job, Cluster.build("a100", 1))
+    job = _workload("bert-base", 8, 128)
+    r = evaluate(job.job(Layout()), Cluster.build("a100", 1))
     table = ops("bert-base", batch=8, seq=128, precision="bf16")
     pred = predict(table, load_profile("a100"))
     assert r.iteration_s == pytest.approx(pred.meta["prediction"]["time_s"], rel=1e-9)
@@ -123,9 +136,8 @@ def test_one_device_matches_the_performance_and_memory_models() -> None:
 
 
 def test_parts_add_up(job, cluster16) -> None:
-    layout = Layout(dp=2, tp=4, pp=2, micro_batches=4, zero=ZeroStage.OPTIMIZER,
-                    checkpoint=Checkpoint.SELECTIVE, sequence_parallel=True)
-    r = evaluate(layout, job, cluster16)
+    layout = Layout(dp=2, tp=4, pp=2, zero=ZeroStage.OPTIMIZER, sequence_parallel=True)
+    r = evaluate(job.job(layout, 4, Checkpoint.SELECTIVE), cluster16)
     assert sum(r.time[k] for k in TIME_KEYS) == pytest.approx(r.iteration_s)
     assert sum(r.memory[k] for k in MEMORY_KEYS) == pytest.approx(r.memory_bytes)
     assert r.tokens_per_s == pytest.approx(64 * 128 / r.iteration_s)
@@ -138,28 +150,28 @@ def test_parts_add_up(job, cluster16) -> None:
 
 
 def test_each_parallelism_brings_its_own_costs(job, cluster16) -> None:
-    dp = evaluate(Layout(dp=16), job, cluster16)
+    dp = evaluate(job.job(Layout(dp=16)), cluster16)
     assert dp.time["tp_comm_s"] == dp.time["pp_comm_s"] == dp.time["bubble_s"] == 0
-    tp = evaluate(Layout(dp=4, tp=4), job, cluster16)
+    tp = evaluate(job.job(Layout(dp=4, tp=4)), cluster16)
     assert tp.time["tp_comm_s"] > 0 and tp.time["pp_comm_s"] == 0
-    pp = evaluate(Layout(dp=4, pp=4, micro_batches=4), job, cluster16)
+    pp = evaluate(job.job(Layout(dp=4, pp=4), 4), cluster16)
     assert pp.time["pp_comm_s"] > 0 and pp.time["bubble_s"] > 0
     assert pp.memory["weights"] < dp.memory["weights"]
 
 
 def test_tensor_parallel_splits_compute_imperfectly() -> None:
-    job = _job("bert-base", 16, 128)
-    one = evaluate(Layout(), job, Cluster.build("a100", 1))
-    four = evaluate(Layout(tp=4), job, Cluster.build("a100", 4))
+    job = _workload("bert-base", 16, 128)
+    one = evaluate(job.job(Layout()), Cluster.build("a100", 1))
+    four = evaluate(job.job(Layout(tp=4)), Cluster.build("a100", 4))
     # replicated layernorm/dropout/residual work and smaller, less efficient GEMMs: a rank
     # does more than a quarter of the work, yet less than all of it
     assert one.time["compute_s"] / 4 < four.time["compute_s"] < one.time["compute_s"]
-    sp = evaluate(Layout(tp=4, sequence_parallel=True), job, Cluster.build("a100", 4))
+    sp = evaluate(job.job(Layout(tp=4, sequence_parallel=True)), Cluster.build("a100", 4))
     assert one.time["compute_s"] / 4 < sp.time["compute_s"] < four.time["compute_s"]
 
 
 def test_recomputation_trades_time_for_memory(job, cluster16) -> None:
-    runs = {ck: evaluate(Layout(dp=4, tp=4, checkpoint=ck), job, cluster16)
+    runs = {ck: evaluate(job.job(Layout(dp=4, tp=4), checkpoint=ck), cluster16)
             for ck in Checkpoint}
     none, sel, full = (runs[c] for c in (Checkpoint.NONE, Checkpoint.SELECTIVE,
                                          Checkpoint.FULL))
@@ -175,8 +187,8 @@ def test_sequence_parallel_keeps_ring_volume_and_cuts_memory(job) -> None:
                    topology=cluster.topology.__class__(
                        name="ring", devices_per_node=8, intra=cluster.topology.intra,
                        inter=cluster.topology.inter, algorithm="ring"))
-    off = evaluate(Layout(dp=4, tp=4), job, ring)
-    on = evaluate(Layout(dp=4, tp=4, sequence_parallel=True), job, ring)
+    off = evaluate(job.job(Layout(dp=4, tp=4)), ring)
+    on = evaluate(job.job(Layout(dp=4, tp=4, sequence_parallel=True)), ring)
     # ring all-reduce = ring reduce-scatter + ring all-gather
     assert on.time["tp_comm_s"] == pytest.approx(off.time["tp_comm_s"])
     assert on.memory["activations"] < off.memory["activations"]
@@ -184,7 +196,7 @@ def test_sequence_parallel_keeps_ring_volume_and_cuts_memory(job) -> None:
 
 
 def test_zero_shards_the_optimizer(job, cluster16) -> None:
-    r = {z: evaluate(Layout(dp=16, zero=z), job, cluster16) for z in ZeroStage}
+    r = {z: evaluate(job.job(Layout(dp=16, zero=z)), cluster16) for z in ZeroStage}
     assert r[ZeroStage.OPTIMIZER].time["optimizer_s"] == pytest.approx(
         r[ZeroStage.NONE].time["optimizer_s"] / 16)
     assert r[ZeroStage.OPTIMIZER].memory["optimizer_states"] == pytest.approx(
@@ -193,8 +205,8 @@ def test_zero_shards_the_optimizer(job, cluster16) -> None:
 
 
 def test_memory_that_does_not_fit() -> None:
-    job = _job("bert-large", 4096, 512)
-    r = evaluate(Layout(), job, Cluster.build("v100", 1))
+    job = _workload("bert-large", 4096, 512)
+    r = evaluate(job.job(Layout()), Cluster.build("v100", 1))
     assert not r.fits and r.memory_bytes > r.memory_capacity
 
 
@@ -215,7 +227,9 @@ def test_workload_carries_the_typed_run() -> None:
     job = Workload(model=get_model("bert-base"), run=run, global_batch=32)
     assert (job.seq, job.precision, job.optimizer) == (64, Precision.FP16, Optimizer.LAMB)
     assert job.tokens == 32 * 64
-    # the run's batch and micro-batches are a template: a micro-batch's settings replace them
+    # the run's batch and micro-batches are a template: the workload keeps one sequence and
+    # one micro-batch, and a micro-batch's settings replace them
+    assert (job.run.batch, job.run.micro_batches) == (1, 1)
     one = job.run_for(4)
     assert (one.batch, one.micro_batches) == (4, 1)
     assert replace(one, batch=7, micro_batches=3) == run
@@ -225,16 +239,43 @@ def test_workload_carries_the_typed_run() -> None:
 
 
 def test_the_run_template_does_not_change_results(cluster16) -> None:
-    layout = Layout(dp=4, tp=2, pp=2, micro_batches=2)
+    layout = Layout(dp=4, tp=2, pp=2)
     runs = [RunConfig(batch=1, seq=128, precision="bf16"),
-            RunConfig(batch=5, seq=128, precision="bf16", micro_batches=4)]
-    a, b = (evaluate(layout, Workload(model=get_model("bert-base"), run=r, global_batch=64),
-                     cluster16) for r in runs)
+            RunConfig(batch=5, seq=128, precision="bf16", micro_batches=4,
+                      checkpoint="full")]
+    a, b = (evaluate(Workload(model=get_model("bert-base"), run=r, global_batch=64).job(
+        layout, 2), cluster16) for r in runs)
     assert a == b
 
 
+def test_a_workload_spread_equals_the_job_declared_directly(job, cluster16) -> None:
+    # global batch 64 over dp = 2 replicas x 4 micro-batches: 64 / (2 x 4) = 8 sequences
+    # per micro-batch; tp 4 x pp 2 x dp 2 = 16 devices
+    layout = Layout(dp=2, tp=4, pp=2, zero=ZeroStage.OPTIMIZER, sequence_parallel=True)
+    spread = job.job(layout, 4, Checkpoint.SELECTIVE)
+    direct = Job(model=get_model("bert-base"),
+                 run=RunConfig(batch=8, seq=128, precision="bf16", micro_batches=4,
+                               checkpoint="selective"),
+                 layout=layout)
+    assert spread == direct
+    assert direct.global_batch == 8 * 4 * 2 == 64
+    assert Workload.of(direct) == job
+    a, b = evaluate(spread, cluster16), evaluate(direct, cluster16)
+    assert a == b and a.micro_batch == 8
+    assert a.job.label() == "dp2 tp4 sp pp2 1f1b m4 zero1 selective"
+
+
+def test_workload_keeps_one_sequence_without_recomputation() -> None:
+    # a workload's run is per sequence: the job built from it chooses batch, micro-batches
+    # and recomputation (64 / (2 x 4) = 8 sequences per micro-batch)
+    run = RunConfig(batch=4, seq=128, checkpoint="full", micro_batches=2)
+    w = Workload(model=get_model("bert-base"), run=run, global_batch=64)
+    assert (w.run.batch, w.run.micro_batches, w.run.checkpoint) == (1, 1, Checkpoint.NONE)
+    j = w.job(Layout(dp=2), 4, "selective")
+    assert (j.run.batch, j.run.micro_batches, j.run.checkpoint) == (8, 4, Checkpoint.SELECTIVE)
+
+
 @pytest.mark.parametrize(("kw", "needle"), [
-    (dict(run=RunConfig(batch=1, seq=128, checkpointing=True)), "Layout.checkpoint"),
     (dict(run=dict(batch=1, seq=128)), "run must be a RunConfig"),
     (dict(model="bert-base"), "model must be a ModelConfig"),
     (dict(global_batch=2.5), "global_batch must be a positive integer"),
@@ -250,8 +291,9 @@ def test_array_codes_come_from_the_enums() -> None:
     assert [c.code for c in Checkpoint] == list(range(len(CHECKPOINTS)))
     assert (GPIPE_CODE, ONE_F_ONE_B_CODE, INTERLEAVED_CODE) == (0, 1, 2)
     assert (NONE_CODE, SELECTIVE_CODE, FULL_CODE) == (0, 1, 2)
-    arrays = layout_arrays(Layout(pp=2, schedule=INT, virtual_stages=2,
-                                  checkpoint=Checkpoint.FULL))
+    arrays = layout_arrays(Job(model=get_model("bert-base"),
+                               run=RunConfig(checkpoint=Checkpoint.FULL, micro_batches=2),
+                               layout=Layout(pp=2, schedule=INT, virtual_stages=2)))
     assert int(arrays["schedule"][0]) == INTERLEAVED_CODE
     assert int(arrays["checkpoint"][0]) == FULL_CODE
     # a name or a code array: the same bubble

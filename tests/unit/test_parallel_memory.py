@@ -6,8 +6,8 @@ import pytest
 
 from bertscope.analytic import build, parameter_count
 from bertscope.analytic.params import layer_params
-from bertscope.config import Family, Optimizer, Precision, RunConfig
-from bertscope.parallel import Checkpoint, layer_activation_bytes, zero_static_bytes
+from bertscope.config import Checkpoint, Family, Optimizer, Precision, RunConfig
+from bertscope.parallel import layer_activation_bytes, zero_static_bytes
 from bertscope.parallel.memory import (
     layer_params_per_device,
     recompute_working_bytes,

@@ -17,9 +17,10 @@ import pandas as pd
 import pytest
 
 from bertscope.analytic import build, ops, param_groups
-from bertscope.config import Job, Optimizer, Precision, RunConfig
+from bertscope.config import Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, catalog, load_device
+from bertscope.job import Job
 from bertscope.optable import Op, OpTable
 from bertscope.perf import (
     BandwidthEfficiency,

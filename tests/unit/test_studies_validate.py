@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bertscope.config import Checkpoint
 from bertscope.errors import BertscopeError
 from bertscope.perf.efficiency import load_profile
 from bertscope.studies.measured import MeasuredRun, combine_rounds, load_result, table_from_doc
@@ -113,8 +114,8 @@ def test_specs_carry_the_knobs_the_paper_varies() -> None:
 
     a, b = parse_specs("bert-base:2:128:bf16:lamb:mb4:ckpt, bert-mini:8:64:nodropout:masked")
     _, run = a.configs()
-    assert (run.precision.value, run.optimizer.value, run.micro_batches, run.checkpointing) \
-        == ("bf16", "lamb", 4, True)
+    assert (run.precision.value, run.optimizer.value, run.micro_batches, run.checkpoint) \
+        == ("bf16", "lamb", 4, Checkpoint.FULL)
     assert str(a) == "bert-base:2:128:bf16:lamb:mb4:ckpt"
     _, run_b = b.configs()
     assert not run_b.dropout and run_b.masked_lm_only

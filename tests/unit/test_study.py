@@ -193,6 +193,6 @@ def test_distributed_section_equals_the_distributed_model() -> None:
     job = Workload(model=get_model("bert-base"), run=RunConfig(batch=1, seq=128,
                    precision="bf16", optimizer="lamb"), global_batch=4096)
     # 4096 / (16 devices x batch 32) = 8 micro-batches per step
-    r = evaluate(Layout(dp=16, micro_batches=8), job, Cluster.build(dev, 16))
+    r = evaluate(job.job(Layout(dp=16), 8), Cluster.build(dev, 16))
     assert row["tokens_per_s"] == pytest.approx(r.tokens_per_s, rel=1e-12)
     assert row["dp_comm_share"] == pytest.approx(r.time["dp_comm_s"] / r.iteration_s)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bertscope.analytic import build
-from bertscope.config import Checkpoint, ModelConfig, RunConfig
+from bertscope.config import ModelConfig, RunConfig, setting
 from bertscope.errors import BertscopeError
 from bertscope.perf import (
     CategoryBandwidthEfficiency,
@@ -83,7 +83,7 @@ def _check(row: dict, ref: dict[str, float]) -> None:
        micro=st.lists(st.integers(1, 4), min_size=1, max_size=2, unique=True),
        precision=st.sampled_from(["fp32", "bf16", "fp16"]),
        optimizer=st.sampled_from(["sgd", "adam", "adamw", "lamb"]),
-       checkpoint=st.sampled_from(["none", "full"]), dropout=st.booleans(),
+       checkpoint=st.sampled_from(["none", "selective", "full"]), dropout=st.booleans(),
        masked=st.booleans(), layers=st.none() | st.integers(1, 30),
        attention=st.sampled_from(["eager", "fused-softmax", "sdpa"]), fused=st.booleans(),
        gemm=st.sampled_from([0.5, 1.0, 2.0]), overhead=st.sampled_from([1.0, 0.1]))
@@ -96,8 +96,8 @@ def test_every_figure_equals_the_per_configuration_path(model, device, batch, se
     res = sweep([model], [DEVICES[device]], batch=batch, seq=seq, micro_batches=micro,
                 precision=[precision], optimizer=[optimizer], checkpoint=[checkpoint],
                 dropout=[dropout], masked_lm_only=[masked], attention=[attention],
-                fused=[fused],
-                layers=None if layers is None else [layers], gemm_peak=[gemm],
+                fusion=[fused],
+                num_layers=None if layers is None else [layers], gemm_peak=[gemm],
                 overhead=[overhead])
     base = get_model(model)
     m = base if layers is None else dataclasses.replace(base, num_layers=layers)
@@ -107,7 +107,7 @@ def test_every_figure_equals_the_per_configuration_path(model, device, batch, se
     for row in res.frame.to_dict(orient="records"):
         run = RunConfig(batch=row["batch"], seq=row["seq"], micro_batches=row["micro_batches"],
                         precision=precision, optimizer=optimizer, dropout=dropout,
-                        checkpointing=checkpoint == "full", masked_lm_only=masked,
+                        checkpoint=checkpoint, masked_lm_only=masked,
                         attention=attention)
         _check(row, _reference(m, run, device, knobs, fused))
         assert row["tokens"] == run.tokens
@@ -118,17 +118,17 @@ def test_every_figure_equals_the_per_configuration_path(model, device, batch, se
        heads=st.lists(st.sampled_from([2, 3, 4]), min_size=1, max_size=2, unique=True),
        vocab=st.sampled_from([100, 30522]), ffn=st.none() | st.sampled_from([100, 256]))
 def test_model_dimensions_as_axes(hidden, heads, vocab, ffn) -> None:
-    """hidden, heads, ffn and vocab swept on bert-tiny (ffn left out keeps the 4x ratio);
-    heads that do not divide hidden are skipped."""
-    res = sweep(["bert-tiny"], ["a100"], hidden=hidden, heads=heads, vocab=[vocab],
-                ffn=None if ffn is None else [ffn], batch=[2], seq=[32])
+    """hidden, heads, intermediate and vocab_size swept on bert-tiny (intermediate left out
+    keeps the 4x ratio); heads that do not divide hidden are skipped."""
+    res = sweep(["bert-tiny"], ["a100"], hidden=hidden, heads=heads, vocab_size=[vocab],
+                intermediate=None if ffn is None else [ffn], batch=[2], seq=[32])
     pairs = [(h, a) for h in hidden for a in heads if h % a == 0]
     assert res.evaluated == len(pairs) and res.skipped == res.grid_size - len(pairs)
     base = get_model("bert-tiny")
     for row in res.frame.to_dict(orient="records"):
         m = dataclasses.replace(base, hidden=row["hidden"], heads=row["heads"],
                                 vocab_size=vocab, intermediate=ffn or 4 * row["hidden"])
-        assert row["ffn"] == m.intermediate
+        assert row["intermediate"] == m.intermediate and row["vocab_size"] == vocab
         assert row["params"] == build(m, RunConfig(batch=2, seq=32)).meta["params"]
         _check(row, _reference(m, RunConfig(batch=2, seq=32), "a100", Knobs()))
 
@@ -142,6 +142,87 @@ def test_encoder_decoder_and_vision_models(model, seqs) -> None:
     for row in res.frame.to_dict(orient="records"):
         run = RunConfig(batch=row["batch"], seq=row["seq"], precision="bf16")
         _check(row, _reference(get_model(model), run, "a100", Knobs()))
+
+
+def test_t5_layers_swept() -> None:
+    # T5's decoder layers follow num_layers (decoder_layers None): its layer index is an
+    # array over the axis, and each row still equals the per-configuration path
+    res = sweep(["t5-small"], ["a100"], num_layers=[1, 2], batch=[2], seq=[16],
+                fusion=[False, True])
+    assert res.evaluated == 4
+    for row in res.frame.to_dict(orient="records"):
+        m = dataclasses.replace(get_model("t5-small"), num_layers=row["num_layers"])
+        _check(row, _reference(m, RunConfig(batch=2, seq=16), "a100", Knobs(),
+                               fused=row["fusion"]))
+
+
+def test_decoder_seq_is_an_axis() -> None:
+    # T5's decoder length is RunConfig.decoder_seq, swept under that name: each row equals
+    # the per-configuration path; left out, the column is absent (no model sets it)
+    res = sweep(["t5-small"], ["a100"], batch=[1, 2], seq=[16], decoder_seq=[4, 16])
+    assert res.evaluated == 4 and sorted(set(res.frame["decoder_seq"])) == [4, 16]
+    for row in res.frame.to_dict(orient="records"):
+        run = RunConfig(batch=row["batch"], seq=16, decoder_seq=row["decoder_seq"])
+        _check(row, _reference(get_model("t5-small"), run, "a100", Knobs()))
+    assert "decoder_seq" not in sweep(["bert-tiny"], ["a100"], batch=[1]).frame
+
+
+@dataclasses.dataclass(kw_only=True, slots=True, frozen=True)
+class _RunWithLossScale(RunConfig):
+    """A run config with one more field, as a later change would add it."""
+
+    loss_scale: int = setting(1, "Static loss scale (a test-only field).")
+
+
+def test_a_field_added_to_the_run_config_is_an_axis_and_an_option(monkeypatch) -> None:
+    """A RunConfig subclass with an extra integer field, put in bertscope.config's place: the
+    grid takes it as a numeric axis (its own array dimension; the group's run is the
+    subclass), the result has its column, and `bertscope sweep --help` lists `--loss-scale`
+    with the field's help, with no change to the sweep or the CLI."""
+    import bertscope.config as config
+
+    monkeypatch.setattr(config, "RunConfig", _RunWithLossScale)
+    grid = make_grid(["bert-tiny"], ["a100"], loss_scale=[1, 2, 4], batch=[2, 3])
+    assert grid["loss_scale"] == (1, 2, 4) and grid.size == 3 * 2
+    group = next(grid.groups())
+    assert type(group.run) is _RunWithLossScale
+    assert group.shape[group.axes.index("loss_scale")] == 3
+    res = sweep(["bert-tiny"], ["a100"], loss_scale=[1, 2], batch=[2])
+    assert sorted(res.frame["loss_scale"]) == [1, 2]
+    # no producer reads it: both rows time the same iteration
+    assert res.frame["iteration_s"].nunique() == 1
+    with pytest.raises(BertscopeError, match="axis loss_scale: values must be positive"):
+        make_grid(["bert-tiny"], ["a100"], loss_scale=[0])
+
+    from typer.testing import CliRunner
+
+    from bertscope.cli import build_app
+
+    monkeypatch.setenv("COLUMNS", "200")
+    out = CliRunner().invoke(build_app(("sweep",)), ["sweep", "--help"]).output
+    assert "--loss-scale" in out and "Static loss scale (a test-only field)." in out
+    assert "--micro-batches" in out and "--fusion" in out
+
+
+def test_cli_axes_are_named_as_the_fields(tmp_path, capsys) -> None:
+    import pandas as pd
+
+    from bertscope.cli import main
+
+    out = tmp_path / "grid.csv"
+    # 2 layer counts x 2 recomputation modes, fused, vocabulary 1000
+    assert main(["sweep", "bert-tiny", "--num-layers", "1,2", "--checkpoint",
+                 "none,selective", "--fusion", "on", "--vocab-size", "1000", "--batch", "2",
+                 "--output", str(out)]) == 0
+    df = pd.read_csv(out)
+    assert len(df) == 4 and set(df["num_layers"]) == {1, 2}
+    assert set(df["checkpoint"]) == {"none", "selective"} and set(df["fusion"]) == {True}
+    assert set(df["vocab_size"]) == {1000}
+    capsys.readouterr()
+    for old in (["--layers", "2"], ["--fused", "on"], ["--ffn", "64"], ["--vocab", "99"]):
+        assert main(["sweep", "bert-tiny", *old]) == 2  # the old spellings are gone
+    assert main(["sweep", "bert-tiny", "--precision", "fp64"]) == 2
+    assert "--precision: 'fp64' is not one of fp32" in capsys.readouterr().err
 
 
 def test_two_point_grid_by_hand() -> None:
@@ -230,9 +311,13 @@ def test_pieces_hold_chunk_entries_over_the_targets() -> None:
     ({"gemm_peak": [0.0]}, "knob gemm_peak must be a multiplier"),
     ({"bandwidth": [-1.0]}, "knob bandwidth must be a multiplier"),
     ({"precision": ["fp64"]}, "precision"),
-    ({"checkpoint": [Checkpoint.SELECTIVE]}, "selective"),
-    ({"layers": [True]}, "positive integers"),
+    ({"checkpoint": ["some"]}, "axis checkpoint: .*none, selective, full"),
+    ({"num_layers": [True]}, "positive integers"),
+    ({"dropout": [1]}, "axis dropout: values must be true or false"),
+    ({"decoder_seq": [8]}, "decoder_seq applies to encoder-decoder models"),
     ({"wings": [1]}, "unknown sweep axis wings"),
+    ({"layers": [2]}, "unknown sweep axis layers"),  # the old spellings are gone
+    ({"fused": [True]}, "unknown sweep axis fused"),
 ])
 def test_bad_axes_are_refused(axes, message) -> None:
     with pytest.raises(BertscopeError, match=message):
@@ -285,13 +370,14 @@ def test_fusion_decided_per_configuration() -> None:
     from bertscope.sweep.grid import Grid
 
     grid = Grid(models=(get_model("bert-tiny"),), devices=(load_profile("a100"),),
-                batch=(4,), seq=(32,), vocab=(128, 256), fused=(True,))
+                batch=(4,), seq=(32,), vocab_size=(128, 256), fusion=(True,))
     group = next(grid.groups())
     m, run = group.views()
     assert len(variants(encoder_blocks(m, run), group.shape, 4, m.num_layers)) == 2
-    res = sweep(["bert-tiny"], ["a100"], batch=[4], seq=[32], vocab=[128, 256], fused=[True])
+    res = sweep(["bert-tiny"], ["a100"], batch=[4], seq=[32], vocab_size=[128, 256],
+                fusion=[True])
     assert res.evaluated == 2
     base = get_model("bert-tiny")
     for row in res.frame.to_dict(orient="records"):
-        mv = dataclasses.replace(base, vocab_size=row["vocab"])
+        mv = dataclasses.replace(base, vocab_size=row["vocab_size"])
         _check(row, _reference(mv, RunConfig(batch=4, seq=32), "a100", Knobs(), fused=True))

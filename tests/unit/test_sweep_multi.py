@@ -9,7 +9,7 @@ import pytest
 
 from bertscope.config import RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.parallel import Cluster, Layout, Workload, evaluate
+from bertscope.parallel import Cluster, Job, Layout, evaluate
 from bertscope.perf import load_profile
 from bertscope.presets import get_model
 from bertscope.sweep import sweep
@@ -19,6 +19,7 @@ CASES = [  # model, device, batch, seq, micro-batches, dp, tp, pp, zero, checkpo
     ("bert-base", "h100", 2, 128, 4, 2, 2, 2, 1, "full"),
     ("gpt2", "a100", 8, 256, 2, 4, 2, 1, 2, "none"),
     ("llama2-7b", "h100", 1, 512, 8, 2, 4, 4, 0, "full"),
+    ("bert-large", "a100", 4, 256, 2, 2, 2, 1, 1, "selective"),
 ]
 
 
@@ -30,12 +31,13 @@ def test_each_point_equals_the_distributed_model(model, device, batch, seq, micr
     assert r.evaluated == 1
     row = r.frame.iloc[0]
     m = get_model(model)
-    # batch is per micro-batch, micro-batches per replica: the step's global batch
-    workload = Workload(model=m, run=RunConfig(batch=1, seq=seq, precision="bf16"),
-                        global_batch=batch * micro * dp)
-    cluster = Cluster.build(device, dp * tp * pp)
-    ref = evaluate(Layout(dp=dp, tp=tp, pp=pp, micro_batches=micro, zero=zero,
-                          checkpoint=ckpt), workload, cluster)
+    # batch is per micro-batch, micro-batches per replica (the run's, as a sweep's axes say):
+    # the step's global batch is batch x micro x dp
+    job = Job(model=m, run=RunConfig(batch=batch, seq=seq, precision="bf16",
+                                     micro_batches=micro, checkpoint=ckpt),
+              layout=Layout(dp=dp, tp=tp, pp=pp, zero=zero))
+    assert job.global_batch == batch * micro * dp
+    ref = evaluate(job, Cluster.build(device, dp * tp * pp))
     assert row["iteration_s"] == pytest.approx(ref.iteration_s, rel=1e-9)
     assert row["tokens_per_s"] == pytest.approx(ref.tokens_per_s, rel=1e-9)
     assert row["memory_bytes"] == pytest.approx(ref.memory_bytes, rel=1e-9)
@@ -83,6 +85,36 @@ def test_one_device_layout_agrees_with_the_single_device_engine(model) -> None:
         assert f.loc[1, "flops"] == pytest.approx(f.loc[0, "flops"], rel=1e-12)
 
 
+@pytest.mark.parametrize("model", ["bert-base", "gpt2", "llama2-7b"])
+def test_fusion_on_one_device_layout_agrees_with_the_engine(model) -> None:
+    """Fusion on a multi-device point fuses the distributed model's compute table
+    (`parallel.compute`) before its roles are read; on one device (ZeRO-1 over one replica)
+    that must time what the engine's per-block fusion times, with and without selective
+    recomputation, and take less time than unfused."""
+    r = sweep([model], ["a100"], batch=[4], seq=[128], zero=[0, 1], precision=["bf16"],
+              checkpoint=["none", "selective"], fusion=[True, False])
+    fused = r.frame["fusion"].astype(bool)  # a label column: categorical
+    for ckpt in ("none", "selective"):
+        f = r.frame[(r.frame["checkpoint"] == ckpt) & fused].set_index("zero")
+        assert f.loc[1, "iteration_s"] == pytest.approx(f.loc[0, "iteration_s"], rel=1e-9)
+        unfused = r.frame[(r.frame["checkpoint"] == ckpt) & ~fused]
+        assert f.loc[1, "iteration_s"] < unfused.set_index("zero").loc[1, "iteration_s"]
+
+
+def test_selective_recompute_is_the_distributed_models() -> None:
+    """A selective point on several devices equals `evaluate` of its job (the group's
+    checkpoint mode reaches `Workload.job`), between none and full in time."""
+    r = sweep(["bert-base"], ["a100"], dp=[2], tp=[2], checkpoint=["none", "selective", "full"])
+    f = r.frame.set_index("checkpoint")
+    assert f.loc["none", "iteration_s"] < f.loc["selective", "iteration_s"] \
+        < f.loc["full", "iteration_s"]
+    job = Job(model=get_model("bert-base"), run=RunConfig(checkpoint="selective"),
+              layout=Layout(dp=2, tp=2))
+    ref = evaluate(job, Cluster.build("a100", 4))
+    assert f.loc["selective", "iteration_s"] == pytest.approx(ref.iteration_s, rel=1e-9)
+    assert f.loc["selective", "memory_bytes"] == pytest.approx(ref.memory_bytes, rel=1e-9)
+
+
 def test_layouts_the_model_cannot_take_are_skipped() -> None:
     """bert-base has 12 heads and 12 layers: tp 5 does not divide the heads, pp 5 not the
     layers; ZeRO-2 cannot run with pp 2. Of dp 1 x tp {1, 5} x pp {1, 2, 5} x zero {0, 2}
@@ -115,7 +147,6 @@ def test_single_device_grids_keep_their_columns() -> None:
     ({"zero": [4]}, "stages are 0, 1, 2 or 3"),
     ({"dp": [0]}, "positive integers"),
     ({"tp": []}, "empty"),
-    ({"dp": [2], "fused": [True]}, "not modelled for multi-device"),
 ])
 def test_bad_layout_axes_are_refused(axes, message) -> None:
     with pytest.raises(BertscopeError, match=message):

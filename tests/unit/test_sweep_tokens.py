@@ -29,10 +29,15 @@ def _axes() -> tuple[Axis, Axis, np.ndarray, np.ndarray]:
 
 
 def test_dimensions_are_the_groups() -> None:
-    from bertscope.sweep.grid import NUM_AXES
-
-    want = (NUM_AXES.index("batch"), NUM_AXES.index("seq"), len(NUM_AXES))
-    assert want == (tk.BATCH_DIM, tk.SEQ_DIM, tk.ND)
+    # the space sits on the group's own batch and seq dimensions, whatever its axes: bert-tiny
+    # has 5 model dimensions, then batch (5), seq (6), micro-batches, decoder-seq
+    grid = make_grid(["bert-tiny"], ["a100"], batch=range(1, 5), seq=range(1, 5))
+    group = next(grid.groups())
+    _, run = group.views(tokens=True)
+    space = run.space
+    assert (space.batch_dim, space.seq_dim, space.nd) == (
+        group.axes.index("batch"), group.axes.index("seq"), len(group.axes)) == (5, 6, 9)
+    assert group.axes[:5] == ("num_layers", "hidden", "heads", "intermediate", "vocab_size")
 
 
 def test_space_of_distinct_products() -> None:
@@ -91,7 +96,7 @@ def test_sweep_with_and_without_the_token_space(monkeypatch, models) -> None:
     # 32, 40, 48, 64, 80, 96), <= 0.8 x 30, so the space is used
     kw = {"models": models, "devices": ["a100", "tpu-v4"], "batch": range(1, 7),
           "seq": [1, 2, 4, 8, 16], "micro_batches": [1, 2], "checkpoint": ["none", "full"],
-          "precision": ["bf16"], "attention": ["eager", "sdpa"], "fused": [False, True]}
+          "precision": ["bf16"], "attention": ["eager", "sdpa"], "fusion": [False, True]}
     grid = make_grid(models, ["a100"], batch=range(1, 7), seq=[1, 2, 4, 8, 16])
     piece = next(grid.groups())
     m, run = piece.views(tokens=True)

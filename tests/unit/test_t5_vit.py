@@ -99,7 +99,7 @@ def test_t5_checkpointing_keeps_both_stacks_inputs() -> None:
     plain_run = RunConfig(batch=2, seq=16, decoder_seq=8, dropout=False)
     plain = build(m, plain_run)
     ckpt = build(m, RunConfig(batch=2, seq=16, decoder_seq=8, dropout=False,
-                              checkpointing=True)).meta["memory"]
+                              checkpoint="full")).meta["memory"]
     d = plain.df
     # what the layers keep without checkpointing (each stack's bias lookup, run once, keeps
     # only its int64 buckets and is counted apart)
@@ -263,7 +263,7 @@ def _one_device(m, run):
 
     w = Workload(model=m, run=RunConfig(batch=1, seq=run.seq, decoder_seq=run.decoder_seq,
                                         precision="bf16"), global_batch=run.batch)
-    r = evaluate(Layout(), w, Cluster.build("a100", 1))
+    r = evaluate(w.job(Layout()), Cluster.build("a100", 1))
     table = build(m, run)
     return r, table, predict(table, load_profile("a100")).meta["prediction"]["time_s"]
 
@@ -290,6 +290,19 @@ def test_t5_pipeline_stages_divide_both_stacks() -> None:
 
     w = Workload(model=tiny(Family.T5), run=RunConfig(batch=1, seq=16, decoder_seq=8),
                  global_batch=8)
-    check_layout(Layout(pp=5), w, Cluster.build("a100", 5))  # 2 + 3 layers, one per stage
+    check_layout(w.job(Layout(pp=5)), Cluster.build("a100", 5))  # 2 + 3 layers, one a stage
     with pytest.raises(BertscopeError, match="5 layers do not split"):
-        check_layout(Layout(pp=2), w, Cluster.build("a100", 2))
+        w.job(Layout(pp=2))  # the job checks itself against the model
+
+
+def test_t5_timeline_labels_each_stage_with_its_layers_of_both_stacks() -> None:
+    from bertscope.parallel import Cluster, Layout, Workload
+    from bertscope.parallel.schedule_trace import layout_timeline
+
+    # 2 encoder + 3 decoder layers over pp = 5 stages: one layer each, stage s holds layer s
+    w = Workload(model=tiny(Family.T5), run=RunConfig(batch=1, seq=16, decoder_seq=8),
+                 global_batch=8)
+    doc = layout_timeline(w.job(Layout(pp=5), 4), Cluster.build("a100", 5))
+    layers = {(e["pid"], e["args"]["layers"]) for e in doc["traceEvents"]
+              if e["ph"] == "X" and e["cat"] == "cpu_op" and "args" in e}
+    assert layers == {(s + 1, f"{s}-{s}") for s in range(5)}

@@ -17,7 +17,7 @@ from bertscope.trace import analyze_trace
 
 @pytest.mark.parametrize("fused", [False, True])
 def test_bertscope_trace_gives_back_the_predicted_breakdown(tmp_path, fused) -> None:
-    table = build(get_model("bert-tiny"), RunConfig(batch=2, seq=16, checkpointing=True))
+    table = build(get_model("bert-tiny"), RunConfig(batch=2, seq=16, checkpoint="full"))
     pred = predict(fuse(table) if fused else table, load_profile("a100"))
     path = write_timeline(pred, tmp_path / "tl.json")
     back = analyze_trace(path).table.df

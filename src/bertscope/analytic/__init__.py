@@ -3,36 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from bertscope.analytic.columns import expand_columns
 from bertscope.analytic.families import model_blocks
 from bertscope.analytic.memory import MemoryEstimate, memory_estimate
 from bertscope.analytic.params import param_groups, parameter_count
-from bertscope.config import Job, ModelConfig, Optimizer, Precision, RunConfig
+from bertscope.config import ModelConfig, RunConfig
+from bertscope.job import Job
 from bertscope.optable import OpTable, intensity
 from bertscope.presets import get_model
 
 
-def ops(
-    model: str | Path | ModelConfig,
-    *,
-    batch: int = 8,
-    seq: int = 128,
-    precision: Precision | str = Precision.FP32,
-    optimizer: Optimizer | str = Optimizer.ADAM,
-    dropout: bool = True,
-    checkpointing: bool = False,
-    micro_batches: int = 1,
-    masked_lm_only: bool = False,
-) -> OpTable:
+def ops(model: str | Path | ModelConfig, **run: Any) -> OpTable:
     """The op table of one pretraining iteration of `model` (a preset name, a path to a
-    Hugging Face config.json, or a ModelConfig). `meta` holds the configs and the memory
-    estimate."""
+    Hugging Face config.json, or a ModelConfig) run with `RunConfig(**run)` (every run
+    setting by its field name: batch, seq, precision, checkpoint, attention, ...)."""
     m = model if isinstance(model, ModelConfig) else get_model(model)
-    run = RunConfig(batch=batch, seq=seq, precision=precision, optimizer=optimizer,
-                    dropout=dropout, checkpointing=checkpointing, micro_batches=micro_batches,
-                    masked_lm_only=masked_lm_only)
-    return build(m, run)
+    return build(Job(model=m, run=RunConfig(**run)))
 
 
 def build(m: ModelConfig | Job, run: RunConfig | None = None) -> OpTable:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bertscope.analytic.blocks import Block, Repeat
 from bertscope.analytic.optimizer import accumulates, accumulation_blocks, optimizer_blocks
-from bertscope.analytic.section import Section, recompute
+from bertscope.analytic.section import Section, checkpointed
 from bertscope.config import ModelConfig, RunConfig
 from bertscope.optable import Op
 
@@ -14,11 +14,12 @@ def one_stack_blocks(m: ModelConfig, run: RunConfig, emb: Section, layer: Sectio
                      heads: Section, later: list[Op] | None = None) -> list[Block]:
     """All rows of one training iteration (one optimizer step), as blocks in execution order:
     the embeddings, the layers' forward, the heads and loss (forward and backward), the
-    layers' backward (last layer first; recompute first when checkpointing; `later` rows in
-    every layer after the first, e.g. ALBERT's shared-weight gradient sums), the
+    layers' backward (last layer first; recomputation first, `section.checkpointed`; `later`
+    rows in every layer after the first, e.g. ALBERT's shared-weight gradient sums), the
     embeddings' backward, gradient accumulation, the optimizer."""
-    backward = (recompute(layer.fwd) if run.checkpointing else []) + layer.bwd()
-    blocks = [Block(emb.fwd, micro=True), Block(layer.fwd, Repeat.EACH_LAYER, micro=True),
+    fwd, rerun = checkpointed(layer.fwd, run.checkpoint)
+    backward = rerun + layer.bwd()
+    blocks = [Block(emb.fwd, micro=True), Block(fwd, Repeat.EACH_LAYER, micro=True),
               Block(heads.fwd + heads.bwd(), micro=True),
               Block(backward, Repeat.EACH_LAYER_REVERSED, later or [], micro=True),
               Block(emb.bwd(), micro=True)]

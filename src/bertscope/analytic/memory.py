@@ -10,7 +10,9 @@ Adam keeps 2 + 2 + 12 = 16 bytes per parameter):
 
 Saved activations are the op table's `saved_bytes` of one micro-batch's forward rows
 (micro-batches run one after another). With full checkpointing each encoder layer keeps
-only its input, and one layer's activations are live again while it is recomputed.
+only its input, and one layer's activations are live again while it is recomputed; with
+selective checkpointing the attention core's memory-bound rows save nothing
+(`section.checkpointed`), so the stacked forward rows already say what is kept.
 The peak adds the largest single op output (a transient buffer) to everything above.
 """
 
@@ -25,7 +27,7 @@ import numpy as np
 
 from bertscope.analytic.blocks import Block, Repeat
 from bertscope.analytic.params import parameter_count
-from bertscope.config import ModelConfig, RunConfig
+from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.taxonomy import Phase
 
 MASTER_BYTES = 4
@@ -106,8 +108,10 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
                 inputs = inputs + layers * ab * run.batch * seq * m.hidden
         elif blk.repeat is Repeat.ONCE:
             outside = outside + _fold(operator.add, [0, *(
-                op.saved_bytes for op in blk.rows if op.phase is Phase.FORWARD and op.layer < 0)])
-    acts = outside + (inputs + per_layer if run.checkpointing else stacked)
+                op.saved_bytes for op in blk.rows  # a sweep's layer index may be an array (T5)
+                if op.phase is Phase.FORWARD and np.all(np.asarray(op.layer) < 0))])
+    full = run.checkpoint is Checkpoint.FULL
+    acts = outside + (inputs + per_layer if full else stacked)
     return {
         "params": n,
         "weights": ab * n,

@@ -35,8 +35,9 @@ _UPDATE_FLOPS = {Optimizer.SGD: 4, Optimizer.ADAM: 12, Optimizer.ADAMW: 14, Opti
 
 def group_stage(grp: ParamGroup) -> PipelineStage:
     """The pipeline stage holding a parameter group: the embeddings on the first stage, the
-    encoder layers in the stack, the pooler and pretraining heads on the last stage."""
-    if grp.layer >= 0:
+    encoder layers in the stack, the pooler and pretraining heads on the last stage. (A
+    sweep's layer index may be an array: T5's decoder layer comes after L layers, L swept.)"""
+    if np.all(np.asarray(grp.layer) >= 0):
         return PipelineStage.STACK
     return PipelineStage.FIRST if grp.name == "embedding" else PipelineStage.LAST
 

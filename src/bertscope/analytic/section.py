@@ -28,9 +28,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bertscope.config import Activation
+from bertscope.config import Activation, Checkpoint
 from bertscope.optable import Op
-from bertscope.taxonomy import Category, Issuer, Phase, PipelineStage, Sublayer, TensorSplit
+from bertscope.taxonomy import (
+    Category,
+    Issuer,
+    Phase,
+    PipelineStage,
+    Sublayer,
+    SublayerGroup,
+    TensorSplit,
+)
 
 C, P, S, T = Category, Phase, Sublayer, TensorSplit
 
@@ -455,4 +463,32 @@ def recompute(ops: list[Op]) -> list[Op]:
     return [op._replace(phase=P.RECOMPUTE, saved_bytes=0) for op in ops]
 
 
-__all__ = ["INDEX_BYTES", "LOSS_BYTES", "MASK_BYTES", "STAT_BYTES", "Section", "recompute"]
+ATTENTION_CORE = frozenset(s for s in Sublayer
+                           if s.group is SublayerGroup.ATTENTION_CORE and s is not S.ROTARY)
+"""Sublayers selective recomputation reruns: the attention core (scores, scale, mask, bias,
+softmax, dropout, context; cross-attention's too), as Megatron-LM's `core_attention`
+checkpoint does (Korthikanti et al. 2022, section 4.2). Rotary embeddings are applied to Q
+and K before it."""
+
+_GEMMS = (C.GEMM, C.BATCHED_GEMM)
+
+
+def checkpointed(fwd: list[Op], mode: Checkpoint) -> tuple[list[Op], list[Op]]:
+    """A layer's forward rows as `mode` keeps them, and the rows it reruns in backward.
+
+    none: the rows as they are, nothing rerun. full: the rows as they are (the memory model
+    keeps only the layer's input, `analytic.memory`), all of them rerun. selective: the
+    attention core's rows (`ATTENTION_CORE`) rerun, and its memory-bound rows save nothing
+    (softmax output, dropout mask and output: Korthikanti et al.'s 5as/h bytes per token);
+    its batched GEMMs keep their inputs Q, K and V, from which the core is recomputed."""
+    if mode is Checkpoint.NONE:
+        return fwd, []
+    if mode is Checkpoint.FULL:
+        return fwd, recompute(fwd)
+    kept = [op._replace(saved_bytes=0)
+            if op.sublayer in ATTENTION_CORE and op.category not in _GEMMS else op for op in fwd]
+    return kept, recompute([op for op in fwd if op.sublayer in ATTENTION_CORE])
+
+
+__all__ = ["ATTENTION_CORE", "INDEX_BYTES", "LOSS_BYTES", "MASK_BYTES", "STAT_BYTES", "Section",
+           "checkpointed", "recompute"]

@@ -37,7 +37,7 @@ from bertscope.analytic.attention import attention_core
 from bertscope.analytic.blocks import Block, Repeat
 from bertscope.analytic.optimizer import accumulates, accumulation_blocks, optimizer_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup
-from bertscope.analytic.section import INDEX_BYTES, Section, recompute
+from bertscope.analytic.section import INDEX_BYTES, Section, checkpointed
 from bertscope.config import ModelConfig, RunConfig
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
@@ -203,7 +203,7 @@ def t5_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     """All rows of one training iteration of T5, as blocks in execution order: the encoder's
     embedding, its bias and layers, its final norm; the decoder's embedding, bias, layers and
     final norm; head and loss (forward and backward); the decoder's backward (last layer
-    first, recompute first when checkpointing), its bias and embedding backward; the
+    first, recomputation first: `section.checkpointed`), its bias and embedding backward; the
     encoder's final norm, layers, bias and embedding backward; the shared table's gradient
     sum; gradient accumulation and the optimizer. Decoder layers are numbered after the
     encoder's (`Block.first`)."""
@@ -220,13 +220,15 @@ def t5_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     # every decoder layer's backward and one more in each after the first (`later`)
     kv_sum = Section(m.num_layers, ab, PipelineStage.STACK, autocast=run.precision.autocast)
     kv_sum.grad_sum("encoder_output.grad_sum", S.CROSS_QKV, b * s * h)
-    enc_bwd = (recompute(enc.fwd) if run.checkpointing else []) + enc.bwd()
-    dec_bwd = (recompute(dec.fwd) if run.checkpointing else []) + kv_sum.bwd() + dec.bwd()
+    enc_fwd, enc_rerun = checkpointed(enc.fwd, run.checkpoint)
+    dec_fwd, dec_rerun = checkpointed(dec.fwd, run.checkpoint)
+    enc_bwd = enc_rerun + enc.bwd()
+    dec_bwd = dec_rerun + kv_sum.bwd() + dec.bwd()
     blocks = [
         Block(enc_emb.fwd, micro=True), Block(enc_bias.fwd, micro=True),
-        Block(enc.fwd, Repeat.EACH_LAYER, micro=True),
+        Block(enc_fwd, Repeat.EACH_LAYER, micro=True),
         Block(enc_final.fwd + dec_emb.fwd + dec_bias.fwd, micro=True),
-        Block(dec.fwd, Repeat.EACH_LAYER, micro=True, layers=ld, first=m.num_layers, seq=st),
+        Block(dec_fwd, Repeat.EACH_LAYER, micro=True, layers=ld, first=m.num_layers, seq=st),
         Block(dec_final.fwd + head.fwd + head.bwd() + dec_final.bwd(), micro=True),
         Block(dec_bwd, Repeat.EACH_LAYER_REVERSED, kv_sum.bwd(), micro=True, layers=ld,
               first=m.num_layers, seq=st),

@@ -4,51 +4,43 @@ valid layout ranked (`--search`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bertscope.cli.options import (
     DeviceOpt,
-    LayoutCheckpointOpt,
-    LayoutMicroBatchesOpt,
-    MicroBatchesAlias,
+    add_job_command,
     check_export,
     check_suffix,
     check_top,
     job_command,
 )
-from bertscope.config import Job
+from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
-from bertscope.parallel.pipeline import Schedule
+from bertscope.job import Job, Layout
 from bertscope.report.tables import make_console
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bertscope.parallel import Cluster, Layout, Workload
+    from bertscope.parallel import Cluster
+
+_SEARCHED = ("batch", "micro_batches", "checkpoint")
+"""Run settings a layout search chooses when they are not pinned."""
 
 
-@job_command("seq", "decoder_seq", "precision", "optimizer", batch=1)
+@job_command(layout=True)
 def distributed_cmd(
-    job: Job,
+    model: ModelConfig,
+    run: dict[str, Any],
+    layout: dict[str, Any],
     devices: Annotated[int, typer.Option(help="Devices in all.")],
     device: DeviceOpt,
-    global_batch: Annotated[int, typer.Option(help="Sequences per optimizer step.")],
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
-    pp: Annotated[int | None, typer.Option(help="Pipeline stages.")] = None,
-    dp: Annotated[int | None, typer.Option(
-        help="Data-parallel replicas (default: devices / (tp x pp)).")] = None,
-    micro_batches: LayoutMicroBatchesOpt = None,
-    microbatches: MicroBatchesAlias = None,
-    zero: Annotated[int | None, typer.Option(help="ZeRO stage 0-3.")] = None,
-    checkpoint: LayoutCheckpointOpt = None,
-    sp: Annotated[bool | None, typer.Option(
-        "--sp/--no-sp", help="Sequence parallelism (needs tp > 1).")] = None,
-    schedule: Annotated[Schedule | None, typer.Option(help="Pipeline schedule.")] = None,
-    virtual_stages: Annotated[int | None, typer.Option(
-        help="Model chunks per device for the interleaved schedule.")] = None,
+    global_batch: Annotated[int | None, typer.Option(
+        help="Sequences per optimizer step (or give --batch, the micro-batch per replica; "
+             "needed with --search).")] = None,
     search: Annotated[bool, typer.Option(
         "--search", help="Try every valid layout (the options above pin dimensions).")] = False,
     top: Annotated[int, typer.Option(help="Rows of the ranking to show with --search.")] = 10,
@@ -66,9 +58,8 @@ def distributed_cmd(
              "--search, the best layout's.")] = None,
 ) -> None:
     """Time and memory per device of a DP/TP/PP/ZeRO layout, or the best layouts (--search)."""
-    from bertscope.parallel import Cluster, Layout, SearchSpace, Workload, evaluate
+    from bertscope.parallel import Cluster, SearchSpace, Workload, evaluate
     from bertscope.parallel import search as run_search
-    from bertscope.parallel.job import zero_stage
     from bertscope.report.parallel import print_layout, print_search
 
     check_top(top, least=1)
@@ -78,32 +69,39 @@ def distributed_cmd(
     check_export(output)
     check_suffix(timeline, (".json",), "the timeline")
     check_output(timeline)
-    if zero is not None and zero not in (0, 1, 2, 3):
-        raise BertscopeError(f"--zero must be 0, 1, 2 or 3, got {zero}")
-    if micro_batches is None:
-        micro_batches = microbatches
-    workload = Workload(model=job.model, run=job.run, global_batch=global_batch)
+    if global_batch is not None and run["batch"] is not None:
+        raise BertscopeError("give --global-batch (sequences per step) or --batch (per "
+                             "micro-batch and replica), not both")
+    if global_batch is None and (search or run["batch"] is None):
+        raise BertscopeError("give --global-batch N: the sequences per optimizer step"
+                             + ("" if search else " (or --batch, per micro-batch)"))
+    template = RunConfig(**{k: v for k, v in run.items()
+                            if v is not None and k not in _SEARCHED})
     cluster = Cluster.build(device, devices, devices_per_node=per_node, intra=intra,
                             inter=inter)
     out = make_console()
     if not search:
-        layout = Layout.fill(devices, dp=dp, tp=tp, pp=pp, micro_batches=micro_batches,
-                             zero=zero, checkpoint=checkpoint, sequence_parallel=sp,
-                             schedule=schedule, virtual_stages=virtual_stages)
-        print_layout(evaluate(layout, workload, cluster), workload, cluster, out)
-        _write_timeline(timeline, layout, workload, cluster, out)
+        lay = Layout.fill(devices, **layout)
+        mb = 1 if run["micro_batches"] is None else run["micro_batches"]
+        ck = Checkpoint.NONE if run["checkpoint"] is None else run["checkpoint"]
+        if global_batch is not None:
+            job = Workload(model=model, run=template, global_batch=global_batch).job(lay, mb, ck)
+        else:
+            job = Job(model=model, layout=lay, run=RunConfig(
+                **{**{k: v for k, v in run.items() if v is not None},
+                   "micro_batches": mb, "checkpoint": ck}))
+        print_layout(evaluate(job, cluster), cluster, out)
+        _write_timeline(timeline, job, cluster, out)
         return
-    space = SearchSpace(dp=dp, tp=tp, pp=pp, micro_batches=micro_batches,
-                        zero=None if zero is None else zero_stage(zero),
-                        checkpoint=checkpoint, sequence_parallel=sp, schedule=schedule,
-                        virtual_stages=virtual_stages)
-    result = run_search(workload, cluster, space)
-    print_search(result, workload, cluster, out, top=top)
+    space = SearchSpace(micro_batches=run["micro_batches"], checkpoint=run["checkpoint"],
+                        **layout)
+    result = run_search(Workload(model=model, run=template, global_batch=global_batch),
+                        cluster, space)
+    print_search(result, cluster, out, top=top)
     best = result.best()
     if best is not None:
         out.print()
-        print_layout(evaluate(best, workload, cluster), workload, cluster, out,
-                     title="Best layout")
+        print_layout(evaluate(best, cluster), cluster, out, title="Best layout")
     if timeline is not None and best is None:
         raise BertscopeError("no layout fits, so there is no timeline to write (nothing "
                              "written)")
@@ -111,22 +109,21 @@ def distributed_cmd(
         path = result.export(output)
         out.print(f"wrote {result.evaluated} layouts to {path}")
     if best is not None:
-        _write_timeline(timeline, best, workload, cluster, out)
+        _write_timeline(timeline, best, cluster, out)
 
 
-def _write_timeline(path: Path | None, layout: Layout, workload: Workload, cluster: Cluster,
-                    out: Console) -> None:
+def _write_timeline(path: Path | None, job: Job, cluster: Cluster, out: Console) -> None:
     if path is None:
         return
     from bertscope.parallel.schedule_trace import write_layout_timeline
 
-    written = write_layout_timeline(layout, workload, cluster, path)
+    written = write_layout_timeline(job, cluster, path)
     out.print(f"wrote the per-device timeline to {written} (open it in ui.perfetto.dev)")
 
 
 def register(app: typer.Typer) -> None:
     """Add `distributed` to a typer app."""
-    app.command("distributed")(distributed_cmd)
+    add_job_command(app, "distributed", distributed_cmd)
 
 
 __all__ = ["distributed_cmd", "register"]

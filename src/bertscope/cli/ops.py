@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from bertscope.cli.options import TopOpt, check_export, check_top, job_command
-from bertscope.config import Job
+from bertscope.cli.options import TopOpt, add_job_command, check_export, check_top, job_command
 from bertscope.errors import BertscopeError
 from bertscope.io import Format
+from bertscope.job import Job
 from bertscope.report.tables import make_console
 
 
@@ -31,8 +31,10 @@ def ops_cmd(
         "--format", help="Export format (default: from the output suffix).")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the op table to this file.")] = None,
 ) -> None:
-    """Every op of one training iteration, with totals by category, sublayer and phase."""
+    """Every op of one training iteration, with totals by category, sublayer and phase
+    (with --fusion, as fused kernels run them)."""
     from bertscope.analytic import build
+    from bertscope.perf import fuse
     from bertscope.report.tables import print_optable
 
     if fmt is not None and output is None:
@@ -40,6 +42,8 @@ def ops_cmd(
     check_top(top)
     check_export(output, fmt)
     table = build(job)
+    if job.run.fusion:
+        table = fuse(table)
     console = make_console()
     print_optable(table, console, top=top)
     if output is not None:
@@ -50,7 +54,7 @@ def ops_cmd(
 def register(app: typer.Typer) -> None:
     """Add `models` and `ops` to a typer app."""
     app.command("models")(models_cmd)
-    app.command("ops")(ops_cmd)
+    add_job_command(app, "ops", ops_cmd)
 
 
 __all__ = ["models_cmd", "ops_cmd", "register"]

@@ -1,31 +1,34 @@
-"""Options the commands share, declared once: the model argument, the run settings (one
-`RunConfig` built by `job_command`), and the device and output options.
+"""Options the commands share, declared once: the job's options (generated from the config's
+fields), and the device and output options.
 
-`@job_command(...)` turns a command that takes `job: Job` into one that takes the model argument
-and the named run options (`--batch`, `--seq`, `--precision`, ...); the wrapper builds and checks
-the (model, run) pair once and hands it over typed. Adding a run setting is a field in
-`config.RunConfig` and a row in `RUN_OPTIONS` here; every command that lists it gets it.
-
-One vocabulary across commands: `--micro-batches` (distributed's `--microbatches` is a hidden
-alias for one release), `--checkpoint none|selective|full` (`--checkpointing/--no-checkpointing`
-is a hidden alias of `--checkpoint full/none`), precision fp32 by default everywhere.
+A command that takes a job is written `f(job: Job, ...)` (or, with `layout=True`, `f(model,
+run, layout, ...)` with the unpinned settings as None), marked `@job_command(...)` and
+registered with `add_job_command(app, name, f)`: its command line gains the model argument
+and one option per field of `config.RunConfig` (and of `job.Layout` with `layout=True`),
+named, typed and explained by the field itself (`config.setting`'s help and flag). The
+options are generated when the command is registered, from the classes as they are then, so
+adding a job field touches the config and the producer that uses it, no file here.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import importlib.util
 import inspect
+import types
+import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import MISSING, Field, fields
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 
-from bertscope.config import Attention, Checkpoint, Job, Optimizer, Precision, RunConfig
+import bertscope.config as config
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, check_output, output_format
+from bertscope.job import Job, Layout
 from bertscope.presets import get_model
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,114 +37,100 @@ ModelArg = Annotated[str, typer.Argument(help="Preset name or path to a HF confi
 DeviceOpt = Annotated[str, typer.Option(
     help="Catalog device (see `bertscope devices`), a .toml/.json device file, or a profile "
          "JSON with calibrated efficiency models.")]
-SeqOpt = Annotated[int, typer.Option("--seq", help="Tokens per sequence.")]
-PrecisionOpt = Annotated[Precision, typer.Option(
-    "--precision", help="fp32; tf32 (fp32 with TF32 matmuls, NVIDIA); or mixed fp16/bf16 "
-                        "(autocast, fp16 with loss scaling, when measured).")]
-OptimizerOpt = Annotated[Optimizer, typer.Option(
-    "--optimizer", help="Optimizer of the update step.")]
-CheckpointOpt = Annotated[Checkpoint, typer.Option(
-    "--checkpoint", help="Activation recomputation: none, selective (attention core; the "
-                         "distributed model only) or full (each layer's forward rerun).")]
-LayoutCheckpointOpt = Annotated[Checkpoint | None, typer.Option(
-    "--checkpoint", help="Activation recomputation: none, selective or full (default: none; "
-                         "searched with --search).")]
-MicroBatchesOpt = Annotated[int, typer.Option(
-    "--micro-batches", help="Gradient accumulation: micro-batches per optimizer step.")]
-LayoutMicroBatchesOpt = Annotated[int | None, typer.Option(
-    "--micro-batches", help="Micro-batches per step per replica (pipeline / gradient "
-                            "accumulation; default 1, searched with --search).")]
-MicroBatchesAlias = Annotated[int | None, typer.Option("--microbatches", hidden=True)]
 TopOpt = Annotated[int, typer.Option(help="Show the N largest entries.")]
 
-
-@dataclass(frozen=True, slots=True)
-class _RunOption:
-    """One run setting on the command line: its `RunConfig` field, annotation and default."""
-
-    annotation: Any
-    default: Any
+_MARK = "__job_command__"
 
 
-RUN_OPTIONS: dict[str, _RunOption] = {
-    "batch": _RunOption(Annotated[int, typer.Option(
-        "--batch", help="Sequences per micro-batch.")], 8),
-    "seq": _RunOption(SeqOpt, 128),
-    "precision": _RunOption(PrecisionOpt, Precision.FP32),
-    "optimizer": _RunOption(OptimizerOpt, Optimizer.ADAM),
-    "dropout": _RunOption(Annotated[bool, typer.Option(
-        "--dropout/--no-dropout", help="Dropout layers on or off.")], True),
-    "checkpoint": _RunOption(CheckpointOpt, Checkpoint.NONE),
-    "micro_batches": _RunOption(MicroBatchesOpt, 1),
-    "masked_lm_only": _RunOption(Annotated[bool, typer.Option(
-        "--masked-lm-only/--no-masked-lm-only",
-        help="MLM head on the 15% masked positions only (NVIDIA BERT).")], False),
-    "attention": _RunOption(Annotated[Attention, typer.Option(
-        "--attention", help="Attention core: eager kernels, one fused softmax, or sdpa "
-                            "(one fused kernel, FlashAttention-style).")], Attention.EAGER),
-    "decoder_seq": _RunOption(Annotated[int | None, typer.Option(
-        "--decoder-seq", help="T5: target tokens per sequence, the decoder's length "
-                              "(default: --seq).")], None),
-}
-"""Every run setting a command can take, in the order help lists them."""
+def job_command(*, layout: bool = False, **defaults: Any) -> Callable[[F], F]:
+    """Mark a command that takes a job; `add_job_command` gives it the job's options.
+    `defaults` override a run field's default for this command (`batch=4`). With
+    `layout=False` the command is called as `f(job=Job, ...)`; with `layout=True` as
+    `f(model=ModelConfig, run={field: value or None}, layout={field: value or None}, ...)`:
+    None where the user did not pin a setting (a layout search chooses it)."""
+    def mark(f: F) -> F:
+        setattr(f, _MARK, (layout, defaults))
+        return f
 
-_CHECKPOINTING_ALIAS = Annotated[bool | None, typer.Option(
-    "--checkpointing/--no-checkpointing", hidden=True)]
+    return mark
 
 
-def checkpointing(mode: Checkpoint) -> bool:
-    """`RunConfig.checkpointing` for a `--checkpoint` mode: the op model and the profiler run
-    none or full; selective is refused with a pointer to the distributed model."""
-    if mode is Checkpoint.SELECTIVE:
-        raise BertscopeError("--checkpoint selective is modelled by `bertscope distributed` "
-                             "only; use --checkpoint none or full here")
-    return mode is Checkpoint.FULL
+def _flag(f: Field[Any]) -> str:
+    return "--" + (f.metadata.get("flag") or f.name).replace("_", "-")
 
 
-def job_command(*names: str, **defaults: Any) -> Callable[[F], F]:
-    """Decorate a command `f(job: Job, ...)`: its command line gains the model argument and
-    the run options `names` (keys of `RUN_OPTIONS`; all of them when none are named), with
-    `defaults` overriding `RunConfig`'s for this command; settings not offered take their
-    default. The wrapper builds `Job(model=get_model(model), run=RunConfig(...))`, checked
-    once, and calls `f(job=job, ...)` with the command's own options."""
-    offered = names or tuple(RUN_OPTIONS)
-    unknown = set(offered) - set(RUN_OPTIONS)
+def _option_type(kind: Any) -> Any:
+    """The command-line type of a field's annotation: IntEnum fields take their integer
+    (typer's choices are names), `X | None` its X."""
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    if isinstance(kind, type) and issubclass(kind, enum.IntEnum):
+        return int
+    return kind
+
+
+def _help(f: Field[Any], kind: Any) -> str:
+    text = f.metadata.get("help", "")
+    if isinstance(kind, type) and issubclass(kind, enum.IntEnum):
+        text += f" ({', '.join(str(int(v)) for v in kind)})"
+    return text
+
+
+def field_parameters(cls: type, defaults: dict[str, Any], unpinned: bool = False
+                     ) -> list[inspect.Parameter]:
+    """One keyword parameter per field of the config dataclass `cls`, typed and helped for
+    typer: `--name` (or the field's flag), `--name/--no-name` for booleans, the enum's choices
+    for enums. Defaults are the field's (or `defaults`'), or None with `unpinned`."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        kind = _option_type(hints[f.name])
+        flag = _flag(f)
+        decl = f"{flag}/--no-{flag[2:]}" if kind is bool else flag
+        option = typer.Option(decl, help=_help(f, hints[f.name]))
+        default = f.default if f.default is not MISSING else None
+        default = None if unpinned else defaults.get(f.name, default)
+        annotation = kind if default is not None else kind | None
+        out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                                     annotation=Annotated[annotation, option], default=default))
+    return out
+
+
+def add_job_command(app: typer.Typer, name: str, f: Callable[..., Any]) -> None:
+    """Register the `@job_command` `f` as `name` on `app`, with the model argument and the
+    job's options generated from `config.RunConfig` (and `job.Layout`) as they are now."""
+    layout, defaults = getattr(f, _MARK)
+    run_cls = config.RunConfig
+    unknown = set(defaults) - {fl.name for fl in fields(run_cls)}
     if unknown:
-        raise ValueError(f"unknown run options {sorted(unknown)}")
+        raise ValueError(f"{name}: no run fields {sorted(unknown)}")
+    sig = inspect.signature(f, eval_str=True)
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values()
+           if p.name not in ("job", "model", "run", "layout")]
+    model = inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              annotation=ModelArg)
+    run = field_parameters(run_cls, defaults, unpinned=layout)
+    lay = field_parameters(Layout, {}, unpinned=True) if layout else []
+    run_names = [p.name for p in run]
+    lay_names = [p.name for p in lay]
+    clash = {p.name for p in own} & {*run_names, *lay_names}
+    if clash:
+        raise ValueError(f"{name}: options {sorted(clash)} are job fields")
 
-    def wrap(f: F) -> F:
-        sig = inspect.signature(f, eval_str=True)
-        own = [p for p in sig.parameters.values() if p.name != "job"]
-        model = inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                  annotation=ModelArg)
-        run = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                                 annotation=RUN_OPTIONS[name].annotation,
-                                 default=defaults.get(name, RUN_OPTIONS[name].default))
-               for name in offered]
-        if "checkpoint" in offered:
-            run.append(inspect.Parameter("checkpointing", inspect.Parameter.KEYWORD_ONLY,
-                                         annotation=_CHECKPOINTING_ALIAS, default=None))
-        params = [model, *run, *[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]]
+    @functools.wraps(f)
+    def command(**kw: Any) -> Any:
+        settings = {n: kw.pop(n) for n in run_names}
+        m = get_model(kw.pop("model"))
+        if layout:
+            return f(model=m, run=settings, layout={n: kw.pop(n) for n in lay_names}, **kw)
+        given = {k: v for k, v in settings.items() if v is not None}
+        return f(job=Job(model=m, run=run_cls(**given)), **kw)
 
-        @functools.wraps(f)
-        def command(**kw: Any) -> Any:
-            settings = {name: kw.pop(name) for name in offered}
-            alias = kw.pop("checkpointing", None)
-            mode = settings.pop("checkpoint", defaults.get("checkpoint", Checkpoint.NONE))
-            if alias is not None:
-                mode = Checkpoint.FULL if alias else Checkpoint.NONE
-            fixed = {k: v for k, v in defaults.items() if k not in offered
-                     and k != "checkpoint"}
-            run_config = RunConfig(**fixed, **settings, checkpointing=checkpointing(mode))
-            job = Job(model=get_model(kw.pop("model")), run=run_config)
-            return f(job=job, **kw)
-
-        del command.__wrapped__  # typer must read the new signature, not f's
-        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        return command  # type: ignore[return-value]
-
-    return wrap
+    del command.__wrapped__  # typer must read the new signature, not f's
+    params = [model, *run, *lay, *own]
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    app.command(name)(command)
 
 
 def need_torch(what: str) -> None:
@@ -173,22 +162,14 @@ def check_suffix(path: Path | None, suffixes: tuple[str, ...], what: str) -> Non
 
 
 __all__ = [
-    "RUN_OPTIONS",
-    "CheckpointOpt",
     "DeviceOpt",
-    "LayoutCheckpointOpt",
-    "LayoutMicroBatchesOpt",
-    "MicroBatchesAlias",
-    "MicroBatchesOpt",
     "ModelArg",
-    "OptimizerOpt",
-    "PrecisionOpt",
-    "SeqOpt",
     "TopOpt",
+    "add_job_command",
     "check_export",
     "check_suffix",
     "check_top",
-    "checkpointing",
+    "field_parameters",
     "job_command",
     "need_torch",
 ]

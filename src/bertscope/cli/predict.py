@@ -11,14 +11,15 @@ import typer
 from bertscope.cli.options import (
     DeviceOpt,
     TopOpt,
+    add_job_command,
     check_export,
     check_suffix,
     check_top,
     job_command,
 )
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
-from bertscope.config import Job
 from bertscope.io import check_output
+from bertscope.job import Job
 from bertscope.report.tables import make_console
 
 
@@ -26,9 +27,6 @@ from bertscope.report.tables import make_console
 def predict_cmd(
     job: Job,
     device: DeviceOpt,
-    fusion: Annotated[bool, typer.Option(
-        help="Fuse chains of memory-bound ops and the optimizer step; show what it buys.")] = (
-        False),
     top: TopOpt = 10,
     plot: Annotated[Path | None, typer.Option(
         help="Write a roofline plot of every op (.png or .svg).")] = None,
@@ -54,6 +52,7 @@ def predict_cmd(
     st = open_store(store, no_store)
     profile = load_profile(device)
     table = build(job)
+    fusion = job.run.fusion
     unfused = predict(table, profile)
     result = predict(fuse(table), profile) if fusion else unfused
     out = make_console()
@@ -71,7 +70,7 @@ def predict_cmd(
         out.print(f"wrote the predicted timeline to {write_timeline(result, timeline)}")
     pred = result.meta["prediction"]
     record(st, out, "predict", result, device=pred["device"],
-           inputs={**job.as_dict(), "device": device, "fusion": fusion},
+           inputs={**job.as_dict(), "device": device},
            summary={k: pred[k] for k in ("time_s", "tokens_per_s", "achieved_flops",
                                          "peak_fraction", "precision", "gemm_format")})
 
@@ -86,7 +85,7 @@ def devices_cmd() -> None:
 
 def register(app: typer.Typer) -> None:
     """Add `predict` and `devices` to a typer app."""
-    app.command("predict")(predict_cmd)
+    add_job_command(app, "predict", predict_cmd)
     app.command("devices")(devices_cmd)
 
 

@@ -11,11 +11,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from bertscope.cli.options import TopOpt, check_suffix, check_top, job_command, need_torch
+from bertscope.cli.options import (
+    TopOpt,
+    add_job_command,
+    check_suffix,
+    check_top,
+    job_command,
+    need_torch,
+)
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
-from bertscope.config import HostAllocator, Job
+from bertscope.config import HostAllocator
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
+from bertscope.job import Job
 from bertscope.report.progress import progress_bar
 from bertscope.report.tables import make_console
 from bertscope.trace.attribute import Statistic
@@ -31,8 +39,7 @@ StatisticOpt = Annotated[Statistic, typer.Option(
          "iteration on a shared machine) or min (the least: noise only adds time).")]
 
 
-@job_command("batch", "seq", "decoder_seq", "precision", "optimizer", "dropout",
-             "checkpoint", "micro_batches", "attention", batch=4)
+@job_command(batch=4)
 def profile_cmd(
     job: Job,
     iters: Annotated[int, typer.Option(help="Measured iterations.")] = 3,
@@ -165,7 +172,7 @@ nothing to keep)."""
 
 def register(app: typer.Typer) -> None:
     """Add `profile` to a typer app."""
-    app.command("profile")(profile_cmd)
+    add_job_command(app, "profile", profile_cmd)
 
 
 __all__ = ["profile_cmd", "register"]

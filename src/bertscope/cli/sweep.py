@@ -3,10 +3,23 @@
 Each axis takes a comma list (`--batch 8,16,32`) or an inclusive integer range
 (`--batch 1..256`); model presets (or config.json paths) are a comma list in the first
 argument. Parsing only: the grid is checked and evaluated by `bertscope.sweep`.
+
+The axis options are generated from the config fields when the command is registered: the
+model dimensions (`--num-layers`, `--hidden`, `--heads`, `--intermediate`, `--vocab-size`),
+every `RunConfig` field under its name with dashes (or its `setting` flag) and its help,
+parsed by its type (integers and ranges, on/off, or the enum's words), the layout fields
+`--dp`, `--tp`, `--pp`, `--zero` and the knobs. A field added to the run config is an option
+here with no change to this file.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +29,8 @@ from bertscope.cli.options import check_suffix, check_top
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
+from bertscope.job import Layout
+from bertscope.sweep.grid import KNOB_AXES, LAYOUT_AXES, MODEL_AXES, run_axes
 
 _RANGE_MAX = 10_000_000
 """Most values one `A..B` range may hold."""
@@ -75,49 +90,95 @@ def _parts(text: str, what: str) -> list[str]:
     return parts
 
 
-def _opt(help_text: str) -> Any:
-    return typer.Option(help=help_text)
+def parse_choices(kind: type[Enum]) -> Callable[[str, str], list[str]]:
+    """A parser of comma lists of an enum's values ('fp32,bf16' for `Precision`)."""
+
+    def parse(text: str, what: str) -> list[str]:
+        words = [p.lower() for p in _parts(text, what)]
+        names = [str(m.value) for m in kind]
+        bad = [w for w in words if w not in names]
+        if bad:
+            raise BertscopeError(f"--{what}: {bad[0]!r} is not one of {', '.join(names)}")
+        return words
+
+    return parse
 
 
-def sweep_cmd(
-    models: Annotated[str, typer.Argument(
-        metavar="MODELS", help="Comma list of presets or config.json paths.")],
-    device: Annotated[str, typer.Option(help="Comma list of catalog devices, device files "
-                                             "or calibrated profiles.")] = "a100",
-    batch: Annotated[str, _opt("Sequences per micro-batch.")] = "8",
-    seq: Annotated[str, _opt("Tokens per sequence.")] = "128",
-    micro_batches: Annotated[str, _opt("Micro-batches per optimizer step.")] = "1",
-    precision: Annotated[str, _opt("fp32, fp16, bf16.")] = "fp32",
-    optimizer: Annotated[str, _opt("sgd, adam, adamw, lamb.")] = "adam",
-    checkpoint: Annotated[str, _opt("none, full.")] = "none",
-    dropout: Annotated[str, _opt("on, off.")] = "on",
-    masked_lm_only: Annotated[str, _opt("MLM head on the masked 15% only: on, off.")] = "off",
-    attention: Annotated[str, _opt("eager, fused-softmax, sdpa.")] = "eager",
-    fused: Annotated[str, _opt("Predict with memory-bound chains and the optimizer fused "
-                               "(perf.fuse): on, off.")] = "off",
-    layers: Annotated[str | None, _opt("Encoder layers (default: each model's).")] = None,
-    hidden: Annotated[str | None, _opt("Hidden size (default: each model's).")] = None,
-    heads: Annotated[str | None, _opt("Attention heads (default: each model's).")] = None,
-    ffn: Annotated[str | None, _opt("FFN size (default: the model's ratio to hidden).")] = None,
-    vocab: Annotated[str | None, _opt("Vocabulary size (default: each model's).")] = None,
-    dp: Annotated[str, _opt("Data-parallel replicas (above 1, or tp/pp/zero: the "
-                            "distributed model times the point).")] = "1",
-    tp: Annotated[str, _opt("Tensor-parallel ranks.")] = "1",
-    pp: Annotated[str, _opt("Pipeline stages (1F1B).")] = "1",
-    zero: Annotated[str, _opt("ZeRO stage 0-3 over the replicas.")] = "0",
-    gemm_peak: Annotated[str, _opt("What-if: x the GEMM peak.")] = "1",
-    bandwidth: Annotated[str, _opt("What-if: x the memory bandwidth.")] = "1",
-    overhead: Annotated[str, _opt("What-if: x the per-launch overhead.")] = "1",
-    memory: Annotated[str, _opt("What-if: x the memory capacity.")] = "1",
-    sort: Annotated[str, _opt("Rank by this column.")] = "tokens_per_s",
-    top: Annotated[int, _opt("Show the N best rows.")] = 10,
-    output: Annotated[Path | None, _opt("Write every row (.csv or .parquet).")] = None,
-    yes: Annotated[bool, typer.Option(
-        "--yes", help="Evaluate a grid above 2,000,000 configurations.")] = False,
-    store: StoreOpt = None,
-    no_store: NoStoreOpt = False,
-) -> None:
-    """Predict every configuration of a grid (models x run settings x devices x knobs)."""
+@dataclass(frozen=True, slots=True)
+class AxisOption:
+    """One sweep axis on the command line: the axis (a config field's name), its option
+    name, help, default text (None: each model's own, or the field's None) and parser."""
+
+    axis: str
+    flag: str
+    help: str
+    default: str | None
+    parse: Callable[[str, str], list[Any]]
+
+
+_MODEL_HELP = {"num_layers": "Layers of the (encoder or decoder) stack (default: each "
+                             "model's).",
+               "hidden": "Hidden size (default: each model's).",
+               "heads": "Attention heads (default: each model's).",
+               "intermediate": "Feed-forward inner size (default: the model's ratio to hidden).",
+               "vocab_size": "Vocabulary size (default: each model's)."}
+"""`ModelConfig` dimensions' help (the model config's fields carry docstrings only)."""
+_KNOB_HELP = {"gemm_peak": "What-if: x the GEMM peak.",
+              "bandwidth": "What-if: x the memory bandwidth.",
+              "overhead": "What-if: x the per-launch overhead.",
+              "memory": "What-if: x the memory capacity."}
+
+
+def _parser(kind: type) -> tuple[Callable[[str, str], list[Any]], str]:
+    """The parser of a field type and how its values are written (for the help)."""
+    if kind is bool:
+        return parse_bools, "on, off"
+    if isinstance(kind, type) and issubclass(kind, Enum) and not issubclass(kind, int):
+        return parse_choices(kind), ", ".join(str(m.value) for m in kind)
+    if isinstance(kind, type) and issubclass(kind, int):
+        return parse_ints, "integers, A..B ranges"
+    if kind is float:
+        return parse_floats, "numbers"
+    return parse_words, "words"
+
+
+def _text(value: Any) -> str | None:
+    """A field default as the option's default text."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, Enum):
+        return str(value.value)
+    return str(value)
+
+
+def axis_options() -> list[AxisOption]:
+    """Every sweep axis as an option, read from the config classes now: the model
+    dimensions, every `RunConfig` field (its `setting` help and flag), the layout's
+    dp/tp/pp/zero (`Layout`'s help) and the knobs."""
+    out = [AxisOption(a, a.replace("_", "-"), _MODEL_HELP[a], None, parse_ints)
+           for a in MODEL_AXES]
+    for a in run_axes():
+        parse, words = _parser(a.kind)
+        out.append(AxisOption(a.name, a.flag, f"{a.help} Values: {words}.", _text(a.default),
+                              parse))
+    hints = typing.get_type_hints(Layout)
+    for f in dataclasses.fields(Layout):
+        if f.name in LAYOUT_AXES:
+            parse, words = _parser(hints[f.name])
+            out.append(AxisOption(f.name, f.metadata.get("flag") or f.name.replace("_", "-"),
+                                  f"{f.metadata.get('help', '')} Values: {words}.",
+                                  _text(int(f.default) if f.name == "zero" else f.default),
+                                  parse))
+    out += [AxisOption(k, k.replace("_", "-"), _KNOB_HELP[k], "1", parse_floats)
+            for k in KNOB_AXES]
+    return out
+
+
+def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: int,
+               output: Path | None, yes: bool, store: Path | None, no_store: bool) -> None:
+    """Evaluate the grid and print, write and record it."""
     from bertscope.report.progress import progress_bar
     from bertscope.report.sweep import print_sweep
     from bertscope.report.tables import make_console
@@ -129,25 +190,6 @@ def sweep_cmd(
     if output is not None:
         check_output(output)
     st = open_store(store, no_store)
-    axes: dict[str, Any] = {
-        "batch": parse_ints(batch, "batch"), "seq": parse_ints(seq, "seq"),
-        "micro_batches": parse_ints(micro_batches, "micro-batches"),
-        "precision": parse_words(precision, "precision"),
-        "optimizer": parse_words(optimizer, "optimizer"),
-        "checkpoint": parse_words(checkpoint, "checkpoint"),
-        "dropout": parse_bools(dropout, "dropout"),
-        "masked_lm_only": parse_bools(masked_lm_only, "masked-lm-only"),
-        "attention": parse_words(attention, "attention"),
-        "fused": parse_bools(fused, "fused"),
-        **{k: parse_floats(v, k.replace("_", "-")) for k, v in
-           (("gemm_peak", gemm_peak), ("bandwidth", bandwidth), ("overhead", overhead),
-            ("memory", memory))},
-        **{k: parse_ints(v, k) for k, v in (("dp", dp), ("tp", tp), ("pp", pp),
-                                            ("zero", zero))},
-        **{k: parse_ints(v, k) for k, v in (("layers", layers), ("hidden", hidden),
-                                            ("heads", heads), ("ffn", ffn), ("vocab", vocab))
-           if v is not None},
-    }
     with progress_bar() as tell:
         result = sweep(parse_words(models, "models"), parse_words(device, "device"),
                        max_configs=None if yes else MAX_CONFIGS, progress=tell, **axes)
@@ -165,9 +207,55 @@ def sweep_cmd(
                     "best": ranked.head(5).to_dict(orient="records")})
 
 
+def sweep_command() -> Callable[..., None]:
+    """The `sweep` command with one option per axis (`axis_options`, read now)."""
+    options = axis_options()
+    K = inspect.Parameter.KEYWORD_ONLY
+    fixed = [
+        inspect.Parameter("models", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[
+            str, typer.Argument(metavar="MODELS",
+                                help="Comma list of presets or config.json paths.")]),
+        inspect.Parameter("device", K, default="a100", annotation=Annotated[str, typer.Option(
+            help="Comma list of catalog devices, device files or calibrated profiles.")]),
+    ]
+    tail = [
+        inspect.Parameter("sort", K, default="tokens_per_s", annotation=Annotated[
+            str, typer.Option(help="Rank by this column.")]),
+        inspect.Parameter("top", K, default=10, annotation=Annotated[
+            int, typer.Option(help="Show the N best rows.")]),
+        inspect.Parameter("output", K, default=None, annotation=Annotated[
+            Path | None, typer.Option(help="Write every row (.csv or .parquet).")]),
+        inspect.Parameter("yes", K, default=False, annotation=Annotated[bool, typer.Option(
+            "--yes", help="Evaluate a grid above 2,000,000 configurations.")]),
+        inspect.Parameter("store", K, default=None, annotation=StoreOpt),
+        inspect.Parameter("no_store", K, default=False, annotation=NoStoreOpt),
+    ]
+    taken = {p.name for p in (*fixed, *tail)}
+    clash = [o.axis for o in options if o.axis in taken]
+    if clash:
+        raise ValueError(f"sweep axes {clash} clash with the command's own options")
+    axes = [inspect.Parameter(o.axis, K, default=o.default, annotation=Annotated[
+        str | None, typer.Option(f"--{o.flag}", help=o.help)]) for o in options]
+    params = [*fixed, *axes, *tail]
+
+    def sweep_cmd(**kw: Any) -> None:
+        """Predict every configuration of a grid (models x run settings x layouts x devices
+        x knobs). Every axis takes a comma list or an A..B integer range."""
+        parsed = {o.axis: o.parse(kw.pop(o.axis), o.flag) for o in options
+                  if kw[o.axis] is not None}
+        for o in options:
+            kw.pop(o.axis, None)
+        _run_sweep(axes=parsed, **kw)
+
+    sweep_cmd.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    sweep_cmd.__annotations__ = {p.name: p.annotation for p in params}
+    return sweep_cmd
+
+
 def register(app: typer.Typer) -> None:
-    """Add `sweep` to a typer app."""
-    app.command("sweep")(sweep_cmd)
+    """Add `sweep` to a typer app (its axis options read from the config classes now)."""
+    app.command("sweep")(sweep_command())
 
 
-__all__ = ["parse_bools", "parse_floats", "parse_ints", "parse_words", "register", "sweep_cmd"]
+__all__ = ["AxisOption", "axis_options", "parse_bools", "parse_choices", "parse_floats",
+           "parse_ints", "parse_words", "register", "sweep_command"]

@@ -41,9 +41,11 @@ from typing import Any
 import numpy as np
 
 from bertscope.analytic import parameter_count
-from bertscope.config import Job, ModelConfig, RunConfig
+from bertscope.config import ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
+from bertscope.job import Job
+from bertscope.measure.profile import refuse_unmeasured
 from bertscope.parallel.ddp_model import comm_shares, link_bucket_bytes
 from bertscope.trace.breakdown import overlap, union
 
@@ -104,6 +106,7 @@ def check_request(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int,
     if iters < 1 or warmup < 0:
         raise BertscopeError(f"need --iters >= 1 and --warmup >= 0, got {iters} and {warmup}")
     Job(model=m, run=run)  # the pair's one check: the sequence fits the positions
+    refuse_unmeasured(run)
 
 
 def run_ranks(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int = 3, warmup: int = 1,

@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from bertscope.config import Job
 from bertscope.errors import BertscopeError
+from bertscope.job import Job
 from bertscope.measure.ddp import (
     ERROR_FILE,
     PID_FILE,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from torch import nn
 
-from bertscope.config import ModelConfig, RunConfig
+from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.families import resolve
 from bertscope.measure.attribution import Patterns
@@ -59,7 +59,7 @@ def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
     model = getattr(transformers, spec.hf_class)(cfg)
     if spec.hf_loss_type is not None:  # a class whose name does not say its loss
         model.loss_type = spec.hf_loss_type
-    return _checkpointed(model) if run.checkpointing else model
+    return _checkpointed(model) if (run.checkpoint is Checkpoint.FULL) else model
 
 
 def _checkpointed(model: nn.Module) -> nn.Module:

@@ -33,10 +33,11 @@ import torch
 from torch import nn
 
 from bertscope.analytic import build
-from bertscope.config import Attention, Family, Job, ModelConfig, Precision, RunConfig
+from bertscope.config import Attention, Checkpoint, Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import STOP, BertscopeError, parse_enum
 from bertscope.families import resolve
 from bertscope.io import atomic_path, write_or_rescue
+from bertscope.job import Job
 from bertscope.measure.allocator import (
     HostAllocator,
     keep_freed_memory,
@@ -49,7 +50,6 @@ from bertscope.measure.hf import build_hf_model, hf_layers, hf_sublayer
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.quiet import QuietProfiler
 from bertscope.optable import OpTable, meta_with_job
-from bertscope.parallel.memory import stack_layers
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
@@ -143,7 +143,7 @@ def check_memory(analytic: OpTable, device: torch.device) -> None:
             f"this run needs ~{mem['peak'] / gib:.1f} GiB (analytic estimate: weights+grads+"
             f"optimizer {mem['static'] / gib:.1f} GiB, activations {mem['activations'] / gib:.1f}"
             f" GiB) but {device.type} has {free / gib:.1f} GiB free; lower --batch or --seq, "
-            f"or add --checkpointing")
+            f"or add --checkpoint full")
 
 
 @contextlib.contextmanager
@@ -171,7 +171,7 @@ class _Trainer:
             layers = [mod for mod in self.model.modules() if isinstance(mod, layer_type)]
         self.model.train()
         self.net = wrap(self.model) if wrap is not None else self.model  # what runs forward
-        self.hooks = ScopeHooks(self.model, sublayer_of, layers, stack_layers(m))
+        self.hooks = ScopeHooks(self.model, sublayer_of, layers, m.stack_layers)
         self.opt = make_optimizer(run.optimizer, self.model.parameters())
         batch = resolve(fam.batch)
         self.batches: list[dict[str, Any]] = [
@@ -326,6 +326,19 @@ class _Session:
         return cap
 
 
+def refuse_unmeasured(run: RunConfig) -> None:
+    """Refuse the run settings the profiler does not measure, in one line: selective
+    recomputation and kernel fusion (the reference models run neither; ops, predict, sweep
+    and distributed model them)."""
+    if run.checkpoint is Checkpoint.SELECTIVE:
+        raise BertscopeError("--checkpoint selective is not measured: the reference models "
+                             "recompute none or full; ops, predict, sweep and distributed "
+                             "model it")
+    if run.fusion:
+        raise BertscopeError("--fusion is not measured: the reference models run unfused "
+                             "kernels; ops, predict, sweep and distributed model it")
+
+
 def profile(
     m: ModelConfig,
     run: RunConfig,
@@ -358,6 +371,7 @@ def profile(
     statistic = parse_enum(Statistic, statistic, "statistic")
     host_allocator = parse_enum(HostAllocator, host_allocator, "host allocator")
     Job(model=m, run=run)  # the pair's one check: the sequence fits the positions
+    refuse_unmeasured(run)
     if run.attention is Attention.FUSED_SOFTMAX or (hf and run.attention is not
                                                      Attention.EAGER):
         raise BertscopeError(f"attention {run.attention.value} is not measured"

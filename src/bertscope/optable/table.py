@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertscope.config import Job, ModelConfig, RunConfig
+from bertscope.config import ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, atomic_write, frame_bytes, output_format
+from bertscope.job import Job
 from bertscope.optable.grouping import Grouped, stable_largest, summarize
 from bertscope.optable.schema import Columns, Op, as_column, intensity, is_frame
 

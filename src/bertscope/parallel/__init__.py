@@ -1,14 +1,15 @@
 """The distributed model: collectives, topologies, DP/TP/PP/ZeRO layouts, memory, search.
 
     >>> from bertscope.config import RunConfig
+    >>> from bertscope.job import Job, Layout
+    >>> from bertscope.parallel import Cluster, Workload, evaluate, search
     >>> from bertscope.presets import get_model
-    >>> from bertscope.parallel import Cluster, Layout, Workload, evaluate, search
-    >>> run = RunConfig(batch=1, seq=128, precision="bf16")  # batch: set per layout
-    >>> job = Workload(model=get_model("bert-large"), run=run, global_batch=4096)
+    >>> run = RunConfig(batch=32, seq=128, precision="bf16", micro_batches=8)
+    >>> job = Job(model=get_model("bert-large"), run=run, layout=Layout(dp=16, tp=4))
     >>> cluster = Cluster.build("a100", 64)                # DGX A100 nodes: NVLink 3 + HDR
-    >>> r = evaluate(Layout(dp=16, tp=4, micro_batches=8), job, cluster)
+    >>> r = evaluate(job, cluster)                         # global batch 32 x 8 x 16 = 4096
     >>> r.tokens_per_s, r.time, r.memory, r.fits
-    >>> best = search(job, cluster).frame.head(10)         # every valid layout, ranked
+    >>> best = search(Workload.of(job), cluster).frame.head(10)  # every layout, ranked
 
 Modules: `collectives` (alpha-beta costs of ring/tree collectives), `topology` (link catalog,
 node designs, hierarchical collectives), `memory` (ZeRO static memory, Korthikanti et al.
@@ -20,6 +21,7 @@ four), `search` (every valid layout at once).
 
 from __future__ import annotations
 
+from bertscope.job import Job, Layout, Schedule, ZeroStage, zero_stage
 from bertscope.parallel.collectives import (
     Algorithm,
     Collective,
@@ -28,9 +30,7 @@ from bertscope.parallel.collectives import (
 )
 from bertscope.parallel.layouts import (
     Cluster,
-    Layout,
     LayoutResult,
-    Schedule,
     Workload,
     bubble_fraction,
     bubble_overhead,
@@ -40,7 +40,6 @@ from bertscope.parallel.layouts import (
 )
 from bertscope.parallel.memory import (
     Checkpoint,
-    ZeroStage,
     layer_activation_bytes,
     zero_static_bytes,
 )
@@ -60,6 +59,7 @@ __all__ = [
     "Checkpoint",
     "Cluster",
     "Collective",
+    "Job",
     "Layout",
     "LayoutResult",
     "Link",
@@ -83,5 +83,6 @@ __all__ = [
     "search",
     "systems",
     "topology_for",
+    "zero_stage",
     "zero_static_bytes",
 ]

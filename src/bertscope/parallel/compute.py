@@ -37,8 +37,8 @@ from bertscope.errors import BertscopeError
 from bertscope.optable import Op, OpTable
 from bertscope.parallel.collectives import ArrayLike
 from bertscope.parallel.job import Workload
-from bertscope.parallel.memory import stack_layers
 from bertscope.perf import DeviceProfile, Knobs, predict
+from bertscope.perf.kernel_fusion import fuse_records
 from bertscope.presets import with_changes
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
@@ -178,20 +178,32 @@ def _tags(cols: Columns) -> Columns:
 
 def _base_rows(workload: Workload, micro_batch: int) -> Columns:
     """One layer's and the outside sections' rows of a micro-batch (no optimizer rows); with
-    two stacks (T5), one layer of each."""
+    two stacks (T5), one layer of each. With `run.fusion` the activation chains are fused
+    (`_fused`; the optimizer's rows too, in `_update_ops`)."""
     m = workload.model
     one = {"decoder_layers": 1} if m.decoder_layer_count else {}
     m1 = with_changes(m, num_layers=1, share_layers=False, **one)
     ops = [op for op in model_ops(m1, workload.run_for(micro_batch))
            if op.phase is not Phase.OPTIMIZER]
-    return _columns(ops)
+    return _columns(_fused(ops, workload))
+
+
+def _fused(ops: list[Op], workload: Workload) -> list[Op]:
+    """The rows as `perf.kernel_fusion.fuse` runs them where the run fuses (`RunConfig.fusion`;
+    before the roles are read: a fused chain keeps its first row's tensor-parallel split and
+    pipeline stage, which every member shares), else unchanged."""
+    if not workload.run.fusion:
+        return ops
+    records = [op._asdict() for op in ops]
+    fused, _ = fuse_records(records, workload.precision.act_bytes)
+    return [Op(**{k: r[k] for k in Op._fields}) for r in fused]
 
 
 def _mean_seq(workload: Workload) -> float:
     """Tokens per sequence of a layer's input, the mean over all layers (T5's decoder layers
     see the target length)."""
     m, run = workload.model, workload.run
-    return (m.num_layers * run.seq + m.decoder_layer_count * run.target_seq) / stack_layers(m)
+    return (m.num_layers * run.seq + m.decoder_layer_count * run.target_seq) / m.stack_layers
 
 
 def _layer_weights(workload: Workload, cols: Columns) -> np.ndarray:
@@ -202,7 +214,7 @@ def _layer_weights(workload: Workload, cols: Columns) -> np.ndarray:
     m = workload.model
     weight = np.ones(len(cols["layer"]))
     if m.decoder_layer_count:
-        total, layer = stack_layers(m), cols["layer"]
+        total, layer = m.stack_layers, cols["layer"]
         stack = cols["pp_stage"] == PipelineStage.STACK
         weight[stack & (layer == 0)] = m.num_layers / total  # the encoder's layer
         weight[stack & (layer >= 1)] = m.decoder_layer_count / total
@@ -339,7 +351,7 @@ def _update_ops(workload: Workload) -> tuple[list[Op], Op]:
     acc = Op("model.grad_accumulate", -1, Sublayer.OTHER, Category.ELEMENTWISE,
              Phase.BACKWARD_WEIGHT, elements=n, flops=n, bytes_read=2 * ab * n,
              bytes_written=ab * n)
-    return optimizer_ops(m, run), acc
+    return _fused(optimizer_ops(m, run), workload), acc
 
 
 __all__ = ["ComputeTable", "clear_compute_tables", "compute_table"]

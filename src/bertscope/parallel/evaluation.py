@@ -10,21 +10,20 @@ pipeline stage.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
+from bertscope.config import config_dict
+from bertscope.job import Job, Layout, ZeroStage
 from bertscope.parallel.collectives import Collective, bucketed_exposed
 from bertscope.parallel.compute import ComputeTable, compute_table
-from bertscope.parallel.job import Cluster, Layout, Workload, check_layout
+from bertscope.parallel.job import Cluster, Workload, check_layout
 from bertscope.parallel.memory import (
     FULL_CODE,
     SELECTIVE_CODE,
-    ZeroStage,
     layer_params_per_device,
-    stack_layers,
     stage_params,
     zero_static_bytes,
 )
@@ -78,7 +77,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
                       look(table.head_bwd))
     topo = cluster.topology
     ab = w.precision.act_bytes
-    lps = stack_layers(m) / pp
+    lps = m.stack_layers / pp
     single = (pp == 1).astype(float)
     full = ck == FULL_CODE
     rec = np.where(full, lf, np.where(ck == SELECTIVE_CODE, la, 0.0))
@@ -198,11 +197,10 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
 
 @dataclass(frozen=True, slots=True)
 class LayoutResult:
-    """One layout's predicted iteration: time parts, throughput, memory per device."""
+    """One job's predicted iteration on a cluster: time parts, throughput, memory per device."""
 
-    layout: Layout
-    micro_batch: int
-    """Sequences per micro-batch per replica."""
+    job: Job
+    """The job costed: its layout, micro-batches and recomputation."""
     iteration_s: float
     tokens_per_s: float
     time: dict[str, float]
@@ -215,42 +213,56 @@ class LayoutResult:
     fits: bool
     notes: tuple[str, ...] = field(default=())
 
+    @property
+    def layout(self) -> Layout:
+        """How the job is spread (`job.layout`)."""
+        return self.job.layout
+
+    @property
+    def micro_batch(self) -> int:
+        """Sequences per micro-batch per replica (`job.run.batch`)."""
+        return self.job.run.batch
+
     def as_dict(self) -> dict[str, Any]:
-        """Plain values, the layout's fields included (enums as text)."""
-        out = asdict(self)
-        out["layout"] = {k: (v.value if isinstance(v, StrEnum) else int(v)
-                             if isinstance(v, ZeroStage) else v)
-                         for k, v in asdict(self.layout).items()}
+        """Plain values: the layout's fields, micro-batches, recomputation and the results
+        (enums as text)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "job"}
+        out["layout"] = {**config_dict(self.layout),
+                         "micro_batches": self.job.run.micro_batches,
+                         "checkpoint": self.job.run.checkpoint.value}
+        out["micro_batch"] = self.micro_batch
+        out["notes"] = list(self.notes)
         return out
 
 
-def layout_arrays(layout: Layout) -> dict[str, np.ndarray]:
-    """One layout as the length-1 arrays `evaluate_arrays` takes."""
+def layout_arrays(job: Job) -> dict[str, np.ndarray]:
+    """One job's layout, micro-batches and recomputation as the length-1 arrays
+    `evaluate_arrays` takes."""
+    lay = job.layout
     return {
-        "dp": np.array([layout.dp]), "tp": np.array([layout.tp]), "pp": np.array([layout.pp]),
-        "micro_batches": np.array([layout.micro_batches]),
-        "zero": np.array([int(layout.zero)]),
-        "checkpoint": np.array([layout.checkpoint.code]),
-        "sp": np.array([layout.sequence_parallel]),
-        "schedule": np.array([layout.schedule.code]),
-        "virtual_stages": np.array([layout.virtual_stages]),
+        "dp": np.array([lay.dp]), "tp": np.array([lay.tp]), "pp": np.array([lay.pp]),
+        "micro_batches": np.array([job.run.micro_batches]),
+        "zero": np.array([int(lay.zero)]),
+        "checkpoint": np.array([job.run.checkpoint.code]),
+        "sp": np.array([lay.sequence_parallel]),
+        "schedule": np.array([lay.schedule.code]),
+        "virtual_stages": np.array([lay.virtual_stages]),
     }
 
 
-def evaluate(layout: Layout, workload: Workload, cluster: Cluster) -> LayoutResult:
-    """Predict one layout's iteration (see the module docstring); raises `BertscopeError`
-    when the layout does not fit the workload or cluster (`check_layout`)."""
-    check_layout(layout, workload, cluster)
-    r = {k: v[0] for k, v in evaluate_arrays(workload, cluster, layout_arrays(layout)).items()}
+def evaluate(job: Job, cluster: Cluster) -> LayoutResult:
+    """Predict one job's iteration on `cluster` (see the module docstring); raises
+    `BertscopeError` when the job does not fit the cluster (`check_layout`)."""
+    check_layout(job, cluster)
+    workload = Workload.of(job)
+    r = {k: v[0] for k, v in evaluate_arrays(workload, cluster, layout_arrays(job)).items()}
     notes = (cluster.topology.notes,) if cluster.topology.notes else ()
     return LayoutResult(
-        layout=layout, micro_batch=int(r["micro_batch"]), iteration_s=float(r["iteration_s"]),
-        tokens_per_s=float(r["tokens_per_s"]),
+        job=job, iteration_s=float(r["iteration_s"]), tokens_per_s=float(r["tokens_per_s"]),
         time={k: float(r[k]) for k in (*TIME_KEYS, "recompute_s")},
         bubble_fraction=float(r["bubble_fraction"]),
         memory={k: float(r[k]) for k in MEMORY_KEYS}, memory_bytes=float(r["memory_bytes"]),
         memory_capacity=cluster.memory_bytes, fits=bool(r["fits"]), notes=notes)
-
 
 
 __all__ = ["DDP_BUCKET_BYTES", "MEMORY_KEYS", "TIME_KEYS", "LayoutResult", "evaluate",

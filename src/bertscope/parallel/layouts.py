@@ -39,13 +39,15 @@ plus activations (`parallel.memory`) times the micro-batches a stage holds at it
 the largest single op output.
 
 This module is the layout model's public face; the code lives in `pipeline` (schedules and
-their formulas), `job` (`Layout`, `Workload`, `Cluster`, `check_layout`), `compute` (roles ->
+their formulas), `job` (`Workload`, `Cluster`, `check_layout`; the `Job` and its `Layout` are
+`bertscope.job`'s), `compute` (roles ->
 per-tp variants -> predicted per-micro-batch times) and `evaluation` (the vectorized time and
 memory of every layout, `evaluate`).
 """
 
 from __future__ import annotations
 
+from bertscope.job import Job, Layout, Schedule
 from bertscope.parallel.compute import ComputeTable, clear_compute_tables, compute_table
 from bertscope.parallel.evaluation import (
     DDP_BUCKET_BYTES,
@@ -56,14 +58,8 @@ from bertscope.parallel.evaluation import (
     evaluate_arrays,
     layout_arrays,
 )
-from bertscope.parallel.job import Cluster, Layout, Workload, check_layout
-from bertscope.parallel.pipeline import (
-    SCHEDULES,
-    Schedule,
-    bubble_fraction,
-    bubble_overhead,
-    in_flight,
-)
+from bertscope.parallel.job import Cluster, Workload, check_layout
+from bertscope.parallel.pipeline import SCHEDULES, bubble_fraction, bubble_overhead, in_flight
 
 __all__ = [
     "DDP_BUCKET_BYTES",
@@ -72,6 +68,7 @@ __all__ = [
     "TIME_KEYS",
     "Cluster",
     "ComputeTable",
+    "Job",
     "Layout",
     "LayoutResult",
     "Schedule",

@@ -40,7 +40,6 @@ table above (tested).
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -48,25 +47,13 @@ import numpy as np
 from bertscope.analytic.params import ParamGroup, group_layout
 from bertscope.config import Checkpoint, ModelConfig, Optimizer, Precision
 from bertscope.errors import BertscopeError, parse_enum
+from bertscope.job import ZeroStage
 from bertscope.parallel.collectives import ArrayLike
 
 MASTER_BYTES = 4
 """An fp32 master weight (mixed precision) or optimizer-state element."""
 MASK_BYTES = 1
 """A dropout-mask element (torch.bool), as Korthikanti et al. assume."""
-
-
-class ZeroStage(IntEnum):
-    """ZeRO partitioning across data-parallel devices (Rajbhandari et al. 2020)."""
-
-    NONE = 0
-    """Plain data parallelism (PyTorch DDP): everything replicated."""
-    OPTIMIZER = 1
-    """P_os: optimizer states partitioned."""
-    GRADIENTS = 2
-    """P_os+g: optimizer states and gradients partitioned."""
-    PARAMETERS = 3
-    """P_os+g+p: parameters too (gathered layer by layer when used)."""
 
 
 CHECKPOINTS: tuple[Checkpoint, ...] = tuple(Checkpoint)
@@ -86,12 +73,6 @@ def _per_device(groups: list[ParamGroup], tp: ArrayLike) -> np.ndarray:
     divided t ways, the rest whole."""
     t = np.asarray(tp, dtype=float)
     return sum((g.split / t + (g.params - g.split) for g in groups), np.zeros_like(t))
-
-
-def stack_layers(m: ModelConfig) -> int:
-    """Layers pipeline stages divide among themselves: every layer of every stack (T5: the
-    encoder's and the decoder's)."""
-    return m.num_layers + m.decoder_layer_count
 
 
 def layer_params_per_device(m: ModelConfig, tp: ArrayLike) -> np.ndarray:
@@ -127,7 +108,7 @@ def stage_params(m: ModelConfig, tp: ArrayLike, pp: ArrayLike) -> tuple[np.ndarr
     """(first stage, last stage) parameters per device. With pp = 1 both are the whole model
     on one tensor-parallel device."""
     p = np.asarray(pp, dtype=float)
-    layers = 1.0 if m.share_layers else stack_layers(m) / p
+    layers = 1.0 if m.share_layers else m.stack_layers / p
     body = layers * layer_params_per_device(m, tp)
     emb = embedding_params_per_device(m, tp)
     head = head_params_per_device(m, tp, pp)
@@ -240,7 +221,6 @@ __all__ = [
     "layer_activation_bytes",
     "layer_params_per_device",
     "recompute_working_bytes",
-    "stack_layers",
     "stage_params",
     "zero_static_bytes",
 ]

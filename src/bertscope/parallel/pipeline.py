@@ -9,29 +9,11 @@ numpy arrays (broadcast together); a schedule is a `Schedule`, its name, or an a
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 import numpy as np
 
 from bertscope.errors import parse_enum
+from bertscope.job import Schedule
 from bertscope.parallel.collectives import ArrayLike
-
-
-class Schedule(StrEnum):
-    """Pipeline schedule."""
-
-    GPIPE = "gpipe"
-    """All forwards, then all backwards (Huang et al. 2019): keeps m micro-batches' activations."""
-    ONE_F_ONE_B = "1f1b"
-    """One forward, one backward (PipeDream-Flush): the same bubble, at most p in flight."""
-    INTERLEAVED = "interleaved"
-    """1F1B over v model chunks per device (Narayanan et al. 2021): bubble divided by v."""
-
-    @property
-    def code(self) -> int:
-        """The schedule's integer code in arrays of layouts (its index in `SCHEDULES`)."""
-        return SCHEDULES.index(self)
-
 
 SCHEDULES: tuple[Schedule, ...] = tuple(Schedule)
 """Schedules in code order (0 gpipe, 1 1f1b, 2 interleaved)."""

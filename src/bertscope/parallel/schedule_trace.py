@@ -29,9 +29,9 @@ from typing import Any
 
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write
+from bertscope.job import Job, Schedule
 from bertscope.parallel.evaluation import evaluate_arrays, layout_arrays
-from bertscope.parallel.job import Cluster, Layout, Workload, check_layout
-from bertscope.parallel.pipeline import Schedule
+from bertscope.parallel.job import Cluster, Workload, check_layout
 
 COMPUTE_TID, COMM_TID = 1, 2
 """The two tracks of each stage."""
@@ -120,19 +120,20 @@ def _meta(name: str, pid: int, tid: int | None, value: str) -> dict[str, Any]:
     return e
 
 
-def layout_timeline(layout: Layout, workload: Workload, cluster: Cluster) -> dict[str, Any]:
-    """The layout's predicted iteration as a Chrome trace document (see the module
-    docstring); raises `BertscopeError` for a layout that does not fit (`check_layout`)."""
-    check_layout(layout, workload, cluster)
+def layout_timeline(job: Job, cluster: Cluster) -> dict[str, Any]:
+    """The job's predicted iteration as a Chrome trace document (see the module docstring);
+    raises `BertscopeError` for a job that does not fit the cluster (`check_layout`)."""
+    check_layout(job, cluster)
+    workload, layout = Workload.of(job), job.layout
     r = {k: float(v[0]) for k, v in evaluate_arrays(workload, cluster,
-                                                     layout_arrays(layout)).items()}
-    p, m = layout.pp, layout.micro_batches
+                                                     layout_arrays(job)).items()}
+    p, m = layout.pp, job.run.micro_batches
     v = layout.virtual_stages if layout.schedule is Schedule.INTERLEAVED else 1
     fc, fm = r["step_fwd_compute_s"], r["step_fwd_comm_s"]
     bc, bm = r["step_bwd_compute_s"], r["step_bwd_comm_s"]
     steps = simulate(layout.schedule, p, m, v, fc + fm, bc + bm)
     flush = max(s.end for s in steps)
-    lps = workload.model.num_layers // (p * v)
+    lps = workload.model.stack_layers // (p * v)  # T5: encoder and decoder layers
     events: list[dict[str, Any]] = []
     for s in range(p):
         pid = s + 1
@@ -181,11 +182,11 @@ def layout_timeline(layout: Layout, workload: Workload, cluster: Cluster) -> dic
                           "virtual_stages": v, "device": cluster.profile.device.name}}
 
 
-def write_layout_timeline(layout: Layout, workload: Workload, cluster: Cluster,
+def write_layout_timeline(job: Job, cluster: Cluster,
                           path: str | Path) -> Path:
     """Write `layout_timeline(...)` to `path` (JSON) atomically."""
     p = Path(path)
-    atomic_write(p, json.dumps(layout_timeline(layout, workload, cluster)).encode())
+    atomic_write(p, json.dumps(layout_timeline(job, cluster)).encode())
     return p
 
 

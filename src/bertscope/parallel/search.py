@@ -24,11 +24,12 @@ import numpy as np
 from bertscope.config import Checkpoint
 from bertscope.errors import BertscopeError, is_positive_int, parse_enum
 from bertscope.io import Format, atomic_write, frame_bytes, output_format
+from bertscope.job import Job, Layout, Schedule, ZeroStage
 from bertscope.parallel.compute import compute_table
 from bertscope.parallel.evaluation import MEMORY_KEYS, TIME_KEYS, evaluate_arrays
-from bertscope.parallel.job import Cluster, Layout, Workload
-from bertscope.parallel.memory import CHECKPOINTS, ZeroStage, stack_layers
-from bertscope.parallel.pipeline import INTERLEAVED_CODE, SCHEDULES, Schedule
+from bertscope.parallel.job import Cluster, Workload
+from bertscope.parallel.memory import CHECKPOINTS
+from bertscope.parallel.pipeline import INTERLEAVED_CODE, SCHEDULES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,6 +83,8 @@ class SearchSpace:
 class SearchResult:
     """Every layout a search costed, best first: those that fit memory, by tokens/s."""
 
+    workload: Workload
+    """What was spread: the model, the run per sequence, the global batch."""
     frame: pd.DataFrame
     """One row per layout: its fields, time parts, tokens/s, memory parts, fits."""
     seconds: float
@@ -97,15 +100,15 @@ class SearchResult:
         """Layouts whose peak memory fits a device."""
         return int(self.frame["fits"].sum())
 
-    def layouts(self, k: int | None = None) -> list[Layout]:
-        """The first k layouts (all with None), best first."""
+    def jobs(self, k: int | None = None) -> list[Job]:
+        """The jobs of the first k layouts (all with None), best first."""
         rows = self.frame if k is None else self.frame.head(k)
-        return [row_layout(r) for r in rows.to_dict("records")]
+        return [row_job(self.workload, r) for r in rows.to_dict("records")]
 
-    def best(self) -> Layout | None:
-        """The fastest layout that fits, or None when none fits."""
+    def best(self) -> Job | None:
+        """The job of the fastest layout that fits, or None when none fits."""
         fit = self.frame[self.frame["fits"]]
-        return row_layout(fit.iloc[0].to_dict()) if len(fit) else None
+        return row_job(self.workload, fit.iloc[0].to_dict()) if len(fit) else None
 
     def export(self, path: str | Path, fmt: Format | str | None = None) -> Path:
         """Write every costed layout to `path` atomically (csv, json or parquet; from the
@@ -115,13 +118,13 @@ class SearchResult:
         return p
 
 
-def row_layout(row: dict[str, Any]) -> Layout:
-    """The `Layout` of one row of a search frame."""
-    return Layout(dp=int(row["dp"]), tp=int(row["tp"]), pp=int(row["pp"]),
-                  micro_batches=int(row["micro_batches"]), zero=ZeroStage(int(row["zero"])),
-                  checkpoint=Checkpoint(row["checkpoint"]),
-                  sequence_parallel=bool(row["sp"]), schedule=Schedule(row["schedule"]),
-                  virtual_stages=int(row["virtual_stages"]))
+def row_job(workload: Workload, row: dict[str, Any]) -> Job:
+    """The `Job` of one row of a search frame: `workload` spread as the row says."""
+    layout = Layout(dp=int(row["dp"]), tp=int(row["tp"]), pp=int(row["pp"]),
+                    zero=ZeroStage(int(row["zero"])), sequence_parallel=bool(row["sp"]),
+                    schedule=Schedule(row["schedule"]),
+                    virtual_stages=int(row["virtual_stages"]))
+    return workload.job(layout, int(row["micro_batches"]), Checkpoint(row["checkpoint"]))
 
 
 def divisors(n: int) -> list[int]:
@@ -145,7 +148,7 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
     tps = [t for t in divisors(n) if m.heads % t == 0 and m.intermediate % t == 0
            and (not space.tp_within_node or t <= per_node)]
     for t in _pick(tps, space.tp):
-        for p in _pick([p for p in divisors(n // t) if stack_layers(m) % p == 0], space.pp):
+        for p in _pick([p for p in divisors(n // t) if m.stack_layers % p == 0], space.pp):
             d = n // (t * p)
             if (space.dp is not None and d != space.dp) or gb % d:
                 continue
@@ -160,7 +163,7 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
             cks = _pick([c.code for c in CHECKPOINTS], None if space.checkpoint is None
                         else space.checkpoint.code)
             sps = _pick([False] if t == 1 else [False, True], space.sequence_parallel)
-            scheds = _schedules(stack_layers(m), p, space)
+            scheds = _schedules(m.stack_layers, p, space)
             if not (ms and zeros and cks and sps and scheds):
                 continue
             grid = np.meshgrid(np.asarray(ms), np.asarray(zeros), np.asarray(cks),
@@ -206,7 +209,7 @@ def search(workload: Workload, cluster: Cluster, space: SearchSpace | None = Non
         raise BertscopeError(
             f"no valid layout of {cluster.devices} devices for {workload.model.name} with "
             f"global batch {workload.global_batch} and the pinned choices; relax --tp/--pp/"
-            f"--dp/--microbatches, or pick a device count and batch with common divisors")
+            f"--dp/--micro-batches, or pick a device count and batch with common divisors")
     b = workload.global_batch // (arrays["dp"] * arrays["micro_batches"])
     table = compute_table(workload, cluster.profile, np.unique(b), np.unique(arrays["tp"]))
     r = evaluate_arrays(workload, cluster, arrays, table)
@@ -225,8 +228,8 @@ def search(workload: Workload, cluster: Cluster, space: SearchSpace | None = Non
     })
     order = np.lexsort((-frame["tokens_per_s"].to_numpy(), ~frame["fits"].to_numpy()))
     frame = frame.iloc[order].reset_index(drop=True)
-    return SearchResult(frame=frame, seconds=time.perf_counter() - t0)
+    return SearchResult(workload=workload, frame=frame, seconds=time.perf_counter() - t0)
 
 
-__all__ = ["SearchResult", "SearchSpace", "divisors", "enumerate_layouts", "row_layout",
+__all__ = ["SearchResult", "SearchSpace", "divisors", "enumerate_layouts", "row_job",
            "search"]

@@ -45,14 +45,14 @@ def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
         console.print(f"note: {escape(topo.notes)}")
 
 
-def print_layout(result: LayoutResult, workload: Workload, cluster: Cluster, console: Console,
+def print_layout(result: LayoutResult, cluster: Cluster, console: Console,
                  *, title: str = "Layout") -> None:
-    """Print one layout's iteration time split and memory per device."""
+    """Print one job's iteration time split and memory per device."""
     if title == "Layout":
-        _header(workload, cluster, console)
+        _header(Workload.of(result.job), cluster, console)
     fits = "[green]fits[/]" if result.fits else "[red]does not fit[/]"
     console.print(
-        f"[bold]{title}: {result.layout.label()}[/], micro-batch {result.micro_batch}: "
+        f"[bold]{title}: {result.job.label()}[/], micro-batch {result.micro_batch}: "
         f"iteration [bold]{si(result.iteration_s, 's')}[/], [bold]{si(result.tokens_per_s)}"
         f"[/] tokens/s, bubble {100 * result.bubble_fraction:.1f}% of the pipeline; memory "
         f"{binary(result.memory_bytes)} of {binary(result.memory_capacity)} per device, {fits}")
@@ -81,16 +81,16 @@ def print_layout(result: LayoutResult, workload: Workload, cluster: Cluster, con
     console.print(m)
 
 
-def print_search(result: SearchResult, workload: Workload, cluster: Cluster, console: Console,
+def print_search(result: SearchResult, cluster: Cluster, console: Console,
                  *, top: int = 10) -> None:
     """Print a search's summary line and its top layouts."""
-    _header(workload, cluster, console)
+    _header(result.workload, cluster, console)
     console.print(f"searched [bold]{result.evaluated:,}[/] layouts in "
                   f"{result.seconds * 1e3:.0f} ms; {result.fitting:,} fit in "
                   f"{binary(cluster.memory_bytes)} per device")
     if result.fitting == 0:
         console.print("[red]no layout fits device memory[/]: try more devices, more "
-                      "micro-batches, or unpin --tp/--pp/--microbatches/--checkpoint")
+                      "micro-batches, or unpin --tp/--pp/--micro-batches/--checkpoint")
         frame = result.frame.nsmallest(top, "memory_bytes")
         what = f"The {len(frame)} smallest-memory layouts"
     else:

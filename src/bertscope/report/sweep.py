@@ -11,10 +11,12 @@ from rich.table import Table
 
 from bertscope.report.tables import binary, si
 
-_VARIED = ("precision", "optimizer", "layers", "hidden", "heads", "ffn", "vocab", "batch", "seq",
-           "micro_batches", "checkpoint", "dropout", "masked_lm_only", "attention", "fused",
-           "dp", "tp", "pp", "zero", "gemm_peak", "bandwidth", "overhead", "memory")
-"""Configuration columns shown when they vary in the grid (model and device always)."""
+_DIMS = ("num_layers", "hidden", "heads", "intermediate", "vocab_size")
+"""Model dimensions: shown when swept, not when they only differ between models."""
+_AFTER = ("dp", "tp", "pp", "zero", "gemm_peak", "bandwidth", "overhead", "memory")
+"""Layout and knob columns, shown after the run's."""
+_OWN = ("model", "device", "family")
+"""Columns that are not configuration axes (model and device always shown)."""
 
 
 def print_sweep(result: Any, ranked: pd.DataFrame, console: Console, *, sort: str) -> None:
@@ -28,15 +30,19 @@ def print_sweep(result: Any, ranked: pd.DataFrame, console: Console, *, sort: st
     if ranked.empty:
         return
     frame = result.frame
-    dims = ("layers", "hidden", "heads", "ffn", "vocab")  # shown when swept, not per model
-    shown = ["model", "device", *(
-        c for c in _VARIED if c in frame
-        and (frame.groupby("model", observed=True)[c].nunique().max() if c in dims
-             else frame[c].nunique()) > 1)]
+    # the configuration's columns, in the frame's order: the run's (every RunConfig field,
+    # so a field added to it shows up here), then the layout's and the knobs'
+    run = [c for c in frame.columns[:frame.columns.get_loc("tokens")]
+           if c not in (*_OWN, *_DIMS, *_AFTER)]
+    varied = (c for c in (*run[:2], *_DIMS, *run[2:], *_AFTER) if c in frame
+              and (frame.groupby("model", observed=True)[c].nunique().max() if c in _DIMS
+                   else frame[c].nunique()) > 1)
+    shown = ["model", "device", *varied]
     comm = "dp" in frame  # multi-device points: the communication and bubble share
     t = Table(title=f"Top {len(ranked)} by {escape(sort)}")
     names = {"micro_batches": "micro", "masked_lm_only": "masked", "precision": "prec",
-             "attention": "attn",
+             "attention": "attn", "num_layers": "layers", "intermediate": "ffn",
+             "vocab_size": "vocab", "decoder_seq": "dec_seq",
              "optimizer": "opt", "checkpoint": "ckpt", "gemm_peak": "xgemm",
              "bandwidth": "xbw", "overhead": "xlaunch", "memory": "xmem"}
     for col in shown:

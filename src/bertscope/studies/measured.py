@@ -20,9 +20,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from bertscope.analytic import build
-from bertscope.config import Job, ModelConfig, Optimizer, Precision, RunConfig
+from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError, expect
 from bertscope.io import read_text
+from bertscope.job import Job
 from bertscope.optable import Combine, OpTable, combine, op_from_dict
 from bertscope.presets import get_model
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
@@ -51,8 +52,8 @@ class RunSpec:
 def _token(key: str, value: Any) -> str:
     if key == "micro_batches":
         return f"mb{value}"
-    if key == "checkpointing":
-        return "ckpt"
+    if key == "checkpoint":
+        return "ckpt" if value == "full" else f"ckpt-{value}"
     if key == "dropout":
         return "nodropout"
     if key == "masked_lm_only":
@@ -70,7 +71,7 @@ def _setting(token: str, part: str) -> tuple[str, Any]:
     if t in {o.value for o in Optimizer}:
         return "optimizer", t
     if t == "ckpt":
-        return "checkpointing", True
+        return "checkpoint", "full"
     if t == "nodropout":
         return "dropout", False
     if t == "masked":
@@ -140,7 +141,7 @@ def config_name(result: Measurement) -> str:
     `RunConfig`'s defaults, spelled as `parse_specs` reads them)."""
     run = result.table.run
     base = RunConfig(batch=run.batch, seq=run.seq)
-    settings = tuple((k, getattr(run, k)) for k in ("precision", "optimizer", "checkpointing",
+    settings = tuple((k, getattr(run, k)) for k in ("precision", "optimizer", "checkpoint",
                                                      "micro_batches", "dropout",
                                                      "masked_lm_only")
                      if getattr(run, k) != getattr(base, k))

@@ -38,13 +38,13 @@ def scaling(ctx: Ctx, sweep_fn: Any) -> Section:
     parts = []
     for hidden, layers in ((768, 12), (1024, 24), (1536, 24), (2048, 36), (2560, 48),
                            (4096, 48)):
-        res = sweep_fn([base], [dev], hidden=[hidden], heads=[hidden // 64], layers=[layers],
+        res = sweep_fn([base], [dev], hidden=[hidden], heads=[hidden // 64], num_layers=[layers],
                        batch=[ctx.phases[0].batch], seq=[ctx.phases[0].seq],
                        precision=[ctx.low.value], optimizer=[ctx.optimizer.value])
         parts.append(res.frame)
     df = pd.concat(parts, ignore_index=True)
     shares = [c for c in df.columns if c.startswith("share_")]
-    keep = ["hidden", "layers", "params", "iteration_s", "memory_bound_share",
+    keep = ["hidden", "num_layers", "params", "iteration_s", "memory_bound_share",
             "optimizer_share", "memory_bytes", "fits", *shares]
     df = df[keep]
     a, b = df.iloc[0], df.iloc[-1]
@@ -100,22 +100,22 @@ def distributed(ctx: Ctx) -> Section:
     rows = []
     notes: list[str] = []
     run = ctx.run(ctx.phases[0], ctx.low, batch=1)
-    job = Workload(model=ctx.big, run=run, global_batch=4096)
+    workload = Workload(model=ctx.big, run=run, global_batch=4096)
     for dev in gpus:
         for n in (8, 16, 64, 256):
-            r = evaluate(Layout(dp=n, micro_batches=max(1, 4096 // n // ctx.phases[0].batch)),
-                         job, Cluster.build(dev, n))
+            mb = max(1, 4096 // n // ctx.phases[0].batch)
+            r = evaluate(workload.job(Layout(dp=n), mb), Cluster.build(dev, n))
             rows.append({"device": dev.device.name, "devices": n, "layout": f"DP{n}",
                          "iteration_s": r.iteration_s, "tokens_per_s": r.tokens_per_s,
                          "dp_comm_share": r.time["dp_comm_s"] / r.iteration_s,
                          "memory_gib": r.memory_bytes / 2**30, "fits": r.fits})
         n = 64
-        for name, lay in (("DP64 ZeRO-1", Layout(dp=64, micro_batches=2, zero=ZeroStage.OPTIMIZER)),
-                          ("DP16 x TP4", Layout(dp=16, tp=4, micro_batches=8)),
-                          ("DP16 x PP4", Layout(dp=16, pp=4, micro_batches=8))):
+        for name, lay, mb in (("DP64 ZeRO-1", Layout(dp=64, zero=ZeroStage.OPTIMIZER), 2),
+                              ("DP16 x TP4", Layout(dp=16, tp=4), 8),
+                              ("DP16 x PP4", Layout(dp=16, pp=4), 8)):
             try:
-                r = evaluate(lay, job, Cluster.build(dev, n))
-            except BertscopeError as e:  # a layout this model cannot take (tp > heads, ...)
+                r = evaluate(workload.job(lay, mb), Cluster.build(dev, n))
+            except BertscopeError as e:  # a job this model cannot take (tp > heads, ...)
                 if f"{name}: {e}" not in notes:
                     notes.append(f"{name}: {e}")
                 continue

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bertscope.config import Job
 from bertscope.errors import BertscopeError
+from bertscope.job import Job
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.fit import KEYS, join_keys, joined
 from bertscope.perf.predict import predict

@@ -4,6 +4,10 @@
                    seq=(128, 512), precision=("fp32", "bf16"))
     result.frame.nlargest(5, "tokens_per_s")
 
+Every axis is named as the config field it sets (`num_layers`, `intermediate`, `vocab_size`,
+`batch`, `micro_batches`, `checkpoint`, `fusion`, ... every `RunConfig` field; `dp`, `tp`,
+`pp`, `zero`; the knobs) and so is its column in the result.
+
 One row per configuration (model, dimensions, run settings, device, knobs): iteration time,
 tokens/s, achieved FLOP/s and fraction of the GEMM peak, time share per category and per bound,
 the memory-bound (non-GEMM) and optimizer shares, peak memory per device and whether it fits.
@@ -15,6 +19,7 @@ producer on arrays and the same `perf.predict.row_times`. Configurations a model
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import sys
@@ -24,6 +29,7 @@ import types
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +44,7 @@ from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
 from bertscope.presets import get_model
 from bertscope.sweep import engine, multi
-from bertscope.sweep.grid import KNOB_AXES, LAYOUT_AXES, NUM_AXES, STRUCTURAL, Grid, Group
+from bertscope.sweep.grid import KNOB_AXES, MODEL_AXES, Grid, Group, run_axes
 from bertscope.taxonomy import Category
 
 MAX_CONFIGS = 2_000_000
@@ -47,9 +53,19 @@ MAX_CONFIGS = 2_000_000
 BYTES_PER_CONFIG = 400
 """About what one result row holds (some 45 numeric columns): the memory a grid will need."""
 
-LABEL_COLUMNS = ("model", "family", "precision", "optimizer", "checkpoint", "dropout",
-                 "masked_lm_only", "attention", "fused", "device")
-"""Columns naming a configuration's structure (categorical in the frame)."""
+
+
+def label_columns() -> tuple[str, ...]:
+    """Columns naming a configuration's structure (categorical in the frame): the model,
+    its family, every non-numeric `RunConfig` field (read now) and the device."""
+    return ("model", "family", *(a.name for a in run_axes() if not a.numeric), "device")
+
+
+def numeric_columns() -> tuple[str, ...]:
+    """Columns of the numeric axes: the model dimensions and the integer `RunConfig` fields
+    (an optional one, `decoder_seq`, only where some configuration sets it)."""
+    return (*MODEL_AXES, *(a.name for a in run_axes() if a.numeric))
+
 _GEMM = {c.value for c in Category if c.is_gemm}
 
 ASCENDING = frozenset({"iteration_s", "memory_bytes", "flops", "params", "devices"})
@@ -109,7 +125,8 @@ category)."""
 
 def check_sort(column: str) -> None:
     """Refuse, before any work, a column no sweep result has."""
-    known = (*LABEL_COLUMNS, *NUM_AXES, *KNOB_AXES, *METRIC_COLUMNS)  # layout ones in METRIC
+    known = (*label_columns(), *numeric_columns(), *KNOB_AXES, *METRIC_COLUMNS)  # layout in
+    # METRIC_COLUMNS
     if column not in known:
         raise BertscopeError(f"no column {column!r} to sort by; columns: {', '.join(known)}")
 
@@ -125,9 +142,6 @@ def _devices(devices: Sequence[str | Path | DeviceProfile]) -> tuple[DeviceProfi
 def make_grid(models: Sequence[str | Path | ModelConfig],
               devices: Sequence[str | Path | DeviceProfile], **axes: Any) -> Grid:
     """The grid of `sweep` (models and devices loaded, every axis checked)."""
-    unknown = sorted(set(axes) - {*NUM_AXES, *KNOB_AXES, *STRUCTURAL, *LAYOUT_AXES})
-    if unknown:
-        raise BertscopeError(f"unknown sweep axis {', '.join(unknown)}")
     return Grid(models=_models(models), devices=_devices(devices),
                 **{k: tuple(v) if v is not None else None for k, v in axes.items()})
 
@@ -137,12 +151,13 @@ def sweep(models: Sequence[str | Path | ModelConfig],
           max_configs: int | None = MAX_CONFIGS, progress: Progress | None = None,
           workers: int | None = None, **axes: Any) -> SweepResult:
     """Evaluate every configuration of the grid (see the module docstring). Axes: the model
-    dimensions (`layers`, `hidden`, `heads`, `ffn`, `vocab`), `batch`, `seq`,
-    `micro_batches`, `precision`, `optimizer`, `checkpoint` (none/full), `dropout`,
-    `masked_lm_only`, `attention` (eager/fused-softmax/sdpa), `fused` (as `perf.fuse`
-    runs the table), the layout `dp`, `tp`, `pp`, `zero` (multi-device points, timed by
-    the distributed model: `sweep.multi`), and the knobs `gemm_peak`, `bandwidth`,
-    `overhead`, `memory` (multipliers of each device's figures); each a sequence of values.
+    dimensions (`num_layers`, `hidden`, `heads`, `intermediate`, `vocab_size`: ModelConfig's
+    fields), every `RunConfig` field by its name (`batch`, `seq`, `micro_batches`,
+    `decoder_seq`, `precision`, `optimizer`, `checkpoint` none/selective/full, `dropout`,
+    `masked_lm_only`, `attention`, `fusion` as `perf.kernel_fusion.fuse` runs the table,
+    ...), the layout `dp`, `tp`, `pp`, `zero` (multi-device points, timed by the distributed
+    model: `sweep.multi`), and the knobs `gemm_peak`, `bandwidth`, `overhead`, `memory`
+    (multipliers of each device's figures); each a sequence of values.
     A grid above `max_configs` is refused (None: no cap). Pieces of
     the grid run on `workers` threads (default: one per CPU core; numpy's loops release the
     GIL); the result does not depend on it."""
@@ -156,8 +171,8 @@ def sweep(models: Sequence[str | Path | ModelConfig],
     targets = [(p, k) for p in grid.devices for k in grid.knob_sets()]
     sets = engine.same_models(targets)
     tell = progress or (lambda *_: None)
-    combos = multi.layouts(grid.dp, grid.tp, grid.pp, grid.zero)
-    single = len(combos) < len(grid.dp) * len(grid.tp) * len(grid.pp) * len(grid.zero)
+    combos = multi.layouts(grid.layouts())
+    single = len(combos) < len(grid.layouts())
     limit = engine.piece_configs(max(len(s) for s in sets))
     tasks = ([(g, piece) for g in grid.groups() for piece in engine.chunks(g, limit)]
              if single else [])
@@ -178,7 +193,7 @@ def sweep(models: Sequence[str | Path | ModelConfig],
                   for target, cols in multi.evaluate_group(group, targets, combos)]
         done += group.size * len(targets) * len(combos)
         tell("sweep", done, grid.size)
-    frame = _frame(parts, targets, layouts=bool(combos))
+    frame = _frame(parts, targets, grid, layouts=bool(combos))
     return SweepResult(frame=frame, grid_size=grid.size, skipped=grid.size - len(frame),
                        seconds=time.perf_counter() - t0)
 
@@ -213,11 +228,14 @@ def _pool(n_workers: int, tasks: int, configs: int) -> Any:
 
 
 def _labels(group: Group) -> dict[str, Any]:
-    return {"model": group.model.name, "family": group.model.family.value,
-            "precision": group.precision.value, "optimizer": group.optimizer.value,
-            "checkpoint": "full" if group.checkpointing else "none",
-            "dropout": group.dropout, "masked_lm_only": group.masked_lm_only,
-            "attention": group.attention.value, "fused": group.fused}
+    """The group's label columns: model, family and its run config's structural fields
+    (enums by their values)."""
+    out: dict[str, Any] = {"model": group.model.name, "family": group.model.family.value}
+    for f in dataclasses.fields(group.run):
+        if f.name not in group.axes:
+            value = getattr(group.run, f.name)
+            out[f.name] = value.value if isinstance(value, Enum) else value
+    return out
 
 
 MULTI = "_multi"
@@ -229,16 +247,17 @@ PART_SHARES = {part: part.removesuffix("_s") + "_share" for part in multi.PARTS}
 
 
 def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]],
-           targets: list[tuple[DeviceProfile, Knobs]], *, layouts: bool = False
+           targets: list[tuple[DeviceProfile, Knobs]], grid: Grid, *, layouts: bool = False
            ) -> pd.DataFrame:
     """One frame from the evaluated pieces: labels as categoricals, figures as floats;
     with `layouts`, the layout columns and time-part shares too (multi-device points have
     no per-category or per-bound split: NaN there)."""
+    labels = ("model", "family", *grid.structural)
     if not parts:
-        return pd.DataFrame(columns=[*LABEL_COLUMNS, *NUM_AXES, "iteration_s"])
+        return pd.DataFrame(columns=[*labels, "device", *grid.num_axes, "iteration_s"])
     sizes = np.array([len(c["time_s"]) for _, _, c in parts])
     out: dict[str, Any] = {}
-    for col in LABEL_COLUMNS[:-1]:
+    for col in labels:
         values = [lab[col] for lab, _, _ in parts]
         cats = list(dict.fromkeys(values))
         codes = np.repeat(np.array([cats.index(v) for v in values]), sizes)
@@ -248,8 +267,13 @@ def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]
     cats = list(dict.fromkeys(names))
     out["device"] = pd.Categorical.from_codes(
         np.array([cats.index(n) for n in names])[target], categories=cats)
-    for a in NUM_AXES:
-        out[a] = np.concatenate([c.pop(a) for _, _, c in parts]).astype(np.int64)
+    for a in grid.num_axes:
+        values = np.concatenate([c.pop(a) for _, _, c in parts])
+        unset = np.isnan(values)
+        if not unset.any():
+            out[a] = values.astype(np.int64)
+        elif not unset.all():  # an optional field (decoder_seq) set for some models only
+            out[a] = values
     for k in KNOB_AXES:
         out[k] = np.array([getattr(knobs, k) for _, knobs in targets])[target]
 
@@ -309,5 +333,6 @@ class _CallablePackage(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallablePackage
 
-__all__ = ["ASCENDING", "BYTES_PER_CONFIG", "LABEL_COLUMNS", "MAX_CONFIGS", "METRIC_COLUMNS",
-           "Grid", "SweepResult", "check_sort", "make_grid", "sweep"]
+__all__ = ["ASCENDING", "BYTES_PER_CONFIG", "MAX_CONFIGS", "METRIC_COLUMNS", "Grid",
+           "SweepResult", "check_sort", "label_columns", "make_grid", "numeric_columns",
+           "sweep"]

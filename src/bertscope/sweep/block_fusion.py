@@ -38,10 +38,12 @@ def _pair_masks(keys: list[Any], shape: tuple[int, ...]) -> list[Any]:
     boolean array (over the piece) of where they agree."""
     out: list[Any] = []
     for a, b in itertools.pairwise(keys):
-        if a is None or b is None or a[:4] != b[:4]:
+        if a is None or b is None or a[1:4] != b[1:4]:
             out.append(False)
             continue
-        eq = np.broadcast_to((np.asarray(a[4]) == np.asarray(b[4]))
+        # layer (an array where the layer count is swept: T5's decoder), count, elements
+        eq = np.broadcast_to((np.asarray(a[0]) == np.asarray(b[0]))
+                             & (np.asarray(a[4]) == np.asarray(b[4]))
                              & (np.asarray(a[5]) == np.asarray(b[5])), shape)
         out.append(True if eq.all() else (False if not eq.any() else eq))
     return out

@@ -31,8 +31,8 @@ from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.predict import Bound, row_times
 from bertscope.perf.roofline import Knobs, Peaks, select_peaks
 from bertscope.sweep.block_fusion import variants
-from bertscope.sweep.grid import NUM_AXES, Group
-from bertscope.sweep.tokens import TokenSpace, compact, varies
+from bertscope.sweep.grid import Group
+from bertscope.sweep.tokens import TokenSpace, compact
 from bertscope.taxonomy import Phase
 
 CHUNK = 1 << 17
@@ -129,8 +129,8 @@ def chunks(group: Group, limit: int | None = None) -> Iterator[Group]:
         yield group
         return
     shape = group.shape
-    axis = NUM_AXES[int(np.argmax(shape))]
-    n = shape[NUM_AXES.index(axis)]
+    axis = group.axes[int(np.argmax(shape))]
+    n = shape[group.axes.index(axis)]
     rest = group.size // n
     step = max(1, limit // rest)
     for lo in range(0, n, step):
@@ -148,13 +148,13 @@ def _row_shape(op: Op) -> tuple[int, ...]:
     return np.broadcast_shapes(*shapes)
 
 
-def _split_space(op: Op) -> tuple[Op, bool]:
+def _split_space(op: Op, space: TokenSpace | None) -> tuple[Op, bool]:
     """A row with plain numeric fields, and whether they are token-space values (`tokens`):
     a row is timed on the distinct tokens where some field is a token array and none varies
     along batch or seq otherwise; elsewhere its token arrays are expanded."""
     got = {c: compact(getattr(op, c)) for c in NUMERIC}
     tok = any(t for _, t in got.values())
-    if tok and any(not t and varies(v) for v, t in got.values()):
+    if tok and space is not None and any(not t and space.varies(v) for v, t in got.values()):
         return op._replace(**{c: np.asarray(getattr(op, c)) for c in NUMERIC}), False
     changed = {c: v for c, (v, _) in got.items() if v is not getattr(op, c)}
     return (op._replace(**changed) if changed else op), tok
@@ -169,7 +169,7 @@ def _buckets(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]
         copies, later = multiplicity(blk, m.num_layers, run.micro_batches)
         for ops, w in ((blk.rows, copies), (blk.later, later)):
             for op in ops:
-                op, tok = _split_space(op)
+                op, tok = _split_space(op, run.space)
                 shape = _row_shape(op)
                 shape = (1,) * (len(full) - len(shape)) + shape
                 buckets[tok].setdefault(shape, _Bucket(shape)).add(op, w)
@@ -237,22 +237,23 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     m, run = piece.views(tokens=True)
     blocks = model_blocks(m, run)  # type: ignore[arg-type]  # the producer, once a piece
     fixed = _fixed(blocks, m, run, piece.shape)
-    fusions = (variants(blocks, piece.shape, piece.precision.act_bytes, m.num_layers)
-               if piece.fused else [(None, blocks)])
+    precision = piece.run.precision
+    fusions = (variants(blocks, piece.shape, precision.act_bytes, m.num_layers)
+               if piece.run.fusion else [(None, blocks)])
     parts = [(mask, *([b.columns() for b in bk] for bk in _buckets(bl, m, run, piece.shape)))
              for mask, bl in fusions]
     whole = bool(valid.all())  # no config to skip: views instead of masked copies
     axes = {a: piece.column(a).reshape(-1) if whole else piece.column(a)[valid]
-            for a in NUM_AXES}
+            for a in piece.axes}
     fixed_v = {k: v.reshape(-1) if whole else v[valid] for k, v in fixed.items()}
     n = int(valid.sum())
     results = []
     for group_idx in sets:
-        idx = [i for i in group_idx if runs_on(devices[i][0], piece.precision)]
+        idx = [i for i in group_idx if runs_on(devices[i][0], precision)]
         if not idx:  # a precision these devices lack (tf32 on a TPU): skipped, counted
             continue
         targets = [devices[i] for i in idx]
-        peaks = _stacked_peaks(targets, piece.precision)
+        peaks = _stacked_peaks(targets, precision)
         scale = np.array([k.overhead for _, k in targets])
         shape = (*piece.shape, len(idx))
         sums: dict[str, np.ndarray] = {}

@@ -1,71 +1,123 @@
 """A sweep's grid: typed axes, checked once, split into groups that share a row structure.
 
-The grid is the Cartesian product of its axes. Structural axes (the base model, precision,
-optimizer, checkpointing, dropout, masked-LM-only) change which rows an iteration has, so
-each combination is a `Group`; so do micro-batches > 1 (gradient-accumulation rows) and, in
-masked-LM-only runs, sequences > 1 (the MLM gather). Inside a group the numeric axes
-(`NUM_AXES`: model dimensions, batch, seq, micro-batches) span an N-d array: each axis's
-values lie along its own dimension, so a formula that reads batch and seq only is evaluated
-on a (1, .., nb, ns, 1) array and broadcasts to the rest (`ModelView`, `RunView`: the size
-fields of `ModelConfig` and `RunConfig` as such arrays; the analytic producer runs on them
-unchanged). Devices and hardware knobs multiply every group.
+Every axis is a config field under its own name: the model dimensions (`MODEL_AXES`, the
+`ModelConfig` fields `num_layers`, `hidden`, `heads`, `intermediate`, `vocab_size`), every
+`RunConfig` field (read from the dataclass when a grid is made, so a field added to the run
+config is an axis with no change here), the layout sizes `dp`, `tp`, `pp` and `zero`
+(`job.Layout`'s), and the hardware what-ifs (`KNOB_AXES`, `perf.Knobs`'). The grid is the
+Cartesian product of its axes.
+
+Run fields of enum or bool type (precision, optimizer, checkpoint, dropout, masked-LM-only,
+attention, fusion) change which rows an iteration has: each combination is a `Group`, whose
+`run` is a real `RunConfig`. So do micro-batches > 1 (gradient-accumulation rows) and, in
+masked-LM-only runs, sequences > 1 (the MLM gather). Inside a group the numeric axes (the
+model dimensions and the integer run fields: batch, seq, micro-batches, decoder-seq) span an
+N-d array: each axis's values lie along its own dimension, so a formula that reads batch and
+seq only is evaluated on a (1, .., nb, ns, 1, ..) array and broadcasts to the rest
+(`ModelView`, `RunView`: `ModelConfig` and `RunConfig` with their swept fields as such arrays;
+the analytic producer runs on them unchanged). Devices and hardware knobs multiply every group.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+import bertscope.config as config
 from bertscope.config import (
     MODEL_LIMITS,
-    Attention,
-    Checkpoint,
+    Architecture,
     Family,
     ModelConfig,
-    Optimizer,
     Positions,
-    Precision,
 )
-from bertscope.errors import MAX_SIZE, BertscopeError, parse_enum
+from bertscope.errors import MAX_SIZE, BertscopeError
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.roofline import Knobs
 from bertscope.sweep.tokens import Axis, TokenSpace
 
-DIM_AXES: tuple[str, ...] = ("layers", "hidden", "heads", "ffn", "vocab")
-"""Model dimensions a sweep may vary (None on the grid: each base model's own)."""
-NUM_AXES: tuple[str, ...] = (*DIM_AXES, "batch", "seq", "micro_batches")
-"""The numeric axes, in the order of a group's N-d array."""
-STRUCTURAL: tuple[str, ...] = ("precision", "optimizer", "checkpoint", "dropout",
-                               "masked_lm_only", "attention", "fused")
-"""Axes that change which rows an iteration has: each combination is a `Group`."""
+MODEL_AXES: tuple[str, ...] = ("num_layers", "hidden", "heads", "intermediate", "vocab_size")
+"""`ModelConfig` dimensions a sweep may vary (None on the grid: each base model's own)."""
 LAYOUT_SIZES: tuple[str, ...] = ("dp", "tp", "pp")
 """Distributed layout sizes (with `zero`, the stage): any above 1 makes a multi-device point."""
 LAYOUT_AXES: tuple[str, ...] = (*LAYOUT_SIZES, "zero")
-"""Axes of a distributed layout: data-, tensor- and pipeline-parallel sizes, ZeRO stage."""
+"""`job.Layout` fields a sweep may vary: data-, tensor- and pipeline-parallel sizes, ZeRO."""
 KNOB_AXES: tuple[str, ...] = ("gemm_peak", "bandwidth", "overhead", "memory")
 """Hardware what-ifs: multipliers of each device's figures (`perf.Knobs`)."""
-MODEL_FIELD = {"layers": "num_layers", "hidden": "hidden", "heads": "heads",
-                "ffn": "intermediate", "vocab": "vocab_size"}
-_LIMITS = {**{a: MODEL_LIMITS[f] for a, f in MODEL_FIELD.items()},
-           "batch": 2**31, "seq": 2**24, "micro_batches": 2**20,
-           "dp": 2**20, "tp": 2**20, "pp": 2**20}
+_LIMITS = {**{a: MODEL_LIMITS[a] for a in MODEL_AXES}, "batch": 2**31, "seq": 2**24,
+           "micro_batches": 2**20, "decoder_seq": 2**24, "dp": 2**20, "tp": 2**20,
+           "pp": 2**20}
+_INT_LIMIT = 2**31
+"""The largest value of an integer axis not in `_LIMITS` (a run field added later)."""
 
 
-def _ints(name: str, values: Sequence[int]) -> tuple[int, ...]:
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunAxis:
+    """A `RunConfig` field as a sweep axis: its name, default, type and help."""
+
+    name: str
+    default: Any
+    kind: type
+    """The field's type: int, bool, float, str or an enum class (`None` stripped)."""
+    optional: bool
+    """The field may be None (e.g. `decoder_seq`: None means `seq`)."""
+    help: str
+    """The field's help (`config.setting`)."""
+    flag: str
+    """Its command-line name: the `setting` flag, or the name with dashes."""
+
+    @property
+    def numeric(self) -> bool:
+        """An integer field: its values lie along a dimension of a group's array."""
+        return self.kind is int
+
+
+def run_axes() -> tuple[RunAxis, ...]:
+    """Every `RunConfig` field as an axis, in declaration order, read from the class now (so
+    a subclass put in its place, as a test does, brings its fields)."""
+    cls = config.RunConfig
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        kind, optional = _base_type(hints[f.name])
+        out.append(RunAxis(f.name, f.default, kind, optional, f.metadata.get("help", ""),
+                           f.metadata.get("flag") or f.name.replace("_", "-")))
+    return tuple(out)
+
+
+def _base_type(hint: Any) -> tuple[type, bool]:
+    """(the type, whether None is allowed) of a field annotation such as `int | None`."""
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            raise BertscopeError(f"run field type {hint} cannot be a sweep axis")
+        return rest[0], True
+    return hint, False
+
+
+def axis_names() -> tuple[str, ...]:
+    """Every axis a grid accepts: model dimensions, run fields, layout, knobs."""
+    return (*MODEL_AXES, *(a.name for a in run_axes()), *LAYOUT_AXES, *KNOB_AXES)
+
+
+def _ints(name: str, values: Sequence[Any]) -> tuple[int, ...]:
     out = tuple(dict.fromkeys(values))  # order kept, repeats dropped
     if not out:
         raise BertscopeError(f"axis {name} is empty; give at least one value")
+    limit = _LIMITS.get(name, _INT_LIMIT)
     for v in out:
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
             raise BertscopeError(f"axis {name}: values must be positive integers, got {v!r}")
-        if v > _LIMITS[name]:
-            raise BertscopeError(f"axis {name}: {v} exceeds the supported maximum "
-                                 f"{_LIMITS[name]:,}")
+        if v > limit:
+            raise BertscopeError(f"axis {name}: {v} exceeds the supported maximum {limit:,}")
     return tuple(int(v) for v in out)
 
 
@@ -76,126 +128,135 @@ def _nonempty(name: str, values: Sequence[Any]) -> tuple[Any, ...]:
     return out
 
 
-@dataclass(frozen=True, kw_only=True)
+def _run_values(axis: RunAxis, values: Sequence[Any]) -> tuple[Any, ...]:
+    """A run axis's values checked and normalized as `RunConfig` does it (enum names become
+    members; a bad value is refused with the config's own message)."""
+    given = _nonempty(axis.name, values)
+    if axis.optional and given == (None,):
+        return given
+    if axis.numeric:
+        given = _ints(axis.name, given)
+    elif axis.kind is bool and not all(isinstance(v, bool) for v in given):
+        raise BertscopeError(f"axis {axis.name}: values must be true or false, got "
+                             f"{list(given)}")
+    out = []
+    for v in given:
+        try:
+            out.append(getattr(config.RunConfig(**{axis.name: v}), axis.name))
+        except BertscopeError as e:
+            raise BertscopeError(f"axis {axis.name}: {e}") from None
+    return tuple(dict.fromkeys(out))
+
+
 class Grid:
-    """The axes of a sweep; every value checked on construction. Model dimensions left None
-    take each base model's own (`ffn`, when only `hidden` is swept, keeps the model's
-    FFN-to-hidden ratio)."""
+    """The axes of a sweep; every value checked on construction (`Grid(models=..., devices=...,
+    batch=(8, 16), precision=("bf16",), ...)`; `axis_names()` lists the axes). Model
+    dimensions left None take each base model's own (`intermediate`, when only `hidden` is
+    swept, keeps the model's ratio of the two); run fields left out take `RunConfig`'s
+    defaults; layout sizes 1 and ZeRO 0; knobs 1."""
 
-    models: tuple[ModelConfig, ...]
-    devices: tuple[DeviceProfile, ...]
-    layers: tuple[int, ...] | None = None
-    hidden: tuple[int, ...] | None = None
-    heads: tuple[int, ...] | None = None
-    ffn: tuple[int, ...] | None = None
-    vocab: tuple[int, ...] | None = None
-    batch: tuple[int, ...] = (8,)
-    seq: tuple[int, ...] = (128,)
-    micro_batches: tuple[int, ...] = (1,)
-    precision: tuple[Precision, ...] = (Precision.FP32,)
-    optimizer: tuple[Optimizer, ...] = (Optimizer.ADAM,)
-    checkpoint: tuple[Checkpoint, ...] = (Checkpoint.NONE,)
-    dropout: tuple[bool, ...] = (True,)
-    masked_lm_only: tuple[bool, ...] = (False,)
-    attention: tuple[Attention, ...] = (Attention.EAGER,)
-    fused: tuple[bool, ...] = (False,)
-    """Predict as `perf.fuse` runs the table (memory-bound chains and the optimizer fused)."""
-    dp: tuple[int, ...] = (1,)
-    """Data-parallel replicas (above 1: a multi-device point, `sweep.multi`)."""
-    tp: tuple[int, ...] = (1,)
-    """Tensor-parallel ranks."""
-    pp: tuple[int, ...] = (1,)
-    """Pipeline stages."""
-    zero: tuple[int, ...] = (0,)
-    """ZeRO stage (0-3) over the data-parallel replicas."""
-    gemm_peak: tuple[float, ...] = (1.0,)
-    bandwidth: tuple[float, ...] = (1.0,)
-    overhead: tuple[float, ...] = (1.0,)
-    memory: tuple[float, ...] = (1.0,)
+    __slots__ = ("axes", "devices", "models", "num_axes", "run", "structural")
 
-    def __post_init__(self) -> None:
-        put = object.__setattr__
-        put(self, "models", _nonempty("models", self.models))
-        put(self, "devices", _nonempty("devices", self.devices))
-        for name in NUM_AXES:
-            values = getattr(self, name)
-            if values is not None:
-                put(self, name, _ints(name, values))
-        put(self, "precision", tuple(parse_enum(Precision, p, "precision")
-                                     for p in _nonempty("precision", self.precision)))
-        put(self, "optimizer", tuple(parse_enum(Optimizer, o, "optimizer")
-                                     for o in _nonempty("optimizer", self.optimizer)))
-        put(self, "attention", tuple(parse_enum(Attention, x, "attention")
-                                     for x in _nonempty("attention", self.attention)))
-        ckpt = tuple(parse_enum(Checkpoint, c, "checkpoint")
-                     for c in _nonempty("checkpoint", self.checkpoint))
-        if Checkpoint.SELECTIVE in ckpt:
-            raise BertscopeError("checkpoint selective is modelled by the distributed model "
-                                 "only; sweep none and/or full")
-        put(self, "checkpoint", ckpt)
-        for name in ("dropout", "masked_lm_only", "fused"):
-            values = _nonempty(name, getattr(self, name))
-            if not all(isinstance(v, bool) for v in values):
-                raise BertscopeError(f"axis {name}: values must be true or false")
-            put(self, name, values)
-        no_mlm = [m.name for m in self.models if not m.has_mlm_head]
-        if True in self.masked_lm_only and no_mlm:
-            raise BertscopeError(f"masked_lm_only applies to models with a masked-LM head "
-                                 f"(BERT, RoBERTa, ALBERT), not {', '.join(no_mlm)}")
+    def __init__(self, *, models: Sequence[ModelConfig], devices: Sequence[DeviceProfile],
+                 **axes: Sequence[Any] | None) -> None:
+        run = run_axes()
+        known = (*MODEL_AXES, *(a.name for a in run), *LAYOUT_AXES, *KNOB_AXES)
+        unknown = sorted(set(axes) - set(known))
+        if unknown:
+            raise BertscopeError(f"unknown sweep axis {', '.join(unknown)}; axes: "
+                                 f"{', '.join(known)}")
+        self.models: tuple[ModelConfig, ...] = _nonempty("models", models)
+        self.devices: tuple[DeviceProfile, ...] = _nonempty("devices", devices)
+        self.run: tuple[RunAxis, ...] = run
+        """The run config's fields as axes (read when the grid was made)."""
+        self.num_axes: tuple[str, ...] = (*MODEL_AXES, *(a.name for a in run if a.numeric))
+        """The numeric axes, in the order of a group's N-d array."""
+        self.structural: tuple[str, ...] = tuple(a.name for a in run if not a.numeric)
+        """Run fields that change which rows an iteration has: each combination a `Group`."""
+        got: dict[str, tuple[Any, ...] | None] = {}
+        for name in MODEL_AXES:
+            values = axes.get(name)
+            got[name] = None if values is None else _ints(name, tuple(values))
+        for a in run:
+            values = axes.get(a.name)
+            got[a.name] = _run_values(a, (a.default,) if values is None else tuple(values))
+        self.axes: Mapping[str, tuple[Any, ...] | None] = got
+        """Every axis's values (None: a model dimension each model keeps)."""
+        self._check_models()
+        def given(name: str, default: tuple[Any, ...]) -> tuple[Any, ...]:
+            values = axes.get(name)
+            return default if values is None else tuple(values)
+
         for name in LAYOUT_SIZES:
-            put(self, name, _ints(name, getattr(self, name)))
-        zeros = _nonempty("zero", self.zero)
+            got[name] = _ints(name, given(name, (1,)))
+        zeros = _nonempty("zero", given("zero", (0,)))
         if not all(isinstance(z, int | np.integer) and not isinstance(z, bool)
                    and 0 <= z <= 3 for z in zeros):
             raise BertscopeError(f"axis zero: stages are 0, 1, 2 or 3, got {list(zeros)}")
-        put(self, "zero", tuple(int(z) for z in zeros))
-        layouts = itertools.product(self.dp, self.tp, self.pp, self.zero)
-        if True in self.fused and any(c != (1, 1, 1, 0) for c in layouts):
-            raise BertscopeError("fused execution is not modelled for multi-device points "
-                                 "(dp, tp, pp or zero); sweep --fused off with them")
+        got["zero"] = tuple(int(z) for z in zeros)
         for name in KNOB_AXES:
-            values = _nonempty(name, getattr(self, name))
+            values = _nonempty(name, given(name, (1.0,)))
             for v in values:
                 Knobs(**{name: v})  # the one check of a multiplier
-            put(self, name, tuple(float(v) for v in values))
+            got[name] = tuple(float(v) for v in values)
         if self.size > MAX_SIZE:
             raise BertscopeError(f"the grid has {self.size:.3g} configurations, beyond "
                                  f"{MAX_SIZE:,}; narrow an axis")
+
+    def _check_models(self) -> None:
+        """Run settings some model cannot take at all (`RunConfig.check`'s rules that do not
+        depend on the sequence: those skip configurations instead)."""
+        if True in self.axes.get("masked_lm_only", ()):
+            no_mlm = [m.name for m in self.models if not m.has_mlm_head]
+            if no_mlm:
+                raise BertscopeError(f"masked_lm_only applies to models with a masked-LM "
+                                     f"head (BERT, RoBERTa, ALBERT), not {', '.join(no_mlm)}")
+        if self.axes.get("decoder_seq", (None,)) != (None,):
+            other = [m.name for m in self.models
+                     if m.family.architecture is not Architecture.ENCODER_DECODER]
+            if other:
+                raise BertscopeError(f"decoder_seq applies to encoder-decoder models (T5), "
+                                     f"not {', '.join(other)}")
+
+    def __getitem__(self, name: str) -> tuple[Any, ...] | None:
+        """An axis's values (`grid["batch"]`)."""
+        return self.axes[name]
 
     @property
     def size(self) -> int:
         """Configurations in the grid (before those a model cannot run are skipped)."""
         n = len(self.models) * len(self.devices)
-        for name in (*NUM_AXES, *STRUCTURAL, *LAYOUT_AXES, *KNOB_AXES):
-            values = getattr(self, name)
+        for values in self.axes.values():
             n *= len(values) if values is not None else 1
         return n
 
     def knob_sets(self) -> list[Knobs]:
         """Every combination of the knob axes."""
-        return [Knobs(gemm_peak=g, bandwidth=b, overhead=o, memory=m) for g in self.gemm_peak
-                for b in self.bandwidth for o in self.overhead for m in self.memory]
+        return [Knobs(**dict(zip(KNOB_AXES, c, strict=True)))
+                for c in itertools.product(*(self.axes[k] for k in KNOB_AXES))]
+
+    def layouts(self) -> list[tuple[int, ...]]:
+        """Every (dp, tp, pp, zero) combination."""
+        return list(itertools.product(*(self.axes[k] for k in LAYOUT_AXES)))
 
     def groups(self) -> Iterator[Group]:
         """The grid split into groups that share one row structure."""
+        ratio = self.axes["intermediate"] is None and self.axes["hidden"] is not None
         for model in self.models:
-            values = {name: np.asarray(getattr(self, name) or (_model_value(model, name),),
-                                       dtype=float) for name in NUM_AXES}
-            for prec, opt, ckpt, drop, masked, attn, fused in itertools.product(
-                    self.precision, self.optimizer, self.checkpoint, self.dropout,
-                    self.masked_lm_only, self.attention, self.fused):
-                for part in _splits(values, masked):
-                    yield Group(model=model, precision=prec, optimizer=opt,
-                                checkpointing=ckpt is Checkpoint.FULL, dropout=drop,
-                                masked_lm_only=masked, attention=attn, fused=fused,
-                                values=part,
-                                ffn_ratio=self.ffn is None and self.hidden is not None)
+            values = {name: _array(self.axes[name], model, name) for name in self.num_axes}
+            for combo in itertools.product(*(self.axes[n] for n in self.structural)):
+                run = config.RunConfig(**dict(zip(self.structural, combo, strict=True)))
+                for part in _splits(values, run.masked_lm_only):
+                    yield Group(model=model, run=run, values=part, axes=self.num_axes,
+                                intermediate_follows_hidden=ratio)
 
 
-def _model_value(m: ModelConfig, axis: str) -> int:
-    if axis in MODEL_FIELD:
-        return int(getattr(m, MODEL_FIELD[axis]))
-    return {"batch": 8, "seq": 128, "micro_batches": 1}[axis]
+def _array(values: tuple[Any, ...] | None, model: ModelConfig, name: str) -> np.ndarray:
+    """A numeric axis's values as floats: a model dimension left None is the model's own; a
+    run field left None (`decoder_seq`) is NaN."""
+    if values is None:
+        return np.asarray([getattr(model, name)], dtype=float)
+    return np.asarray([np.nan if v is None else v for v in values], dtype=float)
 
 
 def _splits(values: dict[str, np.ndarray], masked: bool) -> Iterator[dict[str, np.ndarray]]:
@@ -212,27 +273,25 @@ def _splits(values: dict[str, np.ndarray], masked: bool) -> Iterator[dict[str, n
                 yield {**values, "micro_batches": mpart, "seq": spart}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Group:
-    """Configurations sharing one row structure: a base model, the structural run settings,
-    and the numeric axes' values (floats: products stay exact to 2^53 and never overflow)."""
+    """Configurations sharing one row structure: a base model, a run config holding the
+    structural settings (its numeric fields at their defaults: those vary in `values`), and
+    the numeric axes' values (floats: products stay exact to 2^53 and never overflow)."""
 
     model: ModelConfig
-    precision: Precision
-    optimizer: Optimizer
-    checkpointing: bool
-    dropout: bool
-    masked_lm_only: bool
-    values: dict[str, np.ndarray] = field(repr=False)
-    attention: Attention = Attention.EAGER
-    fused: bool = False
-    ffn_ratio: bool = False
-    """FFN size follows hidden at the base model's ratio (hidden swept, ffn not)."""
+    run: config.RunConfig
+    values: dict[str, np.ndarray] = dataclasses.field(repr=False)
+    axes: tuple[str, ...]
+    """The numeric axes, in the order of the group's array dimensions."""
+    intermediate_follows_hidden: bool = False
+    """The feed-forward size follows hidden at the base model's ratio (hidden swept,
+    intermediate not)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
         """The group's N-d array shape (one dimension per numeric axis)."""
-        return tuple(len(self.values[a]) for a in NUM_AXES)
+        return tuple(len(self.values[a]) for a in self.axes)
 
     @property
     def size(self) -> int:
@@ -241,14 +300,18 @@ class Group:
 
     def axis(self, name: str) -> np.ndarray:
         """An axis's values shaped to broadcast along its own dimension."""
-        shape = [1] * len(NUM_AXES)
-        shape[NUM_AXES.index(name)] = -1
+        shape = [1] * len(self.axes)
+        shape[self.axes.index(name)] = -1
         return self.values[name].reshape(shape)
 
+    def swept(self, name: str) -> bool:
+        """Whether an optional run field holds values here (not None: NaN in `values`)."""
+        return not np.isnan(self.values[name]).all()
+
     def column(self, name: str) -> np.ndarray:
-        """A numeric axis as the configurations see it, over the group's full shape (the FFN
-        size follows hidden when `ffn_ratio`)."""
-        values = ModelView(self).intermediate if name == "ffn" else self.axis(name)
+        """A numeric axis as the configurations see it, over the group's full shape (the
+        feed-forward size follows hidden when `intermediate_follows_hidden`)."""
+        values = ModelView(self).intermediate if name == "intermediate" else self.axis(name)
         return np.broadcast_to(values, self.shape)
 
     def views(self, *, tokens: bool = False) -> tuple[ModelView, RunView]:
@@ -273,75 +336,62 @@ class Group:
 
 
 class ModelView:
-    """`ModelConfig`'s fields for a group: sizes as arrays over the group's axes, structure
-    (family, activation, sharing) as the base model's."""
+    """`ModelConfig` for a group: every field of the base model, the swept dimensions
+    (`MODEL_AXES`) as arrays over the group's axes, and the derived sizes the producers read
+    computed on those arrays."""
 
     def __init__(self, g: Group) -> None:
         base = g.model
-        self.name = base.name
-        self.family: Family = base.family
-        self.activation = base.activation
-        self.share_layers = base.share_layers
-        self.position_offset = base.position_offset
+        for f in dataclasses.fields(base):
+            setattr(self, f.name, getattr(base, f.name))
         self.max_positions = float(base.max_positions)
         self.type_vocab_size = float(base.type_vocab_size)
-        self.num_layers = g.axis("layers")
-        self.hidden = g.axis("hidden")
-        self.heads = g.axis("heads")
-        self.vocab_size = g.axis("vocab")
-        self.intermediate = (np.round(g.axis("hidden") * base.intermediate / base.hidden)
-                             if g.ffn_ratio else g.axis("ffn"))
-        self.embedding_size = base.embedding_size
+        for name in MODEL_AXES:
+            setattr(self, name, g.axis(name))
+        if g.intermediate_follows_hidden:
+            self.intermediate = np.round(g.axis("hidden") * base.intermediate / base.hidden)
         self.emb = float(base.embedding_size) if base.embedding_size is not None else self.hidden
-        self.head_size = base.head_size
         self.head_dim = self.hidden // self.heads if base.head_size is None else base.head_size
         self.has_pooler_head = base.has_pooler_head
+        self.has_mlm_head = base.has_mlm_head
         # grouped-query attention keeps the base model's query heads per key/value head
         self.kv_groups = base.kv_groups
-        self.kv_heads = base.kv_heads
         self.kv_head_count = self.heads // self.kv_groups
-        self.tie_word_embeddings = base.tie_word_embeddings
-        self.gated_ffn = base.gated_ffn
-        self.relative_buckets = base.relative_buckets
-        self.image_size, self.patch_size = base.image_size, base.patch_size
-        self.channels, self.patches = base.channels, base.patches
-        self.decoder_layers = base.decoder_layers
+        self.patches = base.patches
         self.decoder_layer_count = (0 if not base.decoder_layer_count else self.num_layers
                                     if base.decoder_layers is None
                                     else float(base.decoder_layers))
+        self.stack_layers = self.num_layers + self.decoder_layer_count
+        self.max_seq = self.max_positions - base.position_offset
 
 
 class RunView:
-    """`RunConfig`'s fields for a group: batch, seq and micro-batches as arrays. With
-    `tokens`, batch and seq are `sweep.tokens.Axis` values, so that rows reading only their
-    product are computed on its distinct values (where that pays: `TokenSpace.of`)."""
+    """`RunConfig` for a group: every field of the group's run config, the numeric ones as
+    arrays over the group's axes. With `tokens`, batch and seq are `sweep.tokens.Axis`
+    values, so that rows reading only their product are computed on its distinct values
+    (where that pays: `TokenSpace.of`)."""
 
     def __init__(self, g: Group, *, tokens: bool = False) -> None:
-        self.batch: Any = g.axis("batch")
-        self.seq: Any = g.axis("seq")
+        for f in dataclasses.fields(g.run):
+            setattr(self, f.name, getattr(g.run, f.name))
+        for name in g.axes[len(MODEL_AXES):]:
+            setattr(self, name, g.axis(name) if g.swept(name) else None)
         space = TokenSpace.of(self.batch, self.seq) if tokens else None
         self.space = space
         if space is not None:
             self.batch, self.seq = Axis(self.batch, "batch", space), Axis(self.seq, "seq", space)
-        self.micro_batches = g.axis("micro_batches")
-        self.precision = g.precision
-        self.optimizer = g.optimizer
-        self.checkpointing = g.checkpointing
-        self.dropout = g.dropout
-        self.masked_lm_only = g.masked_lm_only
-        self.attention = g.attention
 
     @property
-    def tokens(self) -> np.ndarray:
-        """Tokens per optimizer step."""
+    def tokens(self) -> Any:
+        """Tokens per optimizer step: batch x seq x micro-batches."""
         return self.batch * self.seq * self.micro_batches
 
     @property
     def target_seq(self) -> Any:
-        """An encoder-decoder's decoder length: `seq` (a sweep has no decoder-length axis)."""
-        return self.seq
+        """The decoder's tokens per sequence of an encoder-decoder run (`decoder_seq`, or
+        `seq`)."""
+        return self.decoder_seq if self.decoder_seq is not None else self.seq
 
 
-__all__ = ["DIM_AXES", "KNOB_AXES", "LAYOUT_AXES", "LAYOUT_SIZES", "MODEL_FIELD", "NUM_AXES",
-           "STRUCTURAL", "Grid", "Group", "ModelView",
-           "RunView"]
+__all__ = ["KNOB_AXES", "LAYOUT_AXES", "LAYOUT_SIZES", "MODEL_AXES", "Grid", "Group",
+           "ModelView", "RunAxis", "RunView", "axis_names", "run_axes"]

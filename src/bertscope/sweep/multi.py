@@ -14,12 +14,16 @@ iteration. The distributed model times sections of a layer, not categories, so t
 per-category and per-bound shares of a multi-device row are NaN (not measured, not zero).
 FLOPs are the job's (the analytic table's per replica, times dp; tensor-parallel copies of
 small ops not counted twice), achieved FLOP/s per device. Knobs scale each device's figures
-in the compute table and the capacity it must fit in; links are not scaled.
+in the compute table and the capacity it must fit in; links are not scaled. Each point is a
+`job.Job` (the group's run config with the point's sizes, `Workload.job` with the layout, its
+micro-batches and the group's recomputation mode), checked as `bertscope distributed` checks
+one; a point the job or the cluster refuses is skipped.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -28,26 +32,27 @@ import numpy as np
 from bertscope.analytic.blocks import multiplicity
 from bertscope.analytic.families import model_blocks
 from bertscope.analytic.params import parameter_count
-from bertscope.config import Checkpoint, ModelConfig, RunConfig
+from bertscope.config import Checkpoint, ModelConfig
 from bertscope.errors import BertscopeError
+from bertscope.job import Layout, Schedule
 from bertscope.parallel.compute import compute_table
 from bertscope.parallel.evaluation import evaluate_arrays
-from bertscope.parallel.job import Cluster, Layout, Workload, check_layout
-from bertscope.parallel.pipeline import Schedule
+from bertscope.parallel.job import Cluster, Workload, check_layout
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.roofline import Knobs, select_peaks
 from bertscope.sweep.engine import runs_on
-from bertscope.sweep.grid import DIM_AXES, MODEL_FIELD, NUM_AXES, Group, ModelView
+from bertscope.sweep.grid import MODEL_AXES, Group, ModelView
 
 PARTS: tuple[str, ...] = ("compute_s", "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s")
 """Time parts of a multi-device row besides the optimizer (`parallel.TIME_KEYS`)."""
+_LAYOUT_VARIED = ("batch", "micro_batches")
+"""Numeric run axes one `evaluate_arrays` call covers; every other one is a loop."""
 
 
-def layouts(dp: tuple[int, ...], tp: tuple[int, ...], pp: tuple[int, ...],
-            zero: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
+def layouts(combos: Iterable[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
     """The (dp, tp, pp, zero) combinations of more than one device or a ZeRO stage: the
     multi-device part of a grid (the rest is the single-device engine's)."""
-    return [c for c in itertools.product(dp, tp, pp, zero) if c != (1, 1, 1, 0)]
+    return [tuple(c) for c in combos if tuple(c) != (1, 1, 1, 0)]  # type: ignore[misc]
 
 
 def job_flops(group: Group) -> np.ndarray:
@@ -66,18 +71,16 @@ def job_flops(group: Group) -> np.ndarray:
 def _models(group: Group) -> list[tuple[tuple[int, ...], ModelConfig]]:
     """(index along each model-size axis, the concrete model) for every combination of the
     group's model sizes a model config accepts."""
-    view = ModelView(group)
-    ffn = np.broadcast_to(view.intermediate, group.shape)
-    axes = [NUM_AXES.index(a) for a in DIM_AXES]
+    inter = np.broadcast_to(ModelView(group).intermediate, group.shape)
+    dims = [group.axes.index(a) for a in MODEL_AXES]
     out = []
-    for idx in itertools.product(*(range(group.shape[a]) for a in axes)):
-        sizes = {a: int(group.values[a][i]) for a, i in zip(DIM_AXES, idx, strict=True)}
-        at = [0] * len(NUM_AXES)
-        for a, i in zip(axes, idx, strict=True):
-            at[a] = i
-        sizes["ffn"] = int(ffn[tuple(at)])
-        changes = {MODEL_FIELD[a]: v for a, v in sizes.items()
-                   if v != getattr(group.model, MODEL_FIELD[a])}
+    for idx in itertools.product(*(range(group.shape[d]) for d in dims)):
+        sizes = {a: int(group.values[a][i]) for a, i in zip(MODEL_AXES, idx, strict=True)}
+        at = [0] * len(group.axes)
+        for d, i in zip(dims, idx, strict=True):
+            at[d] = i
+        sizes["intermediate"] = int(inter[tuple(at)])
+        changes = {a: v for a, v in sizes.items() if v != getattr(group.model, a)}
         try:
             model = replace(group.model, **changes) if changes else group.model
         except BertscopeError:
@@ -86,17 +89,33 @@ def _models(group: Group) -> list[tuple[tuple[int, ...], ModelConfig]]:
     return out
 
 
+def _runs(group: Group) -> list[tuple[dict[str, int], Any]]:
+    """(index along each numeric run axis but batch and micro-batches, the group's run config
+    with those values) for every combination of them."""
+    names = [a for a in group.axes[len(MODEL_AXES):] if a not in _LAYOUT_VARIED]
+    out = []
+    for idx in itertools.product(*(range(len(group.values[a])) for a in names)):
+        values = {a: group.values[a][i] for a, i in zip(names, idx, strict=True)}
+        try:
+            run = replace(group.run, **{a: None if np.isnan(v) else int(v)
+                                        for a, v in values.items()})
+        except BertscopeError:
+            continue
+        out.append((dict(zip(names, idx, strict=True)), run))
+    return out
+
+
 def _valid_layouts(combos: list[tuple[int, int, int, int]], micro: np.ndarray,
                    workload: Workload, cluster_of: dict[int, Cluster], checkpoint: Checkpoint
                    ) -> list[tuple[int, int, int, int, int]]:
-    """(dp, tp, pp, zero, micro-batches) layouts `check_layout` accepts (1F1B, no sequence
-    parallelism): the distributed model's own rules, asked once per layout."""
+    """(dp, tp, pp, zero, micro-batches) layouts whose job (1F1B, no sequence parallelism)
+    is valid and fits its cluster: the distributed model's own rules, asked once each."""
     ok = []
     for (d, t, p, z), mb in itertools.product(combos, micro.astype(int).tolist()):
         try:
-            layout = Layout(dp=d, tp=t, pp=p, micro_batches=mb, zero=z, checkpoint=checkpoint)
-            check_layout(layout, replace(workload, global_batch=d * mb),
-                         cluster_of[d * t * p])
+            job = replace(workload, global_batch=d * mb).job(Layout(dp=d, tp=t, pp=p, zero=z),
+                                                             mb, checkpoint)
+            check_layout(job, cluster_of[d * t * p])
         except BertscopeError:
             continue
         ok.append((d, t, p, z, mb))
@@ -110,20 +129,16 @@ def evaluate_group(group: Group, targets: list[tuple[DeviceProfile, Knobs]],
     (target index per entry, columns) pairs in the form `engine.evaluate_piece` returns, plus
     the layout columns and time parts."""
     flops = job_flops(group)
-    checkpoint = Checkpoint.FULL if group.checkpointing else Checkpoint.NONE
-    batch, seqs, micro = (group.values[a] for a in ("batch", "seq", "micro_batches"))
+    checkpoint = group.run.checkpoint
+    batch, micro = group.values["batch"], group.values["micro_batches"]
     counts = sorted({d * t * p for d, t, p, _ in combos})
-    runs = [runs_on(profile, group.precision) for profile, _ in targets]
+    runs = [runs_on(profile, group.run.precision) for profile, _ in targets]
     clusters = [{n: Cluster.build(profile, n) for n in counts} if ok else {}  # node design
                 for (profile, _), ok in zip(targets, runs, strict=True)]
     results = []
     for idx, model in _models(group):
-        for si, seq in enumerate(seqs.astype(int).tolist()):
+        for where, run in _runs(group):
             try:
-                run = RunConfig(batch=1, seq=seq, precision=group.precision,
-                                optimizer=group.optimizer, dropout=group.dropout,
-                                masked_lm_only=group.masked_lm_only,
-                                attention=group.attention)
                 workload = Workload(model=model, run=run, global_batch=1)
             except BertscopeError:
                 continue  # a sequence beyond the model's positions: skipped
@@ -134,20 +149,21 @@ def evaluate_group(group: Group, targets: list[tuple[DeviceProfile, Knobs]],
                 if not valid:
                     continue
                 table = compute_table(workload, profile, batch, [v[1] for v in valid], knobs)
+                at = {**dict(zip(MODEL_AXES, idx, strict=True)), **where}
                 for n in counts:
                     mine = [v for v in valid if v[0] * v[1] * v[2] == n]
                     if mine:
-                        results.append(_slice(mine, batch, micro, workload, clusters[ti][n],
-                                              table, knobs, ti, flops, checkpoint, (idx, si)))
+                        results.append(_slice(group, mine, workload, clusters[ti][n], table,
+                                              knobs, ti, flops, at))
     return results
 
 
-def _slice(valid: list[tuple[int, int, int, int, int]], batch: np.ndarray, micro: np.ndarray,
-           workload: Workload, cluster: Cluster, table: Any, knobs: Knobs, target: int,
-           flops: np.ndarray, checkpoint: Checkpoint, where: tuple[Any, ...]
-           ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """One `evaluate_arrays` call: every (layout, batch) of one device count, as columns."""
-    idx, si = where
+def _slice(group: Group, valid: list[tuple[int, int, int, int, int]], workload: Workload,
+           cluster: Cluster, table: Any, knobs: Knobs, target: int, flops: np.ndarray,
+           where: dict[str, int]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One `evaluate_arrays` call: every (layout, batch) of one device count, as columns;
+    `where` places the call's model sizes and run values in the group's axes."""
+    batch, micro = group.values["batch"], group.values["micro_batches"]
     lay = np.repeat(np.array(valid, dtype=np.int64), len(batch), axis=0)
     bi = np.tile(np.arange(len(batch)), len(valid))
     b = batch.astype(np.int64)[bi]
@@ -155,12 +171,13 @@ def _slice(valid: list[tuple[int, int, int, int, int]], batch: np.ndarray, micro
     n = len(b)
     got = evaluate_arrays(workload, cluster, {
         "dp": d, "tp": t, "pp": p, "micro_batches": mb, "zero": z,
-        "checkpoint": np.full(n, checkpoint.code), "sp": np.zeros(n, dtype=bool),
+        "checkpoint": np.full(n, group.run.checkpoint.code), "sp": np.zeros(n, dtype=bool),
         "schedule": np.full(n, Schedule.ONE_F_ONE_B.code),
         "virtual_stages": np.ones(n, dtype=np.int64), "global_batch": b * mb * d}, table)
     order = np.argsort(micro)  # the micro-batch axis in the grid's order, unique
     mi = order[np.searchsorted(micro[order], mb)]
-    at = (*idx, bi, si, mi)  # the configuration's place in the group's shape
+    index: dict[str, Any] = {**where, "batch": bi, "micro_batches": mi}
+    at = tuple(index[a] for a in group.axes)  # the configuration's place in the group
     model = workload.model
     out: dict[str, np.ndarray] = {
         "time_s": got["iteration_s"], "flops": flops[at] * d,
@@ -175,13 +192,12 @@ def _slice(valid: list[tuple[int, int, int, int, int]], batch: np.ndarray, micro
         "dp": d.astype(float), "tp": t.astype(float), "pp": p.astype(float),
         "zero": z.astype(float), "devices": (d * t * p).astype(float),
     }
-    sizes = {"layers": model.num_layers, "hidden": model.hidden, "heads": model.heads,
-             "ffn": model.intermediate, "vocab": model.vocab_size}
-    for a in DIM_AXES:
-        out[a] = np.full(n, float(sizes[a]))
-    out["batch"], out["seq"], out["micro_batches"] = (b.astype(float),
-                                                      np.full(n, float(workload.seq)),
-                                                      mb.astype(float))
+    for a in group.axes:
+        if a in MODEL_AXES:
+            out[a] = np.full(n, float(getattr(model, a)))
+        elif a not in _LAYOUT_VARIED:
+            out[a] = np.full(n, group.values[a][index[a]])
+    out["batch"], out["micro_batches"] = b.astype(float), mb.astype(float)
     return np.full(n, target), out
 
 

@@ -28,10 +28,6 @@ from typing import Any
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-BATCH_DIM, SEQ_DIM = 5, 6
-"""The batch and seq dimensions in a group's N-d array (`grid.NUM_AXES`)."""
-ND = 8
-"""Dimensions of a group's array."""
 WORTH = 0.8
 """Token arrays are used where the distinct products are at most this share of b x s."""
 
@@ -39,23 +35,35 @@ WORTH = 0.8
 @dataclass(frozen=True, eq=False)
 class TokenSpace:
     """A piece's distinct b x s products: `values` (u,), `inverse` (b x s,: the index of each
-    (b, s) pair's product in `values`, b major) and the piece's batch and seq lengths."""
+    (b, s) pair's product in `values`, b major), the piece's batch and seq lengths, and
+    where batch and seq lie among the `nd` dimensions of the group's array (its numeric axes,
+    `grid.Grid.num_axes`)."""
 
     values: np.ndarray
     inverse: np.ndarray
     batch: int
     seq: int
+    batch_dim: int
+    seq_dim: int
+    nd: int
 
     @staticmethod
     def of(batch: np.ndarray, seq: np.ndarray) -> TokenSpace | None:
-        """The space of two axes' products, or None where it would not pay (`WORTH`)."""
-        b, s = np.asarray(batch).reshape(-1), np.asarray(seq).reshape(-1)
+        """The space of two axes' products, or None where it would not pay (`WORTH`). The
+        axes are a group's (each along its own dimension of the same number of dimensions)
+        or two plain vectors (dimensions 0 and 1)."""
+        ba, sa = np.asarray(batch), np.asarray(seq)
+        b, s = ba.reshape(-1), sa.reshape(-1)
         if len(b) < 2 or len(s) < 2:
             return None
         values, inverse = np.unique(np.multiply.outer(b, s), return_inverse=True)
         if len(values) > WORTH * len(b) * len(s):
             return None
-        return TokenSpace(values, inverse.reshape(-1), len(b), len(s))
+        if ba.ndim == sa.ndim == 1:
+            dims = (0, 1, 2)
+        else:
+            dims = (int(np.argmax(ba.shape)), int(np.argmax(sa.shape)), max(ba.ndim, sa.ndim))
+        return TokenSpace(values, inverse.reshape(-1), len(b), len(s), *dims)
 
     @property
     def size(self) -> int:
@@ -65,26 +73,27 @@ class TokenSpace:
     def shape(self, full: Sequence[int]) -> tuple[int, ...]:
         """A full shape's token-space counterpart: u on the batch dimension, 1 on seq."""
         out = list(full)
-        out[BATCH_DIM], out[SEQ_DIM] = self.size, 1
+        out[self.batch_dim], out[self.seq_dim] = self.size, 1
         return tuple(out)
 
     def expand(self, data: np.ndarray) -> np.ndarray:
-        """Token-space values (ND dimensions, u or 1 on batch, 1 on seq) over the full grid."""
+        """Token-space values (`nd` dimensions, u or 1 on batch, 1 on seq) over the full
+        grid."""
         data = np.asarray(data)
-        if data.shape[BATCH_DIM] == 1:
+        bd, sd = self.batch_dim, self.seq_dim
+        if data.shape[bd] == 1:
             return data
-        got = np.take(data, self.inverse, axis=BATCH_DIM)
+        got = np.take(data, self.inverse, axis=bd)
         sh = data.shape
-        return got.reshape(*sh[:BATCH_DIM], self.batch, self.seq, *sh[SEQ_DIM + 1:])
+        return got.reshape(*sh[:bd], self.batch, self.seq, *sh[sd + 1:])
 
-
-def varies(x: Any) -> bool:
-    """Whether an operand varies along the batch or seq dimension."""
-    shape = np.shape(x)
-    if len(shape) > ND:
-        return True
-    pad = (1,) * (ND - len(shape)) + tuple(shape)
-    return pad[BATCH_DIM] != 1 or pad[SEQ_DIM] != 1
+    def varies(self, x: Any) -> bool:
+        """Whether an operand varies along the batch or seq dimension."""
+        shape = np.shape(x)
+        if len(shape) > self.nd:
+            return True
+        pad = (1,) * (self.nd - len(shape)) + tuple(shape)
+        return pad[self.batch_dim] != 1 or pad[self.seq_dim] != 1
 
 
 def plain(x: Any) -> Any:
@@ -166,8 +175,8 @@ class Axis(_Wrapped):
                 and {x.role for x in inputs} == {"batch", "seq"}
                 and inputs[0].space is inputs[1].space):
             space = self.space
-            shape = [1] * ND
-            shape[BATCH_DIM] = space.size
+            shape = [1] * space.nd
+            shape[space.batch_dim] = space.size
             dtype = np.result_type(inputs[0].data, inputs[1].data)
             return TokenArray(space.values.astype(dtype).reshape(shape), space)
         return getattr(ufunc, method)(*plain(inputs), **plain(kwargs))
@@ -191,8 +200,9 @@ class TokenArray(_Wrapped):
     def shape(self) -> tuple[int, ...]:
         """The full grid shape the value broadcasts to (as the plain array's)."""
         sh = list(self.data.shape)
-        if sh[BATCH_DIM] != 1:
-            sh[BATCH_DIM], sh[SEQ_DIM] = self.space.batch, self.space.seq
+        sp = self.space
+        if sh[sp.batch_dim] != 1:
+            sh[sp.batch_dim], sh[sp.seq_dim] = sp.batch, sp.seq
         return tuple(sh)
 
     @property
@@ -218,7 +228,7 @@ class TokenArray(_Wrapped):
                 break
             if isinstance(x, TokenArray) and x.space is self.space:
                 args.append(x.data)
-            elif isinstance(x, Axis | TokenArray) or varies(x):
+            elif isinstance(x, Axis | TokenArray) or self.space.varies(x):
                 compact = False
             else:
                 args.append(x)
@@ -240,5 +250,4 @@ def compact(x: Any) -> tuple[Any, bool]:
     return x, False
 
 
-__all__ = ["BATCH_DIM", "ND", "SEQ_DIM", "WORTH", "Axis", "TokenArray", "TokenSpace",
-           "compact", "plain", "varies"]
+__all__ = ["WORTH", "Axis", "TokenArray", "TokenSpace", "compact", "plain"]

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.config import Architecture, Attention, ModelConfig, Positions, RunConfig
+from bertscope.config import Architecture, Attention, Checkpoint, ModelConfig, Positions, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.measure.models.layers import (
     DROPOUT_PROB,
@@ -316,7 +316,7 @@ def build_decoder(model: ModelConfig, run: RunConfig) -> DecoderForCausalLM:
         raise BertscopeError("profile measures eager or sdpa attention; fused-softmax is "
                              "modelled by the analytic model only")
     return DecoderForCausalLM(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
-                              checkpointing=run.checkpointing,
+                              checkpointing=(run.checkpoint is Checkpoint.FULL),
                               sdpa=run.attention is Attention.SDPA)
 
 

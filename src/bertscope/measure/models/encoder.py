@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.config import Attention, Family, ModelConfig, RunConfig
+from bertscope.config import Attention, Checkpoint, Family, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.measure.models.layers import (
     DROPOUT_PROB,
@@ -300,7 +300,7 @@ def build_encoder(model: ModelConfig, run: RunConfig) -> EncoderForPretraining:
     """The reference encoder (BERT, RoBERTa, ALBERT) for a run: dropout, checkpointing, MLM
     rows and the attention kernels from `run`."""
     return EncoderForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
-                                 checkpointing=run.checkpointing,
+                                 checkpointing=(run.checkpoint is Checkpoint.FULL),
                                  masked_lm_only=run.masked_lm_only,
                                  sdpa=run.attention is Attention.SDPA)
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.config import Attention, ModelConfig, RunConfig
+from bertscope.config import Attention, Checkpoint, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.measure.models.layers import (
     DROPOUT_PROB,
@@ -333,7 +333,7 @@ def build_t5(model: ModelConfig, run: RunConfig) -> T5ForPretraining:
         raise BertscopeError("the reference T5 runs eager attention (its position bias "
                              "is added to the scores); drop --attention sdpa")
     return T5ForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
-                            checkpointing=run.checkpointing)
+                            checkpointing=(run.checkpoint is Checkpoint.FULL))
 
 
 def t5_sublayer(name: str) -> Sublayer:

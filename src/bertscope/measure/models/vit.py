@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.config import Attention, ModelConfig, RunConfig
+from bertscope.config import Attention, Checkpoint, ModelConfig, RunConfig
 from bertscope.measure.models.encoder import (
     EncoderForPretraining,
     FeedForward,
@@ -178,7 +178,7 @@ def build_vit(model: ModelConfig, run: RunConfig) -> ViTForClassification:
     """The reference ViT for a run: dropout, checkpointing and the attention kernels from
     `run`."""
     return ViTForClassification(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
-                                checkpointing=run.checkpointing,
+                                checkpointing=(run.checkpoint is Checkpoint.FULL),
                                 sdpa=run.attention is Attention.SDPA)
 
 
