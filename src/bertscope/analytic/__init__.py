@@ -9,7 +9,7 @@ from bertscope.analytic.families import model_blocks
 from bertscope.analytic.memory import MemoryEstimate, memory_estimate
 from bertscope.analytic.params import param_groups, parameter_count
 from bertscope.config import Job, ModelConfig, Optimizer, Precision, RunConfig
-from bertscope.optable import OpTable, intensity
+from bertscope.optable import OpTable, Provenance, intensity
 from bertscope.presets import get_model
 
 
@@ -26,8 +26,8 @@ def ops(
     masked_lm_only: bool = False,
 ) -> OpTable:
     """The op table of one pretraining iteration of `model` (a preset name, a path to a
-    Hugging Face config.json, or a ModelConfig). `meta` holds the configs and the memory
-    estimate."""
+    Hugging Face config.json, or a ModelConfig). The table carries the job, its
+    `Provenance` (producer and parameter count) and its `MemoryEstimate`."""
     m = model if isinstance(model, ModelConfig) else get_model(model)
     run = RunConfig(batch=batch, seq=seq, precision=precision, optimizer=optimizer,
                     dropout=dropout, checkpointing=checkpointing, micro_batches=micro_batches,
@@ -42,12 +42,8 @@ def build(m: ModelConfig | Job, run: RunConfig | None = None) -> OpTable:
     blocks = model_blocks(job.model, job.run)
     cols = expand_columns(blocks, job.model.num_layers, job.run.micro_batches)
     mem = memory_estimate(job.model, job.run, blocks)
-    meta = {
-        "producer": "analytic",
-        "params": parameter_count(job.model),
-        "memory": mem.as_dict(),
-    }
-    return OpTable.from_columns({**cols, "intensity": intensity(cols)}, meta, job=job)
+    records = (Provenance("analytic", parameter_count(job.model)), mem)
+    return OpTable.from_columns({**cols, "intensity": intensity(cols)}, records, job=job)
 
 
 __all__ = ["MemoryEstimate", "build", "memory_estimate", "ops", "param_groups",
