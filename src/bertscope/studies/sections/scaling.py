@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from bertscope.config import get_model
+from bertscope.presets import get_model
 from bertscope.studies.sections.context import Ctx, Section, pct
 
 
