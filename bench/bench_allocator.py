@@ -30,8 +30,8 @@ def progress(stage, done, total):
 r = profile(*spec.configs(), iters=iters, warmup=2, statistic="median",
             host_allocator=sys.argv[2], progress=progress)
 faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before[0]) / iters
-print(json.dumps({"iteration_s": r.meta["iteration_s"], "faults": faults,
-                  "allocator": r.meta["host_allocator"]}))
+print(json.dumps({"iteration_s": r.facts.iteration_s, "faults": faults,
+                  "allocator": r.facts.host_allocator}))
 """
 
 

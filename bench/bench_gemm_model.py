@@ -20,7 +20,7 @@ RUNS = (("v100", "fp16"), ("v100", "fp32"), ("a100", "bf16"), ("a100", "tf32"),
 
 
 def seq_per_s(table, profile, seq: int) -> float:
-    return predict(table, profile).meta["prediction"]["tokens_per_s"] / seq
+    return predict(table, profile).export_meta()["prediction"]["tokens_per_s"] / seq
 
 
 for dev, prec in RUNS:

@@ -63,8 +63,8 @@ def main() -> None:
             r = profile(*spec.configs(), iters=3, warmup=1)
             d = r.table.df
             opt = float(d.loc[d["phase"] == "optimizer", "time_s"].sum())
-            seen.setdefault(str(spec), []).append((r.meta["iteration_s"], opt))
-            print(f"{spec}: iteration {r.meta['iteration_s']:.3f} s, optimizer {opt:.3f} s",
+            seen.setdefault(str(spec), []).append((r.facts.iteration_s, opt))
+            print(f"{spec}: iteration {r.facts.iteration_s:.3f} s, optimizer {opt:.3f} s",
                   flush=True)
     for spec, runs in seen.items():
         it = [a for a, _ in runs]

@@ -63,7 +63,7 @@ def main() -> None:
     build = median_time(lambda: ops("bert-large", **RUN), REPEAT)
     pred = median_time(lambda: predict(table, profile), REPEAT)
     fused = median_time(lambda: predict(fuse(table), profile), REPEAT)
-    p = predict(table, profile).meta["prediction"]
+    p = predict(table, profile).export_meta()["prediction"]
     print(f"bert-large b64 s128 bf16 on a100: {len(table)} rows, predicted "
           f"{p['time_s'] * 1e3:.1f} ms/iteration, {p['tokens_per_s'] / 1e3:.1f} k tokens/s")
     print(f"op-table build {build * 1e3:.1f} ms (baseline); predict {pred * 1e3:.1f} ms "

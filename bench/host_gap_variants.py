@@ -36,8 +36,8 @@ def features(folder: str, stem: str) -> dict[str, float]:
     count = a["count"].astype(float)
     cast = a["name"].str.endswith("_cast")
     fwd = a["phase"].astype(str).isin(["forward", "recompute"])
-    return {"gap": r.meta["iteration_s"] - float(r.table.df["time_s"].sum()),
-            "iteration": r.meta["iteration_s"], "all": count.sum(),
+    return {"gap": r.facts.iteration_s - float(r.table.df["time_s"].sum()),
+            "iteration": r.facts.iteration_s, "all": count.sum(),
             "no casts": count[~cast].sum(), "forward": count[fwd & ~cast].sum()}
 
 

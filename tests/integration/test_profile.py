@@ -60,7 +60,7 @@ def test_measured_gemm_flops_and_phases_match_the_analytic_table(family: Family)
     assert set(want["sublayer"]) - {Sublayer.OTHER} <= set(got["sublayer"])
     _only_glue_unattributed(got)
     assert 0 <= r.unattributed_share < 1
-    assert r.meta["iters"] == 1 and not r.meta["partial"]
+    assert r.facts.iters == 1 and not r.facts.partial
 
 
 def test_checkpointing_measures_recompute() -> None:
@@ -84,7 +84,7 @@ def test_micro_batches_and_bf16() -> None:
     assert _gemm_flops(d, [Phase.FORWARD]) == pytest.approx(
         _gemm_flops(build(m, run).df, [Phase.FORWARD]))
     assert (d["phase"] == Phase.OPTIMIZER).any()
-    assert r.meta["tokens_per_s"] > 0
+    assert r.facts.tokens_per_s > 0
 
 
 def test_hugging_face_model_is_attributed_too() -> None:
@@ -111,7 +111,7 @@ def test_trace_out_and_json_result(tmp_path) -> None:
     out = r.write_json(tmp_path / "result.json")
     saved = json.loads(out.read_text())
     assert saved["meta"]["iters"] == 1
-    assert sum(row["time_s"] for row in saved["rows"]) == pytest.approx(r.meta["op_time_s"])
+    assert sum(row["time_s"] for row in saved["rows"]) == pytest.approx(r.facts.op_time_s)
 
 
 def test_ctrl_c_keeps_a_valid_partial_result(monkeypatch) -> None:
@@ -126,7 +126,7 @@ def test_ctrl_c_keeps_a_valid_partial_result(monkeypatch) -> None:
 
     monkeypatch.setattr(prof_mod._Trainer, "step", step)
     r = profile(tiny(Family.BERT), RunConfig(batch=1, seq=8), iters=3, warmup=1)
-    assert r.meta["partial"] and r.meta["iters"] == 1
+    assert r.facts.partial and r.facts.iters == 1
     assert r.table.df["time_s"].sum() > 0
 
 
@@ -231,5 +231,5 @@ def test_saved_row_times_per_iteration_give_each_rows_statistic(tmp_path, statis
     assert min(gaps) >= 0  # ops run inside their iteration
     assert saved["meta"]["gap_times_s"] == pytest.approx(gaps)
     want = {"mean": statistics.fmean(its), "median": statistics.median(its),
-            "min": r.meta["op_time_s"] + min(gaps)}[statistic]
+            "min": r.facts.op_time_s + min(gaps)}[statistic]
     assert saved["meta"]["iteration_s"] == pytest.approx(want)

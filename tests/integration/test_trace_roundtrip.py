@@ -52,7 +52,7 @@ def test_profile_trace_reads_back_to_the_same_breakdown(tmp_path: Path, run: Run
     assert a.index.equals(b.index)
     assert (a["count"] == b["count"]).all()
     assert ((a["time_s"] - b["time_s"]).abs() < 1e-8).all()
-    assert have["time_s"].sum() == pytest.approx(result.meta["op_time_s"], rel=1e-6)
+    assert have["time_s"].sum() == pytest.approx(result.facts.op_time_s, rel=1e-6)
     # the unknown names are the profile's own unclassified rows (backward nodes without ops)
     unknown = got.unknown()
     other = want[want["category"] == "other"]

@@ -73,7 +73,7 @@ def test_saved_activations_per_layer_match_korthikanti(precision: str) -> None:
     # 16-bit activations and 1-byte masks. bert-large, s=128, b=4: sbh = 524,288;
     # 34*sbh = 17,825,792; 5*a*s/h = 5*16*128/1024 = 10 -> 5,242,880; total 23,068,672.
     t = ops("bert-large", batch=4, seq=128, precision=precision)
-    per_layer = t.meta["memory"]["activations_per_layer"]
+    per_layer = t.export_meta()["memory"]["activations_per_layer"]
     if precision == "bf16":
         assert per_layer == 23_068_672
     else:
@@ -87,9 +87,9 @@ def test_static_memory_is_16_bytes_per_param_for_mixed_adam() -> None:
     # ZeRO (Rajbhandari et al. 2020) section 3.1: 2 (fp16 w) + 2 (fp16 g) + 12 (fp32 w, m, v)
     m = PRESETS["bert-large"]
     n = parameter_count(m)
-    mem = ops(m, batch=1, seq=128, precision="fp16", optimizer="adam").meta["memory"]
+    mem = ops(m, batch=1, seq=128, precision="fp16", optimizer="adam").export_meta()["memory"]
     assert mem["static"] == 16 * n
-    mem = ops(m, batch=1, seq=128, precision="fp32", optimizer="sgd").meta["memory"]
+    mem = ops(m, batch=1, seq=128, precision="fp32", optimizer="sgd").export_meta()["memory"]
     assert mem["static"] == (4 + 4 + 4) * n  # w, g, momentum
 
 
@@ -102,7 +102,7 @@ def test_checkpointing_keeps_layer_inputs_and_adds_recompute_rows() -> None:
     fwd_layers = base.df[(base.df["phase"] == Phase.FORWARD) & (base.df["layer"] >= 0)]
     assert len(rec) == len(fwd_layers)
     assert rec["flops"].sum() == fwd_layers["flops"].sum()
-    mb, mc = base.meta["memory"], ckpt.meta["memory"]
+    mb, mc = base.export_meta()["memory"], ckpt.export_meta()["memory"]
     outside = mb["activations"] - 12 * mb["activations_per_layer"]
     # 12 layer inputs of s*b*h*2 bytes = 12 * 128*2*768*2 = 4,718,592, plus one layer live
     assert mc["activations"] == outside + 4_718_592 + mb["activations_per_layer"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertscope.analytic import build
+from bertscope.analytic import MemoryEstimate, build
 from bertscope.config import Attention, Family, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.taxonomy import Phase, Sublayer
@@ -88,8 +88,8 @@ def test_sdpa_saves_no_score_matrix_at_long_sequences() -> None:
     run = {"batch": 2, "seq": 512}
     m = ModelConfig(name="m", family=Family.BERT, num_layers=2, hidden=128, heads=2,
                     intermediate=512, vocab_size=100, max_positions=512)
-    eager = build(m, RunConfig(**run)).meta["memory"]["activations_per_layer"]
-    sdpa = build(m, RunConfig(**run, attention="sdpa")).meta["memory"]["activations_per_layer"]
+    eager = MemoryEstimate.of(build(m, RunConfig(**run))).activations_per_layer
+    sdpa = MemoryEstimate.of(build(m, RunConfig(**run, attention="sdpa"))).activations_per_layer
     e = 2 * 2 * 512 * 512  # g s^2
     # eager's s^2 terms: softmax output 4e + mask e + dropout output 4e = 9e bytes; sdpa
     # instead keeps O (t h x 4 B) and the log-sum-exp (4 g s B)

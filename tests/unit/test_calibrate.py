@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bertscope.errors import BertscopeError
-from bertscope.optable import Op, OpTable
+from bertscope.optable import Op, OpTable, ProfileFacts
 from bertscope.perf import DeviceProfile, load_profile
 from bertscope.perf.fit import (
     CategoryBandwidthEfficiency,
@@ -164,9 +164,10 @@ def test_combine_takes_each_rows_median_over_rounds() -> None:
         if mul_s is not None:
             rows.append(Op("aten::mul", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD,
                            elements=8, time_s=mul_s))
-        meta = {"iteration_times_s": iterations, "iteration_s": float(np.median(iterations))}
-        table = OpTable.from_ops(rows, meta)
-        return MeasuredRun(table=table, analytic=table, meta=meta)
+        facts = ProfileFacts(iteration_times_s=tuple(iterations),
+                             iteration_s=float(np.median(iterations)))
+        table = OpTable.from_ops(rows, (facts,))
+        return MeasuredRun(table=table, analytic=table)
 
     c = combine_rounds([result(1.0, 0.5, [10.0, 11.0]), result(3.0, None, [30.0, 12.0]),
                  result(100.0, 0.7, [13.0, 14.0])])
@@ -174,8 +175,8 @@ def test_combine_takes_each_rows_median_over_rounds() -> None:
     assert rows["aten::add"].time_s == 3.0  # median of 1, 3, 100
     assert rows["aten::mul"].time_s == 0.5  # median of 0.5, 0 (absent), 0.7
     assert (rows["aten::add"].count, rows["aten::add"].bytes_read) == (2, 64.0)
-    assert c.meta["iteration_s"] == 12.5  # median of 10, 11, 30, 12, 13, 14
-    assert c.meta["rounds"] == 3
+    assert c.facts.iteration_s == 12.5  # median of 10, 11, 30, 12, 13, 14
+    assert c.facts.rounds == 3
 
 
 def test_gemm_fit_recovers_a_rate_per_phase() -> None:

@@ -88,7 +88,7 @@ def test_fit_on_nvidia_fixture() -> None:
 
 def test_prediction_of_traced_run_reproduces_gemm_time() -> None:
     profile, _ = calibrate_from_traces([NVIDIA])
-    table = OpTable.from_ops(nvidia_gemm_rows(), {})
+    table = OpTable.from_ops(nvidia_gemm_rows())
     pred = predict(table, profile, precision="fp32").df
     # each GEMM: 2MNK / (19.5e12 x 0.4 x phase factor) -> the fixture's durations
     assert pred["time_s"].sum() == pytest.approx(GEMM_US * 1e-6, rel=0.10)

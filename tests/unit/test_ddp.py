@@ -131,8 +131,11 @@ def test_merge_ranks_predicts_the_same_run() -> None:
     assert math.isnan(r.measured["peer_wait_s"])  # no bucket durations in these documents
     assert r.predicted["iteration_s"] == pytest.approx(0.2 - 0.04 + grads / 1e9)
     assert [x["all_reduce_s"] for x in r.ranks] == [0.04, 0.06]  # sorted by rank
-    assert r.meta["ddp"]["world_size"] == 2
-    assert r.meta["global_tokens_per_s"] == pytest.approx(2 * 32 / 0.2)
+    assert r.facts.world_size == 2
+    assert r.facts.global_tokens_per_s == pytest.approx(2 * 32 / 0.2)  # 2 ranks x 2 x 16 / 0.2 s
+    saved = r.profile.table.export_meta()  # written as before: "ddp" then global tokens/s
+    assert list(saved)[-2:] == ["ddp", "global_tokens_per_s"]
+    assert saved["ddp"]["world_size"] == 2 and saved["iteration_times_s"] == [0.2, 0.2]
     assert any("a test link" in a for a in r.assumptions)
     assert r.profile.comparison() is not None
 
@@ -252,10 +255,12 @@ def test_results_are_strict_json_even_with_nan(tmp_path) -> None:
 
     from bertscope.analytic import ops
     from bertscope.measure.profile import ProfileResult
+    from bertscope.optable import Extra
 
     t = ops("bert-tiny", batch=1, seq=8)
-    r = ProfileResult(table=t, analytic=t, meta={**t.meta, "wait_s": float("nan"),
-                                                 "ranks": [{"x": float("inf")}]})
+    r = ProfileResult(table=t.with_records(Extra({"wait_s": float("nan"),
+                                                  "ranks": [{"x": float("inf")}]})),
+                      analytic=t)
     text = r.write_json(tmp_path / "r.json").read_text()
     doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
     assert doc["meta"]["wait_s"] is None and doc["meta"]["ranks"][0]["x"] is None

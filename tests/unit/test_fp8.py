@@ -12,7 +12,7 @@ from bertscope.cli import main
 from bertscope.config import Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.hardware import load_device
-from bertscope.perf import fuse, predict
+from bertscope.perf import Prediction, fuse, predict
 from bertscope.perf.efficiency import load_profile
 from bertscope.perf.roofline import row_peaks, select_peaks
 from bertscope.sweep import sweep
@@ -98,8 +98,9 @@ def test_peaks_of_an_fp8_run_on_h100() -> None:
     assert set(flops_peak[cat == "data_movement"]) == {66.9e12}  # fp32 vector rate
     # bert-large at batch 32 x seq 128: the GEMM time saved outweighs the casts' launches
     # (at batch 2 x 128 the 3 casts per linear layer, launch-bound, cost more than fp8 saves)
-    large = [predict(build(get_model("bert-large"), RunConfig(batch=32, seq=128, precision=p)),
-                     load_profile("h100")).meta["prediction"]["time_s"] for p in ("fp8", "bf16")]
+    large = [Prediction.of(predict(build(get_model("bert-large"),
+                                         RunConfig(batch=32, seq=128, precision=p)),
+                                   load_profile("h100"))).time_s for p in ("fp8", "bf16")]
     assert large[0] < large[1]
 
 
@@ -124,8 +125,8 @@ def test_sweep_skips_devices_without_fp8_and_equals_predict() -> None:
                         checkpoint=row["checkpoint"])
         table = build(get_model(row["model"]), run)
         t = predict(fuse(table) if row["fusion"] else table, load_profile("h100"))
-        assert row["iteration_s"] == pytest.approx(t.meta["prediction"]["time_s"], rel=1e-9)
-        assert row["flops"] == pytest.approx(t.meta["prediction"]["flops"], rel=1e-12)
+        assert row["iteration_s"] == pytest.approx(Prediction.of(t).time_s, rel=1e-9)
+        assert row["flops"] == pytest.approx(Prediction.of(t).flops, rel=1e-12)
 
 
 def test_every_family_gets_fp8_from_the_one_transformation() -> None:
@@ -139,4 +140,4 @@ def test_every_family_gets_fp8_from_the_one_transformation() -> None:
     for row in res.frame.to_dict(orient="records"):
         t = predict(build(get_model("gpt2"), RunConfig(batch=row["batch"], seq=row["seq"],
                                                        precision="fp8")), load_profile("h100"))
-        assert row["iteration_s"] == pytest.approx(t.meta["prediction"]["time_s"], rel=1e-9)
+        assert row["iteration_s"] == pytest.approx(Prediction.of(t).time_s, rel=1e-9)

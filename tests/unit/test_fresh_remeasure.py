@@ -14,6 +14,7 @@ from bertscope.errors import BertscopeError
 pytest.importorskip("torch")
 from bertscope.measure import allocator
 from bertscope.measure import profile as profile_mod
+from bertscope.optable import ProfileFacts
 from bertscope.studies import fresh as fresh_mod
 from bertscope.studies import measured
 from bertscope.studies import validate as val
@@ -32,18 +33,18 @@ def many(monkeypatch) -> int:
 
 
 def test_unsettled_faults_needs_every_iteration_to_fault(many: int) -> None:
-    assert measured.unsettled_faults({"page_faults": [many, many + 5, many]}) == many
-    assert measured.unsettled_faults({"page_faults": [0, many, many]}) is None  # one settled
-    assert measured.unsettled_faults({"page_faults": [many // 4] * 3}) is None  # 0.5% of RSS
-    assert measured.unsettled_faults({"page_faults": []}) is None
-    assert measured.unsettled_faults({"page_faults": [None]}) is None
-    assert measured.unsettled_faults({}) is None
+    assert measured.unsettled_faults(ProfileFacts(page_faults=(many, many + 5, many))) == many
+    assert measured.unsettled_faults(ProfileFacts(page_faults=(0, many, many))) is None  # settled
+    assert measured.unsettled_faults(ProfileFacts(page_faults=(many // 4,) * 3)) is None  # 0.5%
+    assert measured.unsettled_faults(ProfileFacts(page_faults=())) is None
+    assert measured.unsettled_faults(ProfileFacts(page_faults=(None,))) is None
+    assert measured.unsettled_faults(ProfileFacts()) is None
 
 
 def test_validate_keeps_the_fresh_measurement(tmp_path: Path, monkeypatch, many: int) -> None:
     """The in-process profile faulted on every iteration: validate writes nothing of it and
     keeps what the fresh process measured (here: a saved result copied into place)."""
-    spoiled = SimpleNamespace(meta={"page_faults": [many] * 3},
+    spoiled = SimpleNamespace(facts=ProfileFacts(page_faults=(many,) * 3),
                               write_json=lambda *_: pytest.fail("spoiled result written"))
     monkeypatch.setattr(profile_mod, "profile", lambda *a, **k: spoiled)
     asked: list[str] = []
@@ -78,9 +79,9 @@ def test_measure_fresh_runs_a_child_process(tmp_path: Path) -> None:
     out = fresh_mod.measure_fresh("bert-tiny:1:16:lamb", tmp_path / "r.json", iters=1,
                                   warmup=0)
     result = measured.load_result(out)
-    assert result.meta["fresh_process"] is True
+    assert result.facts.fresh_process is True
     assert result.table.run.optimizer.value == "lamb" and result.table.run.seq == 16
-    assert result.meta["host_allocator"] == "keep"
+    assert result.facts.host_allocator == "keep"
 
 
 def test_a_failed_child_is_one_error(tmp_path: Path) -> None:

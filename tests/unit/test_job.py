@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertscope.analytic import ops
+from bertscope.analytic import MemoryEstimate, ops
 from bertscope.config import Checkpoint, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.job import SINGLE_DEVICE, Job, Layout, Schedule, ZeroStage
@@ -85,7 +85,8 @@ def test_selective_recomputation_drops_the_attention_cores_memory_bound_saves() 
     m = get_model("bert-tiny")
     none = ops(m, batch=2, seq=16, checkpoint="none")
     sel = ops(m, batch=2, seq=16, checkpoint="selective")
-    assert none.meta["memory"]["activations"] - sel.meta["memory"]["activations"] == 18_432
+    assert (MemoryEstimate.of(none).activations - MemoryEstimate.of(sel).activations
+            == 18_432)
     c = sel.columns
     rerun = c["phase"] == Phase.RECOMPUTE
     subs = {Sublayer(s) for s in c["sublayer"][rerun]}

@@ -47,7 +47,7 @@ def _pair(fused: bool = False) -> tuple[OpTable, OpTable]:
                                     optimizer="lamb"))
     if fused:
         table = fuse(table)
-    return table, OpTable(table.to_frame(), dict(table.meta), job=table.job)
+    return table, OpTable(table.to_frame(), table.records, job=table.job)
 
 
 @pytest.mark.parametrize("fused", [False, True])
@@ -60,7 +60,7 @@ def test_column_and_frame_backed_tables_agree(fused: bool) -> None:
     assert cols.totals() == frame.totals()
     p_cols, p_frame = predict(cols, profile), predict(frame, profile)
     pd.testing.assert_frame_equal(p_cols.df, p_frame.df)
-    assert p_cols.meta["prediction"] == p_frame.meta["prediction"]
+    assert p_cols.export_meta()["prediction"] == p_frame.export_meta()["prediction"]
     pd.testing.assert_frame_equal(p_cols.summary("group"), p_frame.summary("group"))
     pd.testing.assert_frame_equal(top_ops(p_cols, 8), top_ops(p_frame, 8))
     assert by_bound(p_cols) == by_bound(p_frame)
@@ -95,7 +95,7 @@ def test_added_columns_make_a_new_table_and_keep_a_frame_index() -> None:
     table = ops("bert-tiny", batch=2, seq=16)
     more = table.with_columns({"x": np.arange(len(table))})
     assert "x" in more.columns and "x" not in table.columns
-    frame = OpTable(table.df.iloc[::2], {})  # a filtered frame: its index has gaps
+    frame = OpTable(table.df.iloc[::2])  # a filtered frame: its index has gaps
     pred = predict(frame, load_profile("a100"), "fp32")
     assert list(pred.df.index) == list(frame.df.index)
 

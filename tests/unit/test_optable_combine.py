@@ -9,7 +9,7 @@ import pytest
 from bertscope.analytic import build
 from bertscope.config import RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.optable import Combine, Op, OpTable, combine
+from bertscope.optable import Combine, Op, OpTable, Provenance, combine
 from bertscope.optable.combine import KEY
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 from tests.conftest import tiny
@@ -34,9 +34,9 @@ def test_key_is_name_place_and_shape() -> None:
 
 def test_mean_over_ranks_counts_a_missing_row_as_zero() -> None:
     r0 = OpTable.from_ops([op("aten::add", 0.010, count=3, flops=100.0, bytes_read=8.0),
-                           op("aten::mul", 0.004, count=2)], {"rank": 0})
+                           op("aten::mul", 0.004, count=2)], (Provenance("rank 0"),))
     r1 = OpTable.from_ops([op("aten::add", 0.030, count=2, flops=300.0, bytes_read=24.0)],
-                          {"rank": 1})
+                          (Provenance("rank 1"),))
     mean = combine([r0, r1])  # Combine.MEAN is the default
     d = rows(mean)
     assert list(d) == ["aten::add", "aten::mul"]  # order of first appearance
@@ -46,8 +46,8 @@ def test_mean_over_ranks_counts_a_missing_row_as_zero() -> None:
     assert d["aten::add"]["count"] == 2  # round(5 / 2), Python's rounding
     assert d["aten::mul"]["time_s"] == pytest.approx(0.002)
     assert d["aten::mul"]["count"] == 1  # round(2 / 2)
-    assert mean.meta == {"rank": 0}  # the first table's meta unless given
-    assert combine([r0, r1], "mean", meta={"x": 1}).meta == {"x": 1}
+    assert mean.records == (Provenance("rank 0"),)  # the first table's records unless given
+    assert combine([r0, r1], "mean", records=[Provenance("x")]).records == (Provenance("x"),)
     # the intensity column is recomputed from the averaged figures
     assert d["aten::add"]["intensity"] == pytest.approx(200.0 / 16.0)
 
@@ -102,7 +102,7 @@ def test_plain_strings_and_enum_members_are_one_key() -> None:
 
 
 def test_edges() -> None:
-    assert len(combine([], meta={"a": 1})) == 0
+    assert len(combine([], records=[Provenance("a")])) == 0
     one = OpTable.from_ops([op("aten::add", 1.0, count=3)])
     assert rows(combine([one], Combine.MEAN))["aten::add"]["count"] == 3
     with pytest.raises(BertscopeError, match="unknown combination 'sum'"):

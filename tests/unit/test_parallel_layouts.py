@@ -129,10 +129,10 @@ def test_one_device_matches_the_performance_and_memory_models() -> None:
     r = evaluate(job.job(Layout()), Cluster.build("a100", 1))
     table = ops("bert-base", batch=8, seq=128, precision="bf16")
     pred = predict(table, load_profile("a100"))
-    assert r.iteration_s == pytest.approx(pred.meta["prediction"]["time_s"], rel=1e-9)
+    assert r.iteration_s == pytest.approx(pred.export_meta()["prediction"]["time_s"], rel=1e-9)
     assert r.time["optimizer_s"] == pytest.approx(
         pred.df.loc[pred.df["phase"] == "optimizer", "time_s"].sum(), rel=1e-9)
-    assert r.memory_bytes == pytest.approx(table.meta["memory"]["peak"], rel=1e-12)
+    assert r.memory_bytes == pytest.approx(table.export_meta()["memory"]["peak"], rel=1e-12)
 
 
 def test_parts_add_up(job, cluster16) -> None:

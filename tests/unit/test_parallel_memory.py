@@ -84,7 +84,7 @@ of its own)."""
 def test_general_form_matches_the_analytic_op_table(family, precision, dropout) -> None:
     # the op table's per-layer saved bytes (t = 1) are the same terms, for any precision
     m, s = sized(tiny(family), 16)
-    mem = build(m, RunConfig(batch=3, seq=s, precision=precision, dropout=dropout)).meta[
+    mem = build(m, RunConfig(batch=3, seq=s, precision=precision, dropout=dropout)).export_meta()[
         "memory"]
     got = layer_activation_bytes(seq=s, micro_batch=3, hidden=m.hidden, heads=m.heads,
                                  intermediate=m.intermediate, act_bytes=precision.act_bytes,

@@ -21,13 +21,15 @@ from bertscope.config import Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, catalog, load_device
 from bertscope.job import Job
-from bertscope.optable import Op, OpTable
+from bertscope.optable import Op, OpTable, ProfileFacts
 from bertscope.perf import (
     BandwidthEfficiency,
     CategoryBandwidthEfficiency,
     DeviceProfile,
+    FusionStats,
     GemmEfficiency,
     Overhead,
+    Prediction,
     default_profile,
     fuse,
     load_profile,
@@ -64,7 +66,7 @@ def _ideal(device: Device, *, gemm: float = 1.0, w0: float = 0.0, d0: float = 0.
 
 def _table(*rows: Op, precision: str = "fp32") -> OpTable:
     job = Job(model=get_model("bert-tiny"), run=RunConfig(batch=1, seq=1, precision=precision))
-    return OpTable.from_ops(rows, {}, job=job)
+    return OpTable.from_ops(rows, job=job)
 
 
 N = 1024
@@ -153,7 +155,7 @@ def test_host_gap_is_fitted_per_analytic_launch() -> None:
     def pair(iteration_s: float, op_s: float, launches: int) -> tuple[OpTable, OpTable]:
         measured = OpTable.from_ops(
             [Op("aten::add", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD,
-                time_s=op_s)], {"iteration_s": iteration_s})
+                time_s=op_s)], (ProfileFacts(iteration_s=iteration_s),))
         analytic = OpTable.from_ops(
             [Op("add", 0, Sublayer.FFN1, Category.ELEMENTWISE, Phase.FORWARD, count=launches)])
         return measured, analytic
@@ -295,11 +297,11 @@ def test_fuse_keeps_totals_and_is_idempotent() -> None:
     assert fused.df[FUSED_COLUMN].sum() == len(table)
     assert fused.df["flops"].sum() == pytest.approx(table.df["flops"].sum())
     assert fused.df["saved_bytes"].sum() == pytest.approx(table.df["saved_bytes"].sum())
-    info = fused.meta["fusion"]
-    assert info["launches_saved"] == table.df["count"].sum() - fused.df["count"].sum()
+    info = FusionStats.of(fused)
+    assert info.launches_saved == table.df["count"].sum() - fused.df["count"].sum()
     assert len(fuse(fused)) == len(fused)
     with pytest.raises(BertscopeError, match="precision"):
-        fuse(OpTable(df=table.df, meta={}))
+        fuse(OpTable(df=table.df))
 
 
 # -- Phase.family decides the per-phase keys and the chain split --------------------------------
@@ -441,12 +443,15 @@ def test_bad_profile_files_raise_one_clear_error(tmp_path) -> None:
 def test_prediction_meta_has_tokens_per_second() -> None:
     p = predict(ops("bert-tiny", batch=4, seq=32, precision="bf16", micro_batches=2),
                 load_device("h100"))
-    pred = p.meta["prediction"]
-    assert pred["tokens"] == 4 * 32 * 2
-    assert pred["tokens_per_s"] == pytest.approx(256 / pred["time_s"])
-    assert pred["time_s"] == pytest.approx(p.df["time_s"].sum())
+    pred = Prediction.of(p)
+    assert pred.tokens == 4 * 32 * 2
+    assert pred.tokens_per_s == pytest.approx(256 / pred.time_s)
+    assert pred.time_s == pytest.approx(p.df["time_s"].sum())
+    assert pred.precision is Precision.BF16  # the enum, not its string
     assert set(p.df["bound"]) <= {"compute", "memory", "overhead"}
-    json.dumps(p.meta)  # exports keep working
+    exported = json.loads(json.dumps(p.export_meta()))  # exports keep working
+    assert exported["prediction"]["precision"] == "bf16"
+    assert exported["prediction"]["tokens"] == 256
 
 
 # -- the CLI ----------------------------------------------------------------------------------

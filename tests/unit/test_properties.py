@@ -193,8 +193,8 @@ def test_faster_peak_or_bandwidth_never_predicts_slower(table, profile, kp, kb) 
 @given(tables(), profiles())
 def test_fusion_never_makes_an_iteration_slower(table, profile) -> None:
     fused = fuse(table)
-    before = predict(table, profile).meta["prediction"]["time_s"]
-    after = predict(fused, profile).meta["prediction"]["time_s"]
+    before = predict(table, profile).export_meta()["prediction"]["time_s"]
+    after = predict(fused, profile).export_meta()["prediction"]["time_s"]
     assert after <= before * (1 + 1e-12)
     moved = table.df["bytes_read"] + table.df["bytes_written"]
     assert (fused.df["bytes_read"] + fused.df["bytes_written"]).sum() <= moved.sum()

@@ -39,7 +39,7 @@ def test_record_list_show_export_rm(tmp_path) -> None:
     assert got["summary"] == {"time_s": 1.0} and got["versions"]["bertscope"]
     ops = s.ops(a)
     assert len(ops) == len(_pred()) and ops["time_s"].sum() == pytest.approx(
-        _pred().meta["prediction"]["time_s"])
+        _pred().export_meta()["prediction"]["time_s"])
     s.remove(a)
     assert [r["id"] for r in s.list()] == [b]
     with pytest.raises(BertscopeError, match="no run"):

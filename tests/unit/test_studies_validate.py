@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bertscope.config import Checkpoint
 from bertscope.errors import BertscopeError
+from bertscope.optable import Provenance
 from bertscope.perf.efficiency import load_profile
 from bertscope.studies.measured import MeasuredRun, combine_rounds, load_result, table_from_doc
 from bertscope.studies.validate import compare
@@ -35,10 +37,16 @@ def test_an_old_saved_result_loads_with_role_defaults() -> None:
     assert set(r.table.df["tp_split"]) == {TensorSplit.REPLICATED}
     assert set(r.table.df["pp_stage"]) == {PipelineStage.STACK}
     assert r.table.df["time_s"].sum() == pytest.approx(sum(x["time_s"] for x in doc["rows"]))
-    assert r.analytic.meta["producer"] == "analytic"
+    assert Provenance.of(r.analytic).producer == "analytic"
     assert r.analytic.run.batch == 4 and r.analytic.run.seq == 256
-    assert r.meta["iteration_times_s"] == doc["meta"]["iteration_times_s"]
-    assert len(table_from_doc(doc, meta={})) == len(doc["rows"])
+    assert list(r.facts.iteration_times_s) == doc["meta"]["iteration_times_s"]
+    assert len(table_from_doc(doc)) == len(doc["rows"])
+    # read and written again, the saved meta is the same (keys, order and values; the job
+    # written as the config serializes it today, with the fields it gained since)
+    again = table_from_doc(doc).export_meta()
+    assert list(again) == list(doc["meta"])
+    rest = {k: v for k, v in doc["meta"].items() if k not in ("model", "run")}
+    assert {k: v for k, v in json.loads(json.dumps(again)).items() if k in rest} == rest
 
 
 def test_unreadable_results_are_one_error(tmp_path: Path) -> None:
@@ -54,12 +62,11 @@ def test_rounds_combine_to_each_rows_median() -> None:
     docs = [json.loads(p.read_text()) for p in rounds()]
     c = combine_rounds([load_result(p) for p in rounds()])
     assert isinstance(c, MeasuredRun)
-    assert c.meta["rounds"] == 3
+    assert c.facts.rounds == 3
     every = [t for d in docs for t in d["meta"]["iteration_times_s"]]
-    assert c.meta["iteration_times_s"] == every
-    assert c.meta["iteration_s"] == statistics.median(every)
-    assert c.table.meta["iteration_s"] == c.meta["iteration_s"]
-    assert c.meta["op_time_s"] == pytest.approx(c.table.df["time_s"].sum())
+    assert list(c.facts.iteration_times_s) == every
+    assert c.facts.iteration_s == statistics.median(every)
+    assert c.facts.op_time_s == pytest.approx(c.table.df["time_s"].sum())
 
     def key(r: dict[str, object]) -> tuple[object, ...]:
         return tuple(r[f] for f in ("name", "layer", "sublayer", "category", "phase", "m",
@@ -78,11 +85,11 @@ def test_rounds_measured_with_the_minimum_combine_to_the_least() -> None:
     """Rounds whose meta says statistic "min": each row's least over the rounds that timed
     it, the iteration the least of all iterations."""
     runs = [load_result(p) for p in rounds()]
-    for r in runs:
-        r.meta["statistic"] = "min"
+    runs = [MeasuredRun(table=r.table.with_records(replace(r.facts, statistic="min")),
+                        analytic=r.analytic) for r in runs]
     docs = [json.loads(p.read_text()) for p in rounds()]
     c = combine_rounds(runs)
-    assert c.meta["iteration_s"] == min(t for d in docs for t in d["meta"]["iteration_times_s"])
+    assert c.facts.iteration_s == min(t for d in docs for t in d["meta"]["iteration_times_s"])
     fields = ("name", "layer", "sublayer", "category", "phase", "m", "n", "k", "batch",
               "elements")
     per_round = [{tuple(str(r[f]) for f in fields): r["time_s"] for r in d["rows"]}
@@ -142,11 +149,11 @@ def test_retake_takes_another_statistic_from_the_saved_iterations() -> None:
     per = doc["meta"]["row_times_s"]
     gaps = [t - sum(r[i] for r in per) for i, t in enumerate(doc["meta"]["iteration_times_s"])]
     # the least iteration as the rows' least plus the least time between ops
-    assert same.meta["iteration_s"] == pytest.approx(
+    assert same.facts.iteration_s == pytest.approx(
         sum(min(t for t in r if t > 0) for r in per) + min(gaps))
     med = retake(saved, "median")
-    assert med.meta["statistic"] == "median"
-    assert med.meta["iteration_s"] == statistics.median(doc["meta"]["iteration_times_s"])
+    assert med.facts.statistic == "median"
+    assert med.facts.iteration_s == statistics.median(doc["meta"]["iteration_times_s"])
     times = med.table.df["time_s"].tolist()
     for t, per in zip(times, doc["meta"]["row_times_s"], strict=True):
         assert t == statistics.median(per)
@@ -161,7 +168,8 @@ def test_retake_refuses_row_times_that_do_not_match_the_rows() -> None:
     from bertscope.studies.measured import retake
 
     saved = load_result(R9)
-    saved.meta["row_times_s"] = saved.meta["row_times_s"][:-1]
+    short = replace(saved.facts, row_times_s=saved.facts.row_times_s[:-1])
+    saved = MeasuredRun(table=saved.table.with_records(short), analytic=saved.analytic)
     with pytest.raises(BertscopeError, match="row_times_s: expected a list of one entry"):
         retake(saved, "median")
 
@@ -183,5 +191,5 @@ def test_rounds_taken_with_the_minimum_add_the_least_time_between_ops() -> None:
     rows = c.table.df["time_s"].sum()
     assert rows == pytest.approx(sum(min((t for t in r if t > 0), default=0.0)
                                      for r in per_row.values()), rel=1e-9)
-    assert c.meta["iteration_s"] == pytest.approx(rows + min(gaps))
-    assert c.meta["iteration_s"] < min(t for d in docs for t in d["meta"]["iteration_times_s"])
+    assert c.facts.iteration_s == pytest.approx(rows + min(gaps))
+    assert c.facts.iteration_s < min(t for d in docs for t in d["meta"]["iteration_times_s"])

@@ -184,11 +184,10 @@ def test_cli_study_quick_with_the_measured_part(tmp_path, capsys, monkeypatch) -
 
 def test_distributed_section_equals_the_distributed_model() -> None:
     from bertscope.parallel import Cluster, Layout, Workload, evaluate
-    from bertscope.studies import sections_more as s2
 
     dev = load_profile("a100")
     ctx = _ctx([dev], precisions=(Precision.BF16,))
-    df = s2.distributed(ctx).tables["distributed"]
+    df = s1.distributed(ctx).tables["distributed"]
     row = df[df["layout"] == "DP16"].iloc[0]
     job = Workload(model=get_model("bert-base"), run=RunConfig(batch=1, seq=128,
                    precision="bf16", optimizer="lamb"), global_batch=4096)

@@ -53,10 +53,10 @@ def _reference(m: ModelConfig, run: RunConfig, device: str, knobs: Knobs,
     df = t.df
     total = float(df["time_s"].sum())
     out = {"iteration_s": total, "flops": float(df["flops"].sum()),
-           "memory_bytes": float(t.meta["memory"]["peak"]),
+           "memory_bytes": float(t.export_meta()["memory"]["peak"]),
            "optimizer_share": float(df.loc[df["phase"] == Phase.OPTIMIZER, "time_s"].sum())
            / total,
-           "peak_fraction": t.meta["prediction"]["peak_fraction"]}
+           "peak_fraction": t.export_meta()["prediction"]["peak_fraction"]}
     for cat, time_s in df.groupby("category", observed=True)["time_s"].sum().items():
         out[f"share_{cat}"] = time_s / total
     for b, v in by_bound(t).items():
@@ -129,7 +129,7 @@ def test_model_dimensions_as_axes(hidden, heads, vocab, ffn) -> None:
         m = dataclasses.replace(base, hidden=row["hidden"], heads=row["heads"],
                                 vocab_size=vocab, intermediate=ffn or 4 * row["hidden"])
         assert row["intermediate"] == m.intermediate and row["vocab_size"] == vocab
-        assert row["params"] == build(m, RunConfig(batch=2, seq=32)).meta["params"]
+        assert row["params"] == build(m, RunConfig(batch=2, seq=32)).export_meta()["params"]
         _check(row, _reference(m, RunConfig(batch=2, seq=32), "a100", Knobs()))
 
 

@@ -99,7 +99,7 @@ def test_t5_checkpointing_keeps_both_stacks_inputs() -> None:
     plain_run = RunConfig(batch=2, seq=16, decoder_seq=8, dropout=False)
     plain = build(m, plain_run)
     ckpt = build(m, RunConfig(batch=2, seq=16, decoder_seq=8, dropout=False,
-                              checkpoint="full")).meta["memory"]
+                              checkpoint="full")).export_meta()["memory"]
     d = plain.df
     # what the layers keep without checkpointing (each stack's bias lookup, run once, keeps
     # only its int64 buckets and is counted apart)
@@ -109,8 +109,8 @@ def test_t5_checkpointing_keeps_both_stacks_inputs() -> None:
     # = 16,384 and 3 decoder layers x 2 x 8 x 64 x 4 = 12,288; and one layer's activations
     # are live again while it is recomputed
     inputs = 16_384 + 12_288
-    per_layer = plain.meta["memory"]["activations_per_layer"]
-    assert ckpt["activations"] - plain.meta["memory"]["activations"] == \
+    per_layer = plain.export_meta()["memory"]["activations_per_layer"]
+    assert ckpt["activations"] - plain.export_meta()["memory"]["activations"] == \
         inputs + per_layer - layers
     # the largest layer of either stack: here an encoder layer (16 tokens against 8 targets)
     saved = d[(d["phase"] == Phase.FORWARD)].groupby("layer")["saved_bytes"].sum()
@@ -172,9 +172,9 @@ def test_vit_sequence_must_be_patches_plus_one() -> None:
 
 def test_vit_mixed_precision_halves_activation_bytes() -> None:
     m = tiny(Family.VIT)
-    fp32 = build(m, RunConfig(batch=2, seq=17, dropout=False)).meta["memory"]
+    fp32 = build(m, RunConfig(batch=2, seq=17, dropout=False)).export_meta()["memory"]
     bf16 = build(m, RunConfig(batch=2, seq=17, dropout=False,
-                              precision=Precision.BF16)).meta["memory"]
+                              precision=Precision.BF16)).export_meta()["memory"]
     # no dropout masks or fp32 statistics among the saved tensors: every byte halves
     assert bf16["activations_per_layer"] * 2 == fp32["activations_per_layer"]
 
@@ -265,14 +265,14 @@ def _one_device(m, run):
                                         precision="bf16"), global_batch=run.batch)
     r = evaluate(w.job(Layout()), Cluster.build("a100", 1))
     table = build(m, run)
-    return r, table, predict(table, load_profile("a100")).meta["prediction"]["time_s"]
+    return r, table, predict(table, load_profile("a100")).export_meta()["prediction"]["time_s"]
 
 
 def test_vit_one_device_matches_the_performance_and_memory_models() -> None:
     r, table, predicted = _one_device(tiny(Family.VIT), RunConfig(batch=4, seq=17,
                                                                   precision="bf16"))
     assert r.iteration_s == pytest.approx(predicted, rel=1e-9)
-    assert r.memory_bytes == pytest.approx(table.meta["memory"]["peak"], rel=1e-12)
+    assert r.memory_bytes == pytest.approx(table.export_meta()["memory"]["peak"], rel=1e-12)
 
 
 def test_t5_one_device_time_matches_the_performance_model() -> None:

@@ -43,7 +43,7 @@ def test_slices_run_back_to_back_with_their_figures_as_args() -> None:
     assert ops[0]["args"]["bertscope.name"] == first["name"]
     assert ops[0]["args"]["flops"] == first["flops"]
     total = sum(e["dur"] for e in ops) / 1e6
-    assert total == pytest.approx(pred.meta["prediction"]["time_s"], rel=1e-9)
+    assert total == pytest.approx(pred.export_meta()["prediction"]["time_s"], rel=1e-9)
     json.dumps(doc)  # plain JSON
 
 

@@ -39,8 +39,9 @@ def _row(df, name, **kw):
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_fixtures_have_no_unknown_time(fixture: str) -> None:
     t = read_trace(DATA / fixture)
-    assert t.meta["trace"]["unknown_s"] == 0.0 and t.meta["trace"]["unknown"] == []
-    assert t.meta["time_source"] == "device"
+    trace = t.export_meta()["trace"]
+    assert trace["unknown_s"] == 0.0 and trace["unknown"] == []
+    assert t.export_meta()["time_source"] == "device"
     assert (t.df["time_s"] > 0).all()
 
 
@@ -167,7 +168,7 @@ def test_ranks_from_distributed_info_and_file_names(tmp_path: Path) -> None:
     assert t1 == pytest.approx(1.25 * t0)  # the straggler
     assert float(r.table.df.loc[r.table.df["name"] == k.HGEMM, "time_s"].sum()) == (
         pytest.approx((t0 + t1) / 2))
-    per = r.table.meta["trace"]["per_rank"]
+    per = r.table.export_meta()["trace"]["per_rank"]
     assert set(per) == {"0", "1"} and per["1"]["by_category"]["gemm"]["share"] > 0
     assert len(r.devices()) == 2 and set(r.streams()["stream"]) == {"7", "13"}
     # one rank: only that file is read
@@ -203,7 +204,7 @@ def test_unknown_kernels_are_listed_with_their_time(tmp_path: Path) -> None:
     assert u["name"].tolist() == ["my_custom_op_v2(float*, int)"]
     assert u["time_s"].tolist() == pytest.approx([5e-6])
     assert u["category"].tolist() == ["activation"]  # from the launching aten::gelu
-    assert r.table.meta["trace"]["unknown_share"] == pytest.approx(5 / 8)
+    assert r.table.export_meta()["trace"]["unknown_share"] == pytest.approx(5 / 8)
 
 
 def test_user_patterns_come_first(tmp_path: Path) -> None:

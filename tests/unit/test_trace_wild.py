@@ -38,7 +38,7 @@ def _time(d: object, **where: object) -> float:
 @pytest.mark.parametrize("path", EVERY, ids=lambda p: p.name)
 def test_unknown_time_is_under_one_percent_on_every_fixture(path: Path) -> None:
     r = analyze_trace(path)
-    assert r.table.meta["trace"]["unknown_share"] < 0.01, r.unknown().head()
+    assert r.table.export_meta()["trace"]["unknown_share"] < 0.01, r.unknown().head()
 
 
 def test_cnn_kinds_come_from_the_launching_op() -> None:
@@ -130,7 +130,7 @@ def test_inductor_kernels_list_what_they_fuse() -> None:
     assert f.loc["triton_tem_fused_addmm_gelu_14", "fuses"] == "addmm, gelu"
     assert f.loc["triton_tem_fused_addmm_gelu_14", "category"] == C.GEMM  # a GEMM template
     assert f.loc["triton_per_fused_add_native_layer_norm_5", "category"] == C.LAYERNORM
-    assert r.table.meta["trace"]["fused"]
+    assert r.table.export_meta()["trace"]["fused"]
 
 
 # --- module-level attribution of Hugging Face models (CPU traces recorded with modules) ---

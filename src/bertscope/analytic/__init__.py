@@ -11,14 +11,15 @@ from bertscope.analytic.memory import MemoryEstimate, memory_estimate
 from bertscope.analytic.params import param_groups, parameter_count
 from bertscope.config import ModelConfig, RunConfig
 from bertscope.job import Job
-from bertscope.optable import OpTable, intensity
+from bertscope.optable import OpTable, Provenance, intensity
 from bertscope.presets import get_model
 
 
 def ops(model: str | Path | ModelConfig, **run: Any) -> OpTable:
     """The op table of one pretraining iteration of `model` (a preset name, a path to a
     Hugging Face config.json, or a ModelConfig) run with `RunConfig(**run)` (every run
-    setting by its field name: batch, seq, precision, checkpoint, attention, ...)."""
+    setting by its field name: batch, seq, precision, checkpoint, attention, ...). The table
+    carries the job, its `Provenance` (producer and parameter count) and its `MemoryEstimate`."""
     m = model if isinstance(model, ModelConfig) else get_model(model)
     return build(Job(model=m, run=RunConfig(**run)))
 
@@ -30,12 +31,8 @@ def build(m: ModelConfig | Job, run: RunConfig | None = None) -> OpTable:
     blocks = model_blocks(job.model, job.run)
     cols = expand_columns(blocks, job.model.num_layers, job.run.micro_batches)
     mem = memory_estimate(job.model, job.run, blocks)
-    meta = {
-        "producer": "analytic",
-        "params": parameter_count(job.model),
-        "memory": mem.as_dict(),
-    }
-    return OpTable.from_columns({**cols, "intensity": intensity(cols)}, meta, job=job)
+    records = (Provenance("analytic", parameter_count(job.model)), mem)
+    return OpTable.from_columns({**cols, "intensity": intensity(cols)}, records, job=job)
 
 
 __all__ = ["MemoryEstimate", "build", "memory_estimate", "ops", "param_groups",

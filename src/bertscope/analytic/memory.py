@@ -20,23 +20,27 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from bertscope.analytic.blocks import Block, Repeat
 from bertscope.analytic.params import parameter_count
 from bertscope.config import Checkpoint, ModelConfig, RunConfig
+from bertscope.optable import Record
 from bertscope.taxonomy import Phase
 
 MASTER_BYTES = 4
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryEstimate:
-    """Bytes of each part of training memory on one device."""
+class MemoryEstimate(Record):
+    """Bytes of each part of training memory on one device (an analytic table's record,
+    exported as meta "memory")."""
 
+    KEYS: ClassVar[tuple[str, ...]] = ("memory",)
     params: int
     """Unique trainable parameters."""
     weights: int
@@ -65,6 +69,16 @@ class MemoryEstimate:
     def as_dict(self) -> dict[str, int]:
         """All fields plus `static` and `peak`."""
         return {**asdict(self), "static": self.static, "peak": self.peak}
+
+    def to_dict(self) -> dict[str, Any]:
+        """{"memory": `as_dict()`}, as exports write it."""
+        return {"memory": self.as_dict()}
+
+    @classmethod
+    def from_dict(cls, entries: Mapping[str, Any]) -> Self:
+        """From meta "memory" (`static` and `peak` are recomputed)."""
+        saved = entries["memory"]
+        return cls(**{f.name: int(saved[f.name]) for f in fields(cls)})
 
 
 def _is_one(count: Any) -> bool:

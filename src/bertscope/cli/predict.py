@@ -40,7 +40,7 @@ def predict_cmd(
 ) -> None:
     """Predicted iteration time on a device: tokens/s, breakdowns, each op's bound."""
     from bertscope.analytic import build
-    from bertscope.perf import fuse, load_profile, predict
+    from bertscope.perf import Prediction, fuse, load_profile, predict
     from bertscope.report.predict import print_prediction
 
     check_top(top)
@@ -68,11 +68,12 @@ def predict_cmd(
         from bertscope.perf.iteration_trace import write_timeline
 
         out.print(f"wrote the predicted timeline to {write_timeline(result, timeline)}")
-    pred = result.meta["prediction"]
-    record(st, out, "predict", result, device=pred["device"],
+    pred = Prediction.of(result)
+    record(st, out, "predict", result, device=pred.device,
            inputs={**job.as_dict(), "device": device},
-           summary={k: pred[k] for k in ("time_s", "tokens_per_s", "achieved_flops",
-                                         "peak_fraction", "precision", "gemm_format")})
+           summary={"time_s": pred.time_s, "tokens_per_s": pred.tokens_per_s,
+                    "achieved_flops": pred.achieved_flops, "peak_fraction": pred.peak_fraction,
+                    "precision": pred.precision.value, "gemm_format": pred.gemm_format.value})
 
 
 def devices_cmd() -> None:

@@ -131,12 +131,13 @@ def _record(st: Any, console: Console, job: Job, result: ProfileResult, *, hf: b
             iters: int, warmup: int, nproc: int, ddp: dict[str, Any] | None = None) -> None:
     """Record a profile (single process, or DDP's op table averaged over ranks with the
     measured and predicted all-reduce in its summary) in the runs store."""
-    meta = result.meta
-    summary = {k: meta.get(k) for k in ("iteration_s", "tokens_per_s", "partial",
-                                         "statistic", "threads")}
+    facts = result.facts
+    summary: dict[str, Any] = {"iteration_s": facts.iteration_s,
+                               "tokens_per_s": facts.tokens_per_s, "partial": facts.partial,
+                               "statistic": facts.statistic, "threads": facts.threads}
     if ddp is not None:
         summary["ddp"] = ddp
-    record(st, console, "profile", result.table, device=str(meta.get("device")),
+    record(st, console, "profile", result.table, device=str(facts.device),
            inputs={**job.as_dict(), "hf": hf, "iters": iters, "warmup": warmup,
                    "nproc": nproc}, summary=summary)
 
@@ -145,11 +146,12 @@ def _finish(result: ProfileResult, output: Path | None, console: Console, *,
             traces: str | None) -> None:
     """Write the result where asked and say where; then end as the run did: a trace that
     could not be written is exit 2 (one line), an interrupted run exit 3 (`PARTIAL_EXIT`) with
-    its partial result kept (`meta["partial"]`)."""
+    its partial result kept (`ProfileFacts.partial`)."""
     wrote = []
     if output is not None:
         wrote.append(str(result.write_json(output)))
-    trace_error = result.meta.get("trace_error")
+    facts = result.facts
+    trace_error = facts.trace_error
     if traces and not trace_error:
         wrote.append(traces)
     if wrote:
@@ -157,8 +159,8 @@ def _finish(result: ProfileResult, output: Path | None, console: Console, *,
     if trace_error:
         raise BertscopeError(f"{trace_error} (the measurement itself was "
                              f"{'written to ' + str(output) if output else 'printed'})")
-    if result.meta.get("partial"):
-        n = result.meta["iters"]
+    if facts.partial:
+        n = facts.iters
         print(f"bertscope: interrupted: partial result of {n} measured iteration(s) "
               f"{'written to ' + str(output) if output else 'printed above'}", file=sys.stderr)
         raise typer.Exit(PARTIAL_EXIT)

@@ -115,7 +115,7 @@ def run_ranks(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int = 3, war
               host_allocator: str = "keep") -> list[dict[str, Any]]:
     """Train `m` with DistributedDataParallel on `nproc` local processes under torchrun,
     profile every rank and return the ranks' result documents (`ProfileResult.write_json`
-    of each, with `meta["ddp"]`), in rank order. `trace_dir` (created) receives each rank's
+    of each, with its meta's "ddp" entry), in rank order. `trace_dir` (created) receives each rank's
     trace as rank<R>.json, which `bertscope trace` reads. `statistic` and `host_allocator`
     are passed to every rank's `profile`."""
     check_request(m, run, nproc=nproc, iters=iters, warmup=warmup)

@@ -5,7 +5,8 @@ WORLD_SIZE and LOCAL_RANK set. The rank joins the process group (gloo on CPU, NC
 times all-reduces of the spec's two message sizes (the link microbenchmark), then runs
 `bertscope.measure.profile.profile` with the model wrapped in DistributedDataParallel and its
 own synthetic batches, and writes its result JSON, with the all-reduce facts of the capture
-in `meta["ddp"]`, to the spec's folder. A failing rank writes its one-line reason there too.
+in its meta's "ddp" entry, to the spec's folder. A failing rank writes its one-line reason
+there too.
 """
 
 from __future__ import annotations

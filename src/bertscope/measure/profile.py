@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from bertscope.analytic import build
+from bertscope.analytic.memory import MemoryEstimate
 from bertscope.config import Attention, Checkpoint, Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import STOP, BertscopeError, parse_enum
 from bertscope.families import resolve
@@ -49,7 +50,7 @@ from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
 from bertscope.measure.hf import build_hf_model, hf_layers, hf_sublayer
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.quiet import QuietProfiler
-from bertscope.optable import OpTable, meta_with_job
+from bertscope.optable import Extra, OpTable, ProfileFacts, Provenance
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
@@ -64,22 +65,28 @@ Wrap = Callable[[nn.Module], nn.Module]
 """Wraps the built model for training (e.g. in DistributedDataParallel); the optimizer and
 the scope hooks stay on the inner model."""
 Analyze = Callable[[Any, int], dict[str, Any]]
-"""analyze(events, completed) -> entries added to the result's meta, from the capture's
-events and the number of completed measured iterations."""
+"""analyze(events, completed) -> meta entries the result carries (as an `Extra` record,
+written as they are), from the capture's events and the number of completed measured
+iterations."""
 
 
 @dataclass
 class ProfileResult:
-    """A measured breakdown: the measured op table, the analytic one, and run facts."""
+    """A measured breakdown: the measured op table (carrying the run's `ProfileFacts`) and
+    the analytic one."""
 
     table: OpTable
     analytic: OpTable
-    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def facts(self) -> ProfileFacts:
+        """What the run measured beside its rows (iteration times, device, health)."""
+        return ProfileFacts.of(self.table)
 
     @property
     def unattributed_share(self) -> float:
         """Share of measured op time that no layer/sublayer claimed."""
-        return float(self.meta["unattributed_share"])
+        return float(self.facts.unattributed_share or 0.0)
 
     def comparison(self) -> pd.DataFrame:
         """Per category: measured time and share, measured vs analytic FLOPs, achieved
@@ -105,8 +112,7 @@ class ProfileResult:
         (a finished measurement is never lost)."""
         rows = json.loads(self.table.df.to_json(orient="records"))
         comp = json.loads(self.comparison().reset_index().to_json(orient="records"))
-        meta = meta_with_job(self.meta, self.table.job)
-        doc = {"meta": _strict(meta), "rows": rows, "comparison": comp}
+        doc = {"meta": _strict(self.table.export_meta()), "rows": rows, "comparison": comp}
         return write_or_rescue(path, json.dumps(doc, indent=1, default=str,
                                                 allow_nan=False).encode())
 
@@ -136,12 +142,12 @@ def available_memory(device: torch.device) -> int | None:
 def check_memory(analytic: OpTable, device: torch.device) -> None:
     """Raise a clear error when the analytic peak estimate exceeds free memory."""
     free = available_memory(device)
-    mem = analytic.meta["memory"]
-    if free is not None and mem["peak"] > free:
+    mem = MemoryEstimate.of(analytic)
+    if free is not None and mem.peak > free:
         gib = 2**30
         raise BertscopeError(
-            f"this run needs ~{mem['peak'] / gib:.1f} GiB (analytic estimate: weights+grads+"
-            f"optimizer {mem['static'] / gib:.1f} GiB, activations {mem['activations'] / gib:.1f}"
+            f"this run needs ~{mem.peak / gib:.1f} GiB (analytic estimate: weights+grads+"
+            f"optimizer {mem.static / gib:.1f} GiB, activations {mem.activations / gib:.1f}"
             f" GiB) but {device.type} has {free / gib:.1f} GiB free; lower --batch or --seq, "
             f"or add --checkpoint full")
 
@@ -427,10 +433,9 @@ def profile(
         except BertscopeError as e:  # the measurement is kept; the caller says what failed
             trace_error = str(e)
 
-    table = OpTable.from_ops(attr.ops(len(done), statistic), {
-        "producer": "profile",
-        "params": analytic.meta["params"],
-    }, job=analytic.job)
+    table = OpTable.from_ops(attr.ops(len(done), statistic),
+                             (Provenance("profile", Provenance.of(analytic).params),),
+                             job=analytic.job)
     d = table.df
     op_time = float(d["time_s"].sum())
     unattributed = float(d.loc[(d["sublayer"] == Sublayer.OTHER) & ~d["phase"].isin(
@@ -438,35 +443,32 @@ def profile(
     row_times = attr.per_iteration(len(done))
     gaps = between_ops(done, row_times)
     iteration_s = iteration_time(statistic, done, op_time, gaps)
-    meta = {
-        **table.meta,
-        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "hf": hf,
-        "iters": len(done),
-        "warmup": warmup,
-        "settling_iterations": cap.settling,
-        "page_faults": cap.faults,
-        "partial": partial,
-        **({"trace_error": trace_error} if trace_error else {}),
-        "statistic": statistic.value,
-        "host_allocator": current_allocator().value,  # process-wide, once set
-        "iteration_s": iteration_s,
-        "iteration_times_s": done,
-        "row_times_s": row_times,  # per row (table order), per iteration
-        "gap_times_s": gaps,  # per iteration: its time minus its rows'
-        "tokens_per_s": run.tokens / iteration_s,
-        "op_time_s": op_time,
-        "unattributed_s": unattributed,
-        "unattributed_share": unattributed / op_time if op_time else 0.0,
+    facts = ProfileFacts(
+        device=torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        torch=torch.__version__,
+        threads=torch.get_num_threads(),
+        hf=hf,
+        iters=len(done),
+        warmup=warmup,
+        settling_iterations=cap.settling,
+        page_faults=tuple(cap.faults),
+        partial=partial,
+        trace_error=trace_error or None,
+        statistic=statistic.value,
+        host_allocator=current_allocator().value,  # process-wide, once set
+        iteration_s=iteration_s,
+        iteration_times_s=tuple(done),
+        row_times_s=tuple(tuple(r) for r in row_times),  # per row (table order), per iteration
+        gap_times_s=tuple(gaps),  # per iteration: its time minus its rows'
+        tokens_per_s=run.tokens / iteration_s,
+        op_time_s=op_time,
+        unattributed_s=unattributed,
+        unattributed_share=unattributed / op_time if op_time else 0.0,
         # profiled iteration time not covered by any op: Python, hooks, the profiler itself
-        "framework_share": max(0.0, 1 - op_time / (iter_time_us * 1e-6 / len(done)))
-        if iter_time_us else 0.0,
-        **extra,
-    }
-    table.meta = meta
-    return ProfileResult(table=table, analytic=analytic, meta=meta)
+        framework_share=max(0.0, 1 - op_time / (iter_time_us * 1e-6 / len(done)))
+        if iter_time_us else 0.0)
+    table = table.with_records(facts, *((Extra(extra),) if extra else ()))
+    return ProfileResult(table=table, analytic=analytic)
 
 
 _STEP = "ProfilerStep"

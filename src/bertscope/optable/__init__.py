@@ -7,7 +7,7 @@ and `bytes_written` are totals over those runs, so sums over rows are iteration 
 not a volume). `time_s` is measured or predicted time where a producer knows it.
 
 `schema.py` (Op, the columns), `grouping.py` (pandas-free grouping and summaries),
-`table.py` (OpTable).
+`records.py` (the typed facts a table carries), `table.py` (OpTable, its export and load).
 """
 
 from __future__ import annotations
@@ -21,6 +21,15 @@ from bertscope.optable.grouping import (
     stable_largest,
     summarize,
 )
+from bertscope.optable.records import (
+    Extra,
+    ProfileFacts,
+    Provenance,
+    Record,
+    records_from_dict,
+    records_to_dict,
+    replace_records,
+)
 from bertscope.optable.schema import (
     COLUMNS,
     ENUM_COLUMNS,
@@ -32,8 +41,10 @@ from bertscope.optable.schema import (
     is_frame,
     op_from_dict,
 )
-from bertscope.optable.table import OpTable, meta_with_job
+from bertscope.optable.table import OpTable, meta_with_job, table_from_doc
 
-__all__ = ["COLUMNS", "ENUM_COLUMNS", "Columns", "Combine", "Grouped", "Op", "OpTable", "as_column",
-           "bytes_moved", "combine", "group_first_max", "group_rows", "group_sum", "intensity",
-           "is_frame", "meta_with_job", "op_from_dict", "stable_largest", "summarize"]
+__all__ = ["COLUMNS", "ENUM_COLUMNS", "Columns", "Combine", "Extra", "Grouped", "Op", "OpTable",
+           "ProfileFacts", "Provenance", "Record", "as_column", "bytes_moved", "combine",
+           "group_first_max", "group_rows", "group_sum", "intensity", "is_frame",
+           "meta_with_job", "op_from_dict", "records_from_dict", "records_to_dict",
+           "replace_records", "stable_largest", "summarize", "table_from_doc"]

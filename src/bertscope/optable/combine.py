@@ -14,7 +14,7 @@ used pandas get the same numbers. No pandas is imported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -22,6 +22,7 @@ import numpy as np
 
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.optable.grouping import group_rows
+from bertscope.optable.records import Record
 from bertscope.optable.schema import Op
 from bertscope.optable.table import OpTable
 
@@ -56,14 +57,14 @@ class Combine(StrEnum):
 
 
 def combine(tables: Sequence[OpTable], how: Combine | str = Combine.MEAN, *,
-            meta: dict[str, Any] | None = None) -> OpTable:
-    """One table from `tables` by `how` (see `Combine`), rows keyed by `KEY`. `meta`: the
-    result's meta (default: a copy of the first table's); its job is the tables' common one
-    (None when they differ)."""
+            records: Iterable[Record] | None = None) -> OpTable:
+    """One table from `tables` by `how` (see `Combine`), rows keyed by `KEY`. `records`: the
+    result's (default: the first table's); its job is the tables' common one (None when they
+    differ)."""
     how = parse_enum(Combine, how, "combination")
     if not tables:
-        return OpTable.from_ops([], meta if meta is not None else {})
-    meta = dict(tables[0].meta) if meta is None else meta
+        return OpTable.from_ops([], records or ())
+    records = tables[0].records if records is None else tuple(records)
     jobs = [getattr(t, "job", None) for t in tables]
     job = jobs[0] if all(j == jobs[0] for j in jobs) else None
     cols = [t.columns for t in tables]
@@ -81,7 +82,7 @@ def combine(tables: Sequence[OpTable], how: Combine | str = Combine.MEAN, *,
     else:
         ops = _mean(values, codes, len(keys), len(tables), key,
                     max_count=how is Combine.MEAN_MAX_COUNT)
-    return OpTable.from_ops(ops, meta, job=job)
+    return OpTable.from_ops(ops, records, job=job)
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""`OpTable`: the rows of one training iteration (columns or a DataFrame) plus metadata."""
+"""`OpTable`: the rows of one training iteration (columns or a DataFrame) plus typed records."""
 
 from __future__ import annotations
 
@@ -9,35 +9,44 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bertscope.config import ModelConfig, RunConfig
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, expect
 from bertscope.io import Format, atomic_write, frame_bytes, output_format
 from bertscope.job import Job
 from bertscope.optable.grouping import Grouped, stable_largest, summarize
-from bertscope.optable.schema import Columns, Op, as_column, intensity, is_frame
+from bertscope.optable.records import (
+    Record,
+    records_from_dict,
+    records_to_dict,
+    replace_records,
+)
+from bertscope.optable.schema import Columns, Op, as_column, intensity, is_frame, op_from_dict
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
 class OpTable:
-    """An op table: columns of `Op` rows plus metadata (model, run settings, producer).
+    """An op table: columns of `Op` rows plus the job and typed records (producer, memory,
+    prediction, ...).
 
     The rows are stored either as columns (`from_ops`, `from_columns`: name -> 1-D numpy
-    array) or as a pandas DataFrame (`OpTable(df, meta)`); `columns` and `df` give either
+    array) or as a pandas DataFrame (`OpTable(df, records)`); `columns` and `df` give either
     form, the other built on first use and cached, so code that needs no DataFrame never
     imports pandas. A table's rows are immutable (the arrays in `columns` are read-only, and
     `df` must not be modified either): add columns with `with_columns`, or edit a copy from
-    `to_frame()` and wrap it, `OpTable(frame, meta)`.
+    `to_frame()` and wrap it, `OpTable(frame, records)`.
 
     `job` is the typed (model, run) pair the rows describe, where the producer knows it
     (analytic and profiled tables; a trace has none): read `table.model`, `table.run`. It is
     serialized only at export (JSON meta "model" and "run") and parsed back by loaders
-    (`Job.from_dict`). `meta` is a plain dict of the rest (producer, memory, prediction, ...).
+    (`table_from_doc`). `records` are the rest, typed (`optable.records`): read one with its
+    class, `Prediction.of(table)`; add one with `with_records`. They too become dicts only at
+    export (`export_meta`) and back at load (`table_from_doc`).
     """
 
-    __slots__ = ("_cols", "_df", "_on_frame", "job", "meta")
+    __slots__ = ("_cols", "_df", "_on_frame", "job", "records")
 
-    def __init__(self, df: pd.DataFrame, meta: dict[str, Any] | None = None, *,
+    def __init__(self, df: pd.DataFrame, records: Iterable[Record] = (), *,
                  job: Job | None = None) -> None:
         if not is_frame(df):
             raise BertscopeError(f"OpTable(df=...) needs a pandas DataFrame, got "
@@ -45,11 +54,11 @@ class OpTable:
         self._df: pd.DataFrame | None = df
         self._cols: Columns | None = None
         self._on_frame = True  # the DataFrame is the primary store
-        self.meta: dict[str, Any] = meta if meta is not None else {}
+        self.records: tuple[Record, ...] = _records(records)
         self.job: Job | None = job
 
     @classmethod
-    def from_columns(cls, columns: Mapping[str, Any], meta: dict[str, Any] | None = None, *,
+    def from_columns(cls, columns: Mapping[str, Any], records: Iterable[Record] = (), *,
                      job: Job | None = None) -> OpTable:
         """A table over columns (name -> 1-D array or sequence, all of one length). Arrays are
         used as given, not copied: the caller hands them over and must not modify them."""
@@ -62,12 +71,12 @@ class OpTable:
         table._df = None
         table._cols = Columns(cols)
         table._on_frame = False
-        table.meta = dict(meta) if meta is not None else {}
+        table.records = _records(records)
         table.job = job
         return table
 
     @classmethod
-    def from_ops(cls, ops: Iterable[Op], meta: dict[str, Any] | None = None, *,
+    def from_ops(cls, ops: Iterable[Op], records: Iterable[Record] = (), *,
                  job: Job | None = None) -> OpTable:
         """Build a table from rows; computes arithmetic intensity."""
         rows = list(ops)
@@ -75,7 +84,7 @@ class OpTable:
         cols = {name: as_column(values) for name, values in zip(Op._fields, fields,
                                                                  strict=True)}
         cols["intensity"] = intensity(cols)
-        return cls.from_columns(cols, meta, job=job)
+        return cls.from_columns(cols, records, job=job)
 
     @property
     def model(self) -> ModelConfig:
@@ -111,15 +120,23 @@ class OpTable:
             self._df = pd.DataFrame(dict(self.columns))
         return self._df
 
-    def with_columns(self, columns: Mapping[str, Any],
-                     meta: dict[str, Any] | None = None) -> OpTable:
-        """A new table with `columns` added or replaced (1-D, one value per row) and `meta`
-        (default: a copy of this table's). A DataFrame-backed table stays one (its index and
-        dtypes kept)."""
-        meta = dict(self.meta) if meta is None else meta
+    def with_columns(self, columns: Mapping[str, Any], *records: Record) -> OpTable:
+        """A new table with `columns` added or replaced (1-D, one value per row) and this
+        table's records with `records` put in place of those of their class. A
+        DataFrame-backed table stays one (its index and dtypes kept)."""
+        kept = replace_records(self.records, *records)
         if self._on_frame:
-            return OpTable(self.df.assign(**columns), meta, job=self.job)
-        return OpTable.from_columns({**self.columns, **columns}, meta, job=self.job)
+            return OpTable(self.df.assign(**columns), kept, job=self.job)
+        return OpTable.from_columns({**self.columns, **columns}, kept, job=self.job)
+
+    def with_records(self, *records: Record) -> OpTable:
+        """The same rows (shared, not copied) with `records` put in place of those of their
+        class (added where the table has none)."""
+        table = OpTable.__new__(OpTable)
+        table._df, table._cols, table._on_frame = self._df, self._cols, self._on_frame
+        table.records = replace_records(self.records, *records)
+        table.job = self.job
+        return table
 
     def __len__(self) -> int:
         if self._df is not None:
@@ -128,7 +145,7 @@ class OpTable:
 
     def __repr__(self) -> str:
         return (f"OpTable({len(self)} rows, columns={list(self.columns)}, "
-                f"meta keys={list(self.meta)})")
+                f"records={[type(r).__name__ for r in self.records]})")
 
     def to_frame(self) -> pd.DataFrame:
         """The rows as a pandas DataFrame (a copy)."""
@@ -191,9 +208,9 @@ class OpTable:
 
     # -- export ----------------------------------------------------------------------------
     def export_meta(self) -> dict[str, Any]:
-        """`meta` with the job serialized in it ("model" and "run" after "producer"), as
-        exports and saved results write it."""
-        return meta_with_job(self.meta, self.job)
+        """The records and the job as JSON meta ("model" and "run" after "producer"), as
+        exports and saved results write it: the one place a table's meta becomes a dict."""
+        return meta_with_job(records_to_dict(self.records), self.job)
 
     def export(self, path: str | Path, fmt: Format | str | None = None) -> Path:
         """Write the table to `path` atomically (csv, json or parquet; from the suffix when
@@ -208,13 +225,41 @@ class OpTable:
         return frame_bytes(self.df, fmt, meta=self.export_meta(), json_default=str)
 
 
+def _records(records: Iterable[Record]) -> tuple[Record, ...]:
+    """`records` as a tuple, refused in one line unless each is a `Record` (a dict of meta
+    is read with `records_from_dict`)."""
+    out = tuple(records)
+    bad = [r for r in out if not isinstance(r, Record)]
+    if bad or isinstance(records, Mapping):
+        raise BertscopeError(f"op-table records must be Record objects, got "
+                             f"{type(records if isinstance(records, Mapping) else bad[0]).__name__}"
+                             f"; read a dict of meta with records_from_dict")
+    return out
+
+
 def meta_with_job(meta: dict[str, Any], job: Job | None) -> dict[str, Any]:
     """`meta` with `job` serialized in it ("model" and "run" right after "producer"), as
     exports and saved results write it; a copy of `meta` when there is no job."""
     if job is None:
         return dict(meta)
-    head = {k: meta[k] for k in ("producer",) if k in meta}
+    head = {k: v for k, v in meta.items() if k == "producer"}
     return {**head, **job.as_dict(), **meta}
 
 
-__all__ = ["OpTable", "meta_with_job"]
+def table_from_doc(doc: Mapping[str, Any]) -> OpTable:
+    """The op table of a saved document ({"meta": ..., "rows": [...]}, as `export` and
+    `ProfileResult.write_json` write it): the one place saved tables are read back. Its job
+    is parsed from the meta's "model" and "run" (none when it has neither), the rest into
+    records (`records_from_dict`); columns a row lacks (those added since it was written,
+    e.g. tp_split and pp_stage) take `Op`'s defaults; columns that are no `Op` field
+    (intensity) are recomputed or dropped."""
+    if not isinstance(doc, Mapping):
+        raise BertscopeError(f"expected an object with meta and rows, got {type(doc).__name__}")
+    rows_in = expect(dict(doc), "rows", list, "result")
+    rows = [op_from_dict(r, f"rows[{i}]") for i, r in enumerate(rows_in)]
+    saved = expect(dict(doc), "meta", dict, "result", {})
+    job = Job.from_dict(saved) if "model" in saved or "run" in saved else None
+    return OpTable.from_ops(rows, records_from_dict(saved, skip=("model", "run")), job=job)
+
+
+__all__ = ["OpTable", "meta_with_job", "table_from_doc"]

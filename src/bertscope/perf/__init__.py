@@ -1,10 +1,10 @@
 """The performance model: roofline bounds, efficiency models, fusion, predicted op times.
 
     >>> from bertscope.analytic import ops
-    >>> from bertscope.perf import fuse, load_profile, predict
+    >>> from bertscope.perf import Prediction, fuse, load_profile, predict
     >>> table = ops("bert-large", batch=64, seq=128, precision="bf16")
     >>> p = predict(table, load_profile("a100"))          # or predict(fuse(table), ...)
-    >>> p.meta["prediction"]["time_s"], p.summary("category")
+    >>> Prediction.of(p).time_s, p.summary("category")
 
 Each piece is small and swappable: `roofline.py` (which peak a row is held to, the bound),
 `efficiency.py` (the efficiency models' contract, defaults per device kind and every model
@@ -32,23 +32,26 @@ from bertscope.perf.efficiency import (
     register_model,
 )
 from bertscope.perf.gemm_models import FormatGemmEfficiency
-from bertscope.perf.kernel_fusion import fuse
-from bertscope.perf.predict import Bound, by_bound, predict
+from bertscope.perf.kernel_fusion import FusionStats, fuse
+from bertscope.perf.predict import Bound, BoundShare, Prediction, by_bound, predict
 from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
 
 __all__ = [
     "ASSUMED",
     "BandwidthEfficiency",
     "Bound",
+    "BoundShare",
     "CategoryBandwidthEfficiency",
     "DeviceProfile",
     "EfficiencyModel",
     "FormatGemmEfficiency",
+    "FusionStats",
     "GemmEfficiency",
     "Knobs",
     "Overhead",
     "OverheadModel",
     "Peaks",
+    "Prediction",
     "TileWaveGemmEfficiency",
     "by_bound",
     "default_profile",

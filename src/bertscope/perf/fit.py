@@ -71,7 +71,7 @@ import pandas as pd
 
 from bertscope.errors import BertscopeError
 from bertscope.hardware import NumberFormat
-from bertscope.optable import OpTable, bytes_moved
+from bertscope.optable import OpTable, ProfileFacts, bytes_moved
 from bertscope.perf.bandwidth import framework_launches, tensor_formats
 from bertscope.perf.device_profile import per_launch
 from bertscope.perf.efficiency import (
@@ -390,10 +390,11 @@ def fit_host_gap(pairs: Iterable[tuple[OpTable, OpTable]]) -> float | None:
     """Host seconds per analytic launch between ops: the median over runs of (measured
     iteration - sum of measured ops) / launches of the analytic table that framework code
     issues (`bandwidth.framework_launches`: not autocast's casts). Measured tables carry
-    the iteration time as meta["iteration_s"]; None when none does."""
+    the iteration time in their `ProfileFacts`; None when none does."""
     gaps = []
     for measured, analytic in pairs:
-        iteration = measured.meta.get("iteration_s")
+        facts = ProfileFacts.on(measured)
+        iteration = facts.iteration_s if facts is not None else None
         launches = float(np.sum(framework_launches(analytic.columns)))
         if iteration is None or launches <= 0:
             continue

@@ -21,6 +21,7 @@ import numpy as np
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write
 from bertscope.optable import OpTable
+from bertscope.perf.predict import Prediction
 from bertscope.taxonomy import Category, Phase
 
 C = Category
@@ -80,10 +81,10 @@ def timeline(table: OpTable) -> dict[str, Any]:
     events.insert(0, _slice("bertscope.iter::0", "user_annotation", 0.0, total))
     events.insert(0, {"ph": "M", "name": "process_name", "pid": PID, "tid": TID,
                       "args": {"name": "predicted: compute stream"}})
-    pred = table.meta.get("prediction", {})
+    pred = Prediction.on(table)
     return {"traceEvents": events, "displayTimeUnit": "ms",
-            "bertscope": {"producer": "predicted", "device": pred.get("device"),
-                          "time_s": pred.get("time_s")}}
+            "bertscope": {"producer": "predicted", "device": pred and pred.device,
+                          "time_s": pred and pred.time_s}}
 
 
 def write_timeline(table: OpTable, path: str | Path) -> Path:

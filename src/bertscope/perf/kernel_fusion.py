@@ -46,12 +46,14 @@ times of the fused row is at most the sum of the members', hence so is their max
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple, Self
 
 import numpy as np
 
 from bertscope.errors import BertscopeError
-from bertscope.optable import OpTable, as_column, bytes_moved, intensity
+from bertscope.optable import OpTable, Record, as_column, bytes_moved, intensity
 from bertscope.taxonomy import NORMALIZATIONS, Category, Issuer, Phase, PhaseFamily, Sublayer
 
 C = Category
@@ -282,11 +284,35 @@ def fuse_records(records: list[dict[str, Any]], act_bytes: int,
     return out, {"chains": chains, "ops_merged": merged, "launches_saved": launches}
 
 
+@dataclass(frozen=True, slots=True)
+class FusionStats(Record):
+    """What `fuse` merged: chains, ops merged into them, launches saved and bytes of traffic
+    elided (a fused table's record, exported as meta "fusion")."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("fusion",)
+    chains: int
+    ops_merged: int
+    launches_saved: int
+    bytes_elided: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """{"fusion": {...}}, as exports write it."""
+        return {"fusion": {"chains": self.chains, "ops_merged": self.ops_merged,
+                           "launches_saved": self.launches_saved,
+                           "bytes_elided": self.bytes_elided}}
+
+    @classmethod
+    def from_dict(cls, entries: Mapping[str, Any]) -> Self:
+        """From meta "fusion"."""
+        return cls(**entries["fusion"])
+
+
 def fuse(table: OpTable) -> OpTable:
     """The table as a fusing compiler would run it: activation chains and the optimizer step
     merged (see the module docstring). Adds the column `fused` (original rows per row) and
-    meta["fusion"] (chains, launches saved, bytes elided). A fused table is returned as is."""
-    if table.meta.get("fusion"):
+    its `FusionStats` record (chains, launches saved, bytes elided). A fused table is
+    returned as is."""
+    if FusionStats.on(table) is not None:
         return table.with_columns({})
     if table.job is None:
         raise BertscopeError("fuse needs the table's run (its precision sizes the tensors a "
@@ -302,12 +328,21 @@ def fuse(table: OpTable) -> OpTable:
     if "intensity" in cols:
         cols["intensity"] = intensity(cols)
     cols[FUSED_COLUMN] = cols[FUSED_COLUMN].astype(int)
-    meta = dict(table.meta)
-    meta["fusion"] = {"chains": stats["chains"], "ops_merged": stats["ops_merged"],
-                      "launches_saved": int(stats["launches_saved"]),
-                      "bytes_elided": float(np.sum(bytes_moved(src)) - np.sum(bytes_moved(cols)))}
-    return OpTable.from_columns(cols, meta, job=table.job)
+    fusion = FusionStats(chains=stats["chains"], ops_merged=stats["ops_merged"],
+                         launches_saved=int(stats["launches_saved"]),
+                         bytes_elided=float(np.sum(bytes_moved(src)) - np.sum(bytes_moved(cols))))
+    return OpTable.from_columns(cols, (*table.records, fusion), job=table.job)
 
 
-__all__ = ["FUSABLE", "FUSED_COLUMN", "SAVES_INPUT", "SAVES_OUTPUT", "chain_key", "fuse",
-           "fuse_records", "joins_chain", "same"]
+__all__ = [
+    "FUSABLE",
+    "FUSED_COLUMN",
+    "SAVES_INPUT",
+    "SAVES_OUTPUT",
+    "FusionStats",
+    "chain_key",
+    "fuse",
+    "fuse_records",
+    "joins_chain",
+    "same",
+]

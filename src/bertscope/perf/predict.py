@@ -19,8 +19,9 @@ time is the sum of the rows' times.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
@@ -31,12 +32,14 @@ from bertscope.optable import (
     Columns,
     Grouped,
     OpTable,
+    Record,
     group_first_max,
     group_rows,
     group_sum,
     stable_largest,
 )
 from bertscope.perf.efficiency import DeviceProfile, default_profile
+from bertscope.perf.kernel_fusion import FusionStats
 from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
 from bertscope.taxonomy import gemm_mask
 
@@ -57,6 +60,94 @@ PREDICTED_COLUMNS: tuple[str, ...] = ("compute_s", "memory_s", "overhead_s", "ho
 """Columns `predict` adds (time_s is filled in place)."""
 
 _BOUNDS = np.array([b.value for b in Bound], dtype=object)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundShare:
+    """The rows one bound limits: how many, their launches and their predicted time."""
+
+    rows: int
+    launches: int
+    time_s: float
+    time_share: float
+    """Of the iteration's predicted time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction(Record):
+    """A predicted table's totals: the device and peaks used, the efficiency models, the
+    iteration's time, throughput and roofline bound (`predict` attaches it; exported as meta
+    "prediction"). `bounds()` and `top(n)` break the predicted rows down."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ("prediction",)
+    device: str
+    """The device's catalog name."""
+    sku: str
+    precision: Precision
+    gemm_format: NumberFormat
+    """The number format of the GEMM peak used."""
+    gemm_peak_flops: float
+    vector_format: NumberFormat
+    vector_peak_flops: float
+    bandwidth: float
+    """Memory bandwidth used, bytes/s."""
+    notes: tuple[str, ...]
+    """What the choice of peaks assumed, in words."""
+    models: Mapping[str, Mapping[str, Any]]
+    """The efficiency models used ("gemm", "bandwidth", "overhead"), as each describes
+    itself (`to_dict`)."""
+    time_s: float
+    roofline_s: float
+    flops: float
+    achieved_flops: float
+    peak_fraction: float
+    """Achieved FLOP/s over the GEMM peak."""
+    tokens: int | None
+    tokens_per_s: float | None
+    fused: bool
+    """Whether the rows were fused (`perf.fuse`) before the prediction."""
+    rows: Columns | None = field(default=None, compare=False, repr=False)
+    """The predicted rows (for `bounds` and `top`; None when read back from a file)."""
+
+    @property
+    def sources(self) -> list[str]:
+        """Where the efficiency models come from (each model's "source"), sorted."""
+        return sorted({str(m.get("source", "?")) for m in self.models.values()})
+
+    def _rows(self) -> Columns:
+        if self.rows is None:
+            raise BertscopeError("this prediction was read back without its rows; predict the "
+                                 "table again")
+        return self.rows
+
+    def bounds(self) -> dict[Bound, BoundShare]:
+        """Rows, launches and time per bound (compute, memory, overhead)."""
+        return bound_shares(self._rows())
+
+    def top(self, n: int) -> Grouped:
+        """The n op sites with the most predicted time (`top_sites`)."""
+        return top_sites(self._rows(), n)
+
+    def to_dict(self) -> dict[str, Any]:
+        """{"prediction": {...}}, enums as their values, as exports write it."""
+        return {"prediction": {
+            "device": self.device, "sku": self.sku, "precision": self.precision.value,
+            "gemm_format": self.gemm_format.value, "gemm_peak_flops": self.gemm_peak_flops,
+            "vector_format": self.vector_format.value,
+            "vector_peak_flops": self.vector_peak_flops, "bandwidth": self.bandwidth,
+            "notes": list(self.notes), "models": {k: dict(v) for k, v in self.models.items()},
+            "time_s": self.time_s, "roofline_s": self.roofline_s, "flops": self.flops,
+            "achieved_flops": self.achieved_flops, "peak_fraction": self.peak_fraction,
+            "tokens": self.tokens, "tokens_per_s": self.tokens_per_s, "fused": self.fused}}
+
+    @classmethod
+    def from_dict(cls, entries: Mapping[str, Any]) -> Self:
+        """From meta "prediction" (without its rows)."""
+        d = dict(entries["prediction"])
+        return cls(**{**d, "precision": Precision(d["precision"]),
+                      "gemm_format": NumberFormat(d["gemm_format"]),
+                      "vector_format": NumberFormat(d["vector_format"]),
+                      "notes": tuple(d.get("notes", ()))})
 
 
 def _fraction(values: np.ndarray, what: str) -> np.ndarray:
@@ -149,9 +240,9 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
 
     `precision` defaults to the table's run precision (`table.run.precision`); a bare
     `Device` gets its kind's default efficiency models. `gemm_format` forces the GEMM peak's
-    format (e.g. "tf32"); `knobs` scales the device's figures (what-ifs). Totals and shares
-    go to meta["prediction"]. Works on the table's columns (no pandas); the result is
-    column-backed unless `table` is DataFrame-backed.
+    format (e.g. "tf32"); `knobs` scales the device's figures (what-ifs). Totals go to the
+    table's `Prediction` record (`Prediction.of(result)`). Works on the table's columns (no
+    pandas); the result is column-backed unless `table` is DataFrame-backed.
     """
     if isinstance(profile, Device):
         profile = default_profile(profile)
@@ -164,11 +255,11 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
     rows = table.columns
     added: dict[str, Any] = row_times(rows, profile, peaks, overhead_scale=knobs.overhead)
     added["bound"] = _BOUNDS[added.pop("bound_code")]
-    meta = dict(table.meta)
     tokens = table.run.tokens if table.job is not None else None
-    meta["prediction"] = _summary({**rows, **added}, meta, profile, Precision(precision), peaks,
-                                  tokens)
-    return table.with_columns(added, meta)
+    fused = FusionStats.on(table) is not None
+    summary = _summary(Columns({**rows, **added}), fused, profile, Precision(precision), peaks,
+                       tokens)
+    return table.with_columns(added, summary)
 
 
 def _total(values: Any) -> float:
@@ -176,40 +267,30 @@ def _total(values: Any) -> float:
     return float(np.nansum(np.asarray(values, dtype=float)))
 
 
-def _summary(cols: Mapping[str, Any], meta: dict[str, Any], profile: DeviceProfile,
-             precision: Precision, peaks: Peaks, tokens: int | None) -> dict[str, Any]:
+def _summary(cols: Columns, fused: bool, profile: DeviceProfile, precision: Precision,
+             peaks: Peaks, tokens: int | None) -> Prediction:
     """Iteration totals of a predicted table: time, tokens/s (when the run is known),
     achieved FLOP/s."""
     time_s = _total(cols["time_s"])
     flops = _total(cols["flops"])
     dev = profile.device
-    return {
-        "device": dev.name,
-        "sku": dev.sku,
-        "precision": precision.value,
-        "gemm_format": peaks.gemm_format.value,
-        "gemm_peak_flops": peaks.gemm_flops,
-        "vector_format": peaks.vector_format.value,
-        "vector_peak_flops": peaks.vector_flops,
-        "bandwidth": peaks.bandwidth,
-        "notes": list(peaks.notes),
-        "models": {"gemm": gemm_for(profile, peaks).to_dict(),
-                   "bandwidth": bandwidth_for(profile, peaks).to_dict(),
-                   "overhead": profile.overhead.to_dict()},
-        "time_s": time_s,
-        "roofline_s": _total(cols["roofline_s"]),
-        "flops": flops,
-        "achieved_flops": flops / time_s if time_s > 0 else 0.0,
-        "peak_fraction": flops / time_s / peaks.gemm_flops if time_s > 0 else 0.0,
-        "tokens": tokens,
-        "tokens_per_s": tokens / time_s if tokens and time_s > 0 else None,
-        "fused": bool(meta.get("fusion")),
-    }
+    return Prediction(
+        device=dev.name, sku=dev.sku, precision=precision, gemm_format=peaks.gemm_format,
+        gemm_peak_flops=peaks.gemm_flops, vector_format=peaks.vector_format,
+        vector_peak_flops=peaks.vector_flops, bandwidth=peaks.bandwidth,
+        notes=tuple(peaks.notes),
+        models={"gemm": gemm_for(profile, peaks).to_dict(),
+                "bandwidth": bandwidth_for(profile, peaks).to_dict(),
+                "overhead": profile.overhead.to_dict()},
+        time_s=time_s, roofline_s=_total(cols["roofline_s"]), flops=flops,
+        achieved_flops=flops / time_s if time_s > 0 else 0.0,
+        peak_fraction=flops / time_s / peaks.gemm_flops if time_s > 0 else 0.0,
+        tokens=tokens, tokens_per_s=tokens / time_s if tokens and time_s > 0 else None,
+        fused=fused, rows=cols)
 
 
-def by_bound(table: OpTable) -> dict[str, dict[str, float]]:
-    """Rows, launches and time per bound (compute, memory, overhead) of a predicted table."""
-    cols = table.columns
+def bound_shares(cols: Mapping[str, Any]) -> dict[Bound, BoundShare]:
+    """Rows, launches and time per bound (compute, memory, overhead) of predicted rows."""
     if "bound" not in cols:
         raise BertscopeError("the table has no predictions; run predict() first")
     time_s = np.asarray(cols["time_s"], dtype=float)
@@ -219,16 +300,15 @@ def by_bound(table: OpTable) -> dict[str, dict[str, float]]:
     for b in Bound:
         sel = bound == b.value
         t = _total(time_s[sel])
-        out[b.value] = {"rows": int(sel.sum()), "launches": int(np.sum(cols["count"][sel])),
-                        "time_s": t, "time_share": t / total if total > 0 else 0.0}
+        out[b] = BoundShare(rows=int(sel.sum()), launches=int(np.sum(cols["count"][sel])),
+                            time_s=t, time_share=t / total if total > 0 else 0.0)
     return out
 
 
-def top_groups(table: OpTable, n: int) -> Grouped:
-    """The n op sites with the most predicted time, each summed over the encoder layers
-    (ffn1 of all 24 layers is one entry), keyed by (name, phase): time, roofline time, FLOPs,
-    bytes, layers, and the bound and shape of its slowest row. `top_ops` without pandas."""
-    c = table.columns
+def top_sites(c: Mapping[str, Any], n: int) -> Grouped:
+    """The n op sites of predicted rows with the most time, each summed over the encoder
+    layers (ffn1 of all 24 layers is one entry), keyed by (name, phase): time, roofline
+    time, FLOPs, bytes, layers, and the bound and shape of its slowest row."""
     keys, codes = group_rows(c, ("name", "phase"))
     size = len(keys)
     summed = {"time_s": c["time_s"], "roofline_s": c["roofline_s"], "flops": c["flops"],
@@ -241,6 +321,18 @@ def top_groups(table: OpTable, n: int) -> Grouped:
     return top.take(stable_largest(out["time_s"], n))
 
 
+def by_bound(table: OpTable) -> dict[str, dict[str, float]]:
+    """Rows, launches and time per bound of a predicted table, as plain dicts
+    (`Prediction.bounds` gives them typed)."""
+    return {b.value: {"rows": s.rows, "launches": s.launches, "time_s": s.time_s,
+                      "time_share": s.time_share} for b, s in bound_shares(table.columns).items()}
+
+
+def top_groups(table: OpTable, n: int) -> Grouped:
+    """`top_sites` of a predicted table's rows (`Prediction.top`). `top_ops` without pandas."""
+    return top_sites(table.columns, n)
+
+
 def top_ops(table: OpTable, n: int) -> pd.DataFrame:
     """The n op sites with the most predicted time, each summed over the encoder layers
     (ffn1 of all 24 layers is one entry): time, roofline time, FLOPs, bytes, layers, and
@@ -248,5 +340,6 @@ def top_ops(table: OpTable, n: int) -> pd.DataFrame:
     return top_groups(table, n).to_frame().reset_index()
 
 
-__all__ = ["PREDICTED_COLUMNS", "Bound", "bandwidth_for", "by_bound", "predict", "row_times",
-           "top_groups", "top_ops"]
+__all__ = ["PREDICTED_COLUMNS", "Bound", "BoundShare", "Prediction", "bandwidth_for",
+           "bound_shares", "by_bound", "predict", "row_times", "top_groups", "top_ops",
+           "top_sites"]

@@ -52,10 +52,10 @@ def comm_table(measured: dict[str, float], predicted: dict[str, float],
 def print_ddp(result: Any, console: Console) -> None:
     """Print a `DdpResult`: the measured vs predicted all-reduce, per-rank figures and what
     the prediction assumed."""
-    ddp = result.meta["ddp"]
+    ddp = result.facts
     console.print(
-        f"[bold]DistributedDataParallel[/]: {ddp['world_size']} ranks, {ddp['backend']}; "
-        f"global tokens/s {result.meta['global_tokens_per_s']:,.0f}")
+        f"[bold]DistributedDataParallel[/]: {ddp.world_size} ranks, {ddp.backend}; "
+        f"global tokens/s {ddp.global_tokens_per_s:,.0f}")
     console.print(comm_table(result.measured, result.predicted))
     for i, r in enumerate(result.ranks):
         wait = r.get("peer_wait_s", math.nan)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from bertscope.optable import OpTable
-from bertscope.perf.predict import by_bound, top_groups
+from bertscope.perf.kernel_fusion import FusionStats
+from bertscope.perf.predict import Bound, BoundShare, Prediction
 from bertscope.report.tables import binary, job_line, print_breakdowns, shape, si
 
 
@@ -23,50 +23,48 @@ def print_prediction(table: OpTable, console: Console, *, top: int = 10,
     """Print a predicted table: headline, peaks used, breakdowns by category, sublayer group,
     phase and bound, and the slowest ops with their bounds. With `unfused`, also what fusion
     bought against it."""
-    meta = table.meta
-    pred = meta["prediction"]
-    console.print(f"{job_line(table)} on [bold]{escape(pred['sku'])}[/] "
-                  f"({escape(pred['device'])})")
-    sources = sorted({m.get("source", "?") for m in pred["models"].values()})
+    pred = Prediction.of(table)
+    console.print(f"{job_line(table)} on [bold]{escape(pred.sku)}[/] "
+                  f"({escape(pred.device)})")
     console.print(
-        f"peaks: GEMMs {pred['gemm_format']} {si(pred['gemm_peak_flops'], 'FLOP/s')}, other "
-        f"ops {pred['vector_format']} {si(pred['vector_peak_flops'], 'FLOP/s')}, memory "
-        f"{si(pred['bandwidth'], 'B/s')}; efficiency models: {escape(', '.join(sources))}")
-    for note in pred["notes"]:
+        f"peaks: GEMMs {pred.gemm_format} {si(pred.gemm_peak_flops, 'FLOP/s')}, other "
+        f"ops {pred.vector_format} {si(pred.vector_peak_flops, 'FLOP/s')}, memory "
+        f"{si(pred.bandwidth, 'B/s')}; efficiency models: {escape(', '.join(pred.sources))}")
+    for note in pred.notes:
         console.print(f"note: {escape(note)}")
-    tps = pred["tokens_per_s"]
+    tps = pred.tokens_per_s
     console.print(
-        f"[bold]predicted iteration {_time(pred['time_s'])}[/]   tokens/s "
-        f"{si(tps) if tps else '-'}   achieved {si(pred['achieved_flops'], 'FLOP/s')} "
-        f"({100 * pred['peak_fraction']:.1f}% of {pred['gemm_format']} peak)   roofline bound "
-        f"{_time(pred['roofline_s'])}")
-    if unfused is not None and "fusion" in meta:
-        fu = meta["fusion"]
-        before = unfused.meta["prediction"]["time_s"]
-        gain = 100 * (before - pred["time_s"]) / before if before > 0 else 0.0
+        f"[bold]predicted iteration {_time(pred.time_s)}[/]   tokens/s "
+        f"{si(tps) if tps else '-'}   achieved {si(pred.achieved_flops, 'FLOP/s')} "
+        f"({100 * pred.peak_fraction:.1f}% of {pred.gemm_format} peak)   roofline bound "
+        f"{_time(pred.roofline_s)}")
+    fu = FusionStats.on(table)
+    if unfused is not None and fu is not None:
+        before = Prediction.of(unfused).time_s
+        gain = 100 * (before - pred.time_s) / before if before > 0 else 0.0
         console.print(
-            f"fusion: {fu['chains']} chains of {fu['ops_merged']} ops merged, "
-            f"{fu['launches_saved']:,} launches and {binary(fu['bytes_elided'])} of traffic "
-            f"saved: {_time(before)} -> {_time(pred['time_s'])} ({gain:.1f}% faster)")
+            f"fusion: {fu.chains} chains of {fu.ops_merged} ops merged, "
+            f"{fu.launches_saved:,} launches and {binary(fu.bytes_elided)} of traffic "
+            f"saved: {_time(before)} -> {_time(pred.time_s)} ({gain:.1f}% faster)")
     print_breakdowns(table, console)
-    console.print(_bound_table(by_bound(table)))
+    console.print(_bound_table(pred.bounds()))
     if top > 0:
-        console.print(_top_table(table, top))
+        console.print(_top_table(pred, top))
 
 
-def _bound_table(rows: dict[str, dict[str, Any]]) -> Table:
+def _bound_table(rows: dict[Bound, BoundShare]) -> Table:
     t = Table(title="By bound (what limits each op)", title_justify="left",
               header_style="bold")
     for col in ("bound", "ops", "launches", "time", "time %"):
         t.add_column(col, justify="left" if col == "bound" else "right")
     for bound, r in rows.items():
-        t.add_row(bound, str(r["rows"]), f"{r['launches']:,}", _time(r["time_s"]),
-                  f"{100 * r['time_share']:.1f}")
+        t.add_row(bound.value, str(r.rows), f"{r.launches:,}", _time(r.time_s),
+                  f"{100 * r.time_share:.1f}")
     return t
 
 
-def _top_table(table: OpTable, n: int) -> Table:
-    total = float(np.nansum(table.columns["time_s"]))
+def _top_table(pred: Prediction, n: int) -> Table:
+    total = pred.time_s
     t = Table(title=f"Top {n} ops by predicted time, summed over layers (shape: MxNxK\\[xbatch] "
                     f"for GEMMs, else elements; eff = roofline time / predicted time)",
               title_justify="left", header_style="bold")
@@ -74,7 +72,7 @@ def _top_table(table: OpTable, n: int) -> Table:
                 "bound", "eff"):
         t.add_column(col, justify="left" if col in ("op", "phase", "bound") else "right",
                      overflow="fold", no_wrap=col != "op")
-    for (name, phase), r in top_groups(table, n).rows():
+    for (name, phase), r in pred.top(n).rows():
         eff = r["roofline_s"] / r["time_s"] if r["time_s"] > 0 else 1.0
         intensity = r["flops"] / r["bytes"] if r["bytes"] > 0 else 0.0
         t.add_row(escape(str(name)), str(r["layers"]) if r["layers"] else "-", str(phase), shape(r),

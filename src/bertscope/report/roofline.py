@@ -22,6 +22,7 @@ import numpy as np
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write, check_output
 from bertscope.optable import OpTable
+from bertscope.perf.predict import Prediction
 from bertscope.taxonomy import Category
 
 SUFFIXES = (".png", ".svg")
@@ -49,8 +50,8 @@ def plot_roofline(table: OpTable, path: str | Path, *, title: str | None = None)
     fmt = p.suffix.lower()
     if fmt not in SUFFIXES:
         raise BertscopeError(f"{p}: the plot must be a .png or .svg file")
-    pred = table.meta.get("prediction")
-    if not pred or "time_s" not in table.df.columns:
+    pred = Prediction.on(table)
+    if pred is None or "time_s" not in table.df.columns:
         raise BertscopeError("plot_roofline needs a predicted table; run perf.predict first")
     check_output(p)
     Figure, Line2D = _matplotlib()
@@ -67,11 +68,11 @@ def plot_roofline(table: OpTable, path: str | Path, *, title: str | None = None)
     total = float(np.nansum(time_s))
     hidden = total - float(t.sum())
 
-    bw = float(pred["bandwidth"])
-    roofs = [(f"{pred['gemm_format']} peak", float(pred["gemm_peak_flops"]))]
-    if pred["vector_format"] != pred["gemm_format"] or \
-            pred["vector_peak_flops"] != pred["gemm_peak_flops"]:
-        roofs.append((f"{pred['vector_format']} vector peak", float(pred["vector_peak_flops"])))
+    bw = float(pred.bandwidth)
+    roofs = [(f"{pred.gemm_format} peak", float(pred.gemm_peak_flops))]
+    if pred.vector_format != pred.gemm_format or \
+            pred.vector_peak_flops != pred.gemm_peak_flops:
+        roofs.append((f"{pred.vector_format} vector peak", float(pred.vector_peak_flops)))
     ridges = [peak / bw for _, peak in roofs]
     x_lo = min([*x, *ridges]) / 4 if len(x) else min(ridges) / 100
     x_hi = max([*x, *ridges]) * 4 if len(x) else max(ridges) * 100
@@ -119,12 +120,12 @@ def plot_roofline(table: OpTable, path: str | Path, *, title: str | None = None)
     ax.set_ylabel("achieved FLOP/s (predicted)")
     ax.grid(True, which="major", ls=":", lw=0.5)
     if title is None:
-        fused = ", fused" if pred.get("fused") else ""
+        fused = ", fused" if pred.fused else ""
         job = (f"{table.model.name} b{table.run.batch} s{table.run.seq}"
                if table.job is not None else "op table")
         title = (f"{job} "
-                 f"{pred['precision']}{fused} on {pred['sku']}: "
-                 f"{_ms(pred['time_s'])} per iteration (predicted)")
+                 f"{pred.precision}{fused} on {pred.sku}: "
+                 f"{_ms(pred.time_s)} per iteration (predicted)")
     ax.set_title(title, fontsize=10)
     caption = f"{int(ok.sum())} of {len(d)} ops shown"
     if hidden > 0:

@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bertscope.analytic.memory import MemoryEstimate
 from bertscope.config import ModelConfig
 from bertscope.families import model_types
-from bertscope.optable import Grouped, OpTable, is_frame
+from bertscope.optable import Grouped, OpTable, ProfileFacts, Provenance, is_frame
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -148,19 +149,18 @@ def print_breakdowns(table: OpTable, console: Console, *, categories: bool = Tru
 def print_optable(table: OpTable, console: Console, top: int = 10) -> None:
     """Print totals, the breakdowns by category, sublayer group, sublayer and phase, and the
     top ops."""
-    meta = table.meta
     tot = table.totals()
     console.print(job_line(table))
-    line = (f"params {meta['params']:,}   FLOPs/iteration {si(tot['flops'])}   "
+    line = (f"params {Provenance.of(table).params:,}   FLOPs/iteration {si(tot['flops'])}   "
             f"bytes moved {binary(tot['bytes_read'] + tot['bytes_written'])}   "
             f"ops {tot['ops']:,}")
     console.print(line)
-    mem = meta.get("memory")
+    mem = MemoryEstimate.on(table)
     if mem:
         console.print(
-            f"memory: weights {binary(mem['weights'] + mem['master_weights'])}, "
-            f"grads {binary(mem['gradients'])}, optimizer {binary(mem['optimizer_states'])}, "
-            f"activations {binary(mem['activations'])}, peak ~ {binary(mem['peak'])}")
+            f"memory: weights {binary(mem.weights + mem.master_weights)}, "
+            f"grads {binary(mem.gradients)}, optimizer {binary(mem.optimizer_states)}, "
+            f"activations {binary(mem.activations)}, peak ~ {binary(mem.peak)}")
     print_breakdowns(table, console)
     if top > 0:
         console.print(top_table(table, top))
@@ -184,20 +184,21 @@ def comparison_table(comp: pd.DataFrame) -> Table:
 def print_profile(result: Any, console: Console, top: int = 10) -> None:
     """Print a measured profile: iteration facts, category comparison, sublayer groups,
     phases, top ops by time, and the unattributed share."""
-    meta, table = result.meta, result.table
-    status = " [yellow](partial: interrupted)[/]" if meta.get("partial") else ""
+    table = result.table
+    facts = ProfileFacts.of(table)
+    status = " [yellow](partial: interrupted)[/]" if facts.partial else ""
     console.print(
-        f"{job_line(table)} on {escape(str(meta['device']))} ({meta['threads']} threads), "
-        f"{meta['iters']} measured iteration(s){status}")
+        f"{job_line(table)} on {escape(str(facts.device))} ({facts.threads} threads), "
+        f"{facts.iters} measured iteration(s){status}")
     console.print(
-        f"iteration {si(meta['iteration_s'], 's')}   tokens/s {meta['tokens_per_s']:,.0f}   "
-        f"op time {si(meta['op_time_s'], 's')}   unattributed "
-        f"{100 * meta['unattributed_share']:.2f}%   framework/profiler gaps "
-        f"{100 * meta['framework_share']:.1f}% of the profiled iteration")
+        f"iteration {si(facts.iteration_s, 's')}   tokens/s {facts.tokens_per_s:,.0f}   "
+        f"op time {si(facts.op_time_s, 's')}   unattributed "
+        f"{100 * facts.unattributed_share:.2f}%   framework/profiler gaps "
+        f"{100 * facts.framework_share:.1f}% of the profiled iteration")
     console.print(comparison_table(result.comparison()))
     print_breakdowns(table, console, categories=False)
     layers = table.df[table.df["layer"] >= 0]["time_s"].sum()
-    console.print(f"encoder layers: {100 * layers / meta['op_time_s']:.1f}% of op time; "
+    console.print(f"encoder layers: {100 * layers / facts.op_time_s:.1f}% of op time; "
                   f"optimizer: {100 * _share(table, 'phase', 'optimizer'):.1f}%")
     if top > 0:
         console.print(top_table(table, top, by="time_s"))

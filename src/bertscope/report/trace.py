@@ -82,15 +82,14 @@ def _frame_table(rows: list[dict[str, Any]], title: str, cols: dict[str, str]) -
 
 
 def _headline(result: Any, console: Console) -> None:
-    meta = result.table.meta
-    per_rank = meta["trace"]["per_rank"]
-    iters = sorted({v["iterations"] for v in per_rank.values()})
+    summary = result.summary
+    iters = sorted({b.iterations for b in summary.ranks.values()})
     busy = float(result.table.columns["time_s"].sum())
     console.print(
-        f"[bold]{escape(str(meta['path']))}[/]: {len(result.ranks)} rank(s) {meta['ranks']}, "
-        f"{'/'.join(map(str, iters))} iteration(s), {meta['time_source']} time; busy "
+        f"[bold]{escape(summary.path)}[/]: {len(result.ranks)} rank(s) {sorted(summary.ranks)}, "
+        f"{'/'.join(map(str, iters))} iteration(s), {summary.time_source} time; busy "
         f"{_s(busy)} per iteration (mean over ranks); unknown names "
-        f"{100 * meta['trace']['unknown_share']:.2f}% of it")
+        f"{100 * summary.unknown_share:.2f}% of it")
 
 
 def module_tree(result: Any) -> Table:

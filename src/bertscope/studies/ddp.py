@@ -6,7 +6,7 @@
 
 `bertscope.measure.ddp` runs the ranks under torchrun and returns each rank's result; this
 module merges them (the mean over ranks: rows by `combine(..., Combine.MEAN_MAX_COUNT)`, run
-facts and all-reduce figures averaged; per-rank figures kept in `meta["ddp"]["ranks"]`) and
+facts and all-reduce figures averaged; per-rank figures kept in `DdpFacts.ranks`) and
 puts the distributed model's prediction for the same run beside the measurement
 (`bertscope.parallel.ddp_model.predict_all_reduce`: DDP's buckets on one link, launched
 evenly over the measured backward window). The link is measured by default (all-reduces of
@@ -20,21 +20,28 @@ torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
 from bertscope.analytic import build, parameter_count
 from bertscope.config import ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.optable import Combine, OpTable, combine
+from bertscope.optable import (
+    Combine,
+    OpTable,
+    ProfileFacts,
+    Provenance,
+    Record,
+    combine,
+    table_from_doc,
+)
 from bertscope.parallel.collectives import Algorithm
 from bertscope.parallel.ddp_model import comm_shares, fit_link, predict_all_reduce
 from bertscope.parallel.topology import Link, load_link
-from bertscope.studies.measured import table_from_doc
 
 if TYPE_CHECKING:
     from bertscope.measure.profile import ProfileResult
@@ -45,13 +52,54 @@ _MEAN_KEYS = ("iteration_s", "tokens_per_s", "op_time_s", "unattributed_s",
 Interval = tuple[float, float]
 
 
+@dataclass(frozen=True, slots=True)
+class DdpFacts(Record):
+    """A merged DDP run's distributed facts (its op table's record; exported as meta "ddp"
+    and "global_tokens_per_s"; read back as they are, not registered for loading)."""
+
+    world_size: int
+    backend: str
+    measured: Mapping[str, float]
+    """Mean over ranks of each rank's `comm_summary`."""
+    predicted: Mapping[str, float]
+    """`predict_all_reduce` for the same run."""
+    ranks: tuple[Mapping[str, float], ...]
+    """Each rank's `comm_summary`."""
+    link: Mapping[str, Any]
+    """The link the prediction used: name, description, bandwidth, latency, sources,
+    algorithm."""
+    assumptions: tuple[str, ...]
+    """What the prediction assumed, in words."""
+    rank_meta: tuple[Mapping[str, Any], ...]
+    """Each rank's own run facts (the averaged ones and its iteration times)."""
+    global_tokens_per_s: float
+    KEYS: ClassVar[tuple[str, ...]] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """{"ddp": {...}, "global_tokens_per_s": ...}, as `profile --nproc` writes it."""
+        return {"ddp": {"world_size": self.world_size, "backend": self.backend,
+                        "measured": dict(self.measured), "predicted": dict(self.predicted),
+                        "ranks": [dict(r) for r in self.ranks], "link": dict(self.link),
+                        "assumptions": list(self.assumptions),
+                        "rank_meta": [dict(r) for r in self.rank_meta]},
+                "global_tokens_per_s": self.global_tokens_per_s}
+
+    @classmethod
+    def from_dict(cls, entries: Mapping[str, Any]) -> Self:
+        """From "ddp" and "global_tokens_per_s" as `to_dict` writes them."""
+        d = dict(entries["ddp"])
+        return cls(**{**d, "ranks": tuple(d["ranks"]), "assumptions": tuple(d["assumptions"]),
+                      "rank_meta": tuple(d["rank_meta"])},
+                   global_tokens_per_s=float(entries["global_tokens_per_s"]))
+
+
 @dataclass
 class DdpResult:
     """A measured DDP run: the profile averaged over ranks, the all-reduce measured and as
     the distributed model predicts it, and what the prediction assumed."""
 
     profile: ProfileResult
-    """`ProfileResult` with the mean op table over ranks; `meta["ddp"]` holds the rest."""
+    """`ProfileResult` with the mean op table over ranks (its `DdpFacts` hold the rest)."""
     measured: dict[str, float]
     """Mean over ranks of each rank's `comm_summary`."""
     predicted: dict[str, float]
@@ -62,9 +110,9 @@ class DdpResult:
     """What the prediction assumed, in words."""
 
     @property
-    def meta(self) -> dict[str, Any]:
-        """The merged profile's meta."""
-        return self.profile.meta
+    def facts(self) -> DdpFacts:
+        """The merged run's distributed facts (world size, backend, global tokens/s, ...)."""
+        return DdpFacts.of(self.profile.table)
 
 
 def peer_wait(buckets: Sequence[Sequence[Sequence[Interval]]]) -> list[float] | None:
@@ -103,8 +151,7 @@ def merge_comm(ranks: Sequence[dict[str, float]]) -> dict[str, float]:
 def merge_rows(docs: Sequence[dict[str, Any]]) -> OpTable:
     """The mean op table over ranks' result documents (`Combine.MEAN_MAX_COUNT`: rows
     missing on a rank count 0, count the largest over ranks)."""
-    return combine([table_from_doc(d, meta={}) for d in docs], Combine.MEAN_MAX_COUNT,
-                   meta={})
+    return combine([table_from_doc(d) for d in docs], Combine.MEAN_MAX_COUNT, records=())
 
 
 def merge_ranks(docs: Sequence[dict[str, Any]], *, link: Link, link_note: str,
@@ -113,12 +160,16 @@ def merge_ranks(docs: Sequence[dict[str, Any]], *, link: Link, link_note: str,
     predict the same run's all-reduce."""
     from bertscope.measure.profile import ProfileResult
 
+    # the ranks' documents are read here (load): each rank's "ddp" entry as written by
+    # `ddp_worker`, its rows and run facts through `table_from_doc`
     docs = sorted(docs, key=lambda d: d["meta"]["ddp"]["rank"])
-    first = docs[0]["meta"]
-    m, run = ModelConfig(**first["model"]), RunConfig(**first["run"])
+    rank_ddp = [d["meta"]["ddp"] for d in docs]
+    tables = [table_from_doc(d) for d in docs]
+    facts = [ProfileFacts.of(t) for t in tables]
+    m, run = tables[0].model, tables[0].run
     world = len(docs)
-    ranks = [dict(d["meta"]["ddp"]["comm"]) for d in docs]
-    waits = peer_wait([d["meta"]["ddp"].get("buckets_s", []) for d in docs])
+    ranks = [dict(r["comm"]) for r in rank_ddp]
+    waits = peer_wait([r.get("buckets_s", []) for r in rank_ddp])
     for r, w in zip(ranks, waits or [math.nan] * world, strict=True):
         r["peer_wait_s"] = w
     measured = merge_comm(ranks)
@@ -129,34 +180,32 @@ def merge_ranks(docs: Sequence[dict[str, Any]], *, link: Link, link_note: str,
         iteration_s=measured["iteration_s"], exposed_s=measured["exposed_s"],
         algorithm=algorithm)
     k = int(predicted["calls"])
-    assumptions = [
+    assumptions = (
         f"{k} equal bucket(s) of {grad_bytes / k / 2**20:.3g} MiB (DDP's 25 MiB cap; "
         f"{n_params:,} fp32 gradients), launched evenly over the measured backward window of "
         f"{measured['backward_s'] * 1e3:.3g} ms; exposed = max(C/k, C - W(k-1)/k)",
         f"{algorithm.value} all-reduce over {world} ranks on {link_note}",
         "compute not predicted: the rest of the iteration is this run's measurement",
-    ]
-    table = merge_rows(docs)
-    meta: dict[str, Any] = {**first}
-    for key in _MEAN_KEYS:
-        meta[key] = float(np.mean([d["meta"][key] for d in docs]))
-    meta["iteration_times_s"] = [t for d in docs for t in d["meta"]["iteration_times_s"]]
-    meta["partial"] = any(d["meta"].get("partial") for d in docs)
-    meta["global_tokens_per_s"] = world * run.tokens / meta["iteration_s"]
-    meta["ddp"] = {
-        "world_size": world, "backend": first["ddp"]["backend"],
-        "measured": measured, "predicted": predicted, "ranks": ranks,
-        "link": {"name": link.name, "description": link.description,
-                 "bandwidth_Bps": link.bandwidth, "latency_s": link.latency,
-                 "sources": link.sources, "algorithm": algorithm.value},
-        "assumptions": assumptions,
-        "rank_meta": [{k: d["meta"][k] for k in (*_MEAN_KEYS, "iteration_times_s")}
-                      for d in docs],
-    }
-    table.meta = meta
-    result = ProfileResult(table=table, analytic=build(m, run), meta=meta)
+    )
+    mean = {key: float(np.mean([getattr(f, key) for f in facts])) for key in _MEAN_KEYS}
+    every = tuple(t for f in facts for t in f.iteration_times_s or ())
+    merged = replace(facts[0], **mean, iteration_times_s=every,
+                     partial=any(f.partial for f in facts))
+    ddp = DdpFacts(
+        world_size=world, backend=rank_ddp[0]["backend"], measured=measured,
+        predicted=predicted, ranks=tuple(ranks),
+        link={"name": link.name, "description": link.description,
+              "bandwidth_Bps": link.bandwidth, "latency_s": link.latency,
+              "sources": link.sources, "algorithm": algorithm.value},
+        assumptions=assumptions,
+        rank_meta=tuple({**{key: getattr(f, key) for key in _MEAN_KEYS},
+                         "iteration_times_s": list(f.iteration_times_s or ())} for f in facts),
+        global_tokens_per_s=world * run.tokens / mean["iteration_s"])
+    kept = [r for r in (Provenance.on(tables[0]), merged, ddp) if r is not None]
+    table = merge_rows(docs).with_records(*kept)
+    result = ProfileResult(table=table, analytic=build(m, run))
     return DdpResult(profile=result, measured=measured, predicted=predicted, ranks=ranks,
-                     assumptions=assumptions)
+                     assumptions=list(assumptions))
 
 
 def profile_ddp(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int = 3,
@@ -190,4 +239,5 @@ def profile_ddp(m: ModelConfig, run: RunConfig, *, nproc: int, iters: int = 3,
     return merge_ranks(docs, link=use, link_note=note, algorithm=algo)
 
 
-__all__ = ["DdpResult", "merge_comm", "merge_ranks", "merge_rows", "peer_wait", "profile_ddp"]
+__all__ = ["DdpFacts", "DdpResult", "merge_comm", "merge_ranks", "merge_rows", "peer_wait",
+           "profile_ddp"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from bertscope.errors import BertscopeError
@@ -42,7 +43,7 @@ def measure_fresh(spec: str, path: str | Path, *, iters: int, warmup: int,
 def main(argv: list[str]) -> int:
     """The child: keep freed memory from the start, profile the spec, write the result."""
     from bertscope.measure.allocator import keep_freed_memory  # torch
-    from bertscope.measure.profile import profile
+    from bertscope.measure.profile import ProfileResult, profile
 
     spec_text, path, iters, warmup, device, statistic = argv
     keep_freed_memory()
@@ -50,8 +51,9 @@ def main(argv: list[str]) -> int:
     m, run = spec.configs()
     result = profile(m, run, iters=int(iters), warmup=int(warmup), device=device,
                      statistic=statistic)
-    result.meta["fresh_process"] = True
-    result.write_json(path)
+    fresh = replace(result.facts, fresh_process=True)
+    ProfileResult(table=result.table.with_records(fresh), analytic=result.analytic
+                  ).write_json(path)
     return 0
 
 

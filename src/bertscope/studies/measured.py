@@ -12,8 +12,8 @@ calibration (`studies.local_calibration`) and the DDP study; reading needs no to
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,8 +23,7 @@ from bertscope.analytic import build
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError, expect
 from bertscope.io import read_text
-from bertscope.job import Job
-from bertscope.optable import Combine, OpTable, combine, op_from_dict
+from bertscope.optable import Combine, OpTable, ProfileFacts, combine, table_from_doc
 from bertscope.presets import get_model
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
@@ -117,23 +116,26 @@ class Measurement(Protocol):
         ...
 
     @property
-    def meta(self) -> dict[str, Any]:
-        """Run facts: model, run, iteration_s, iteration_times_s, ..."""
+    def facts(self) -> ProfileFacts:
+        """Run facts: iteration_s, iteration_times_s, statistic, ..."""
         ...
 
 
 @dataclass
 class MeasuredRun:
     """A measured run read back from a saved result or combined over rounds: the fields of
-    `bertscope.measure.profile.ProfileResult` (measured table, analytic table, run facts),
-    without torch."""
+    `bertscope.measure.profile.ProfileResult` (measured table with its `ProfileFacts`,
+    analytic table), without torch."""
 
     table: OpTable
     """The measured op table."""
     analytic: OpTable
     """The analytic op table of the same model and run."""
-    meta: dict[str, Any] = field(default_factory=dict)
-    """Run facts, as `ProfileResult.meta`."""
+
+    @property
+    def facts(self) -> ProfileFacts:
+        """What the run measured beside its rows (as `ProfileResult.facts`)."""
+        return ProfileFacts.of(self.table)
 
 
 def config_name(result: Measurement) -> str:
@@ -148,24 +150,6 @@ def config_name(result: Measurement) -> str:
     return str(RunSpec(result.table.model.name, run.batch, run.seq, settings))
 
 
-def table_from_doc(doc: Mapping[str, Any], meta: dict[str, Any] | None = None) -> OpTable:
-    """The measured op table of a saved result document ({"meta": ..., "rows": [...]}, as
-    `ProfileResult.write_json` writes it), its job parsed back from the doc's "model" and
-    "run" (none when the doc has neither): columns a row lacks (those added since it was
-    written, e.g. tp_split and pp_stage) take `Op`'s defaults; columns that are no `Op`
-    field (intensity) are recomputed or dropped. `meta`: the table's (default: the doc's,
-    the job's fields left out: the table carries it typed)."""
-    if not isinstance(doc, Mapping):
-        raise BertscopeError(f"expected an object with meta and rows, got {type(doc).__name__}")
-    rows_in = expect(dict(doc), "rows", list, "result")
-    rows = [op_from_dict(r, f"rows[{i}]") for i, r in enumerate(rows_in)]
-    saved = expect(dict(doc), "meta", dict, "result", {})
-    job = Job.from_dict(saved) if "model" in saved or "run" in saved else None
-    if meta is None:
-        meta = {k: v for k, v in saved.items() if k not in ("model", "run")}
-    return OpTable.from_ops(rows, meta, job=job)
-
-
 def load_result(path: str | Path) -> MeasuredRun:
     """A saved `bertscope profile` JSON result, with its analytic table rebuilt."""
     p = Path(path)
@@ -176,15 +160,15 @@ def load_result(path: str | Path) -> MeasuredRun:
         raise BertscopeError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); give a "
                              f"result written by `bertscope profile --output`") from None
     try:
-        table = table_from_doc(doc)
-        meta = table.meta
-        m, run = table.model, table.run
-        expect(meta, "iteration_s", float, "meta", minimum=0)
-        for i, t in enumerate(expect(meta, "iteration_times_s", list, "meta")):
+        saved = expect(dict(doc), "meta", dict, "result", {}) if isinstance(doc, dict) else {}
+        expect(saved, "iteration_s", float, "meta", minimum=0)
+        for i, t in enumerate(expect(saved, "iteration_times_s", list, "meta")):
             expect({"t": t}, "t", float, f"meta: iteration_times_s[{i}]", minimum=0)
+        table = table_from_doc(doc)
+        m, run = table.model, table.run
     except BertscopeError as e:
         raise BertscopeError(f"{p}: not a bertscope profile result ({e})") from None
-    return MeasuredRun(table=table, analytic=build(m, run), meta=meta)
+    return MeasuredRun(table=table, analytic=build(m, run))
 
 
 def combine_rounds(results: Sequence[Measurement]) -> Measurement:
@@ -196,28 +180,28 @@ def combine_rounds(results: Sequence[Measurement]) -> Measurement:
     iteration). One result is returned as it is."""
     if len(results) == 1:
         return results[0]
-    least = results[0].meta.get("statistic") == Statistic.MIN
+    facts = [r.facts for r in results]
+    least = facts[0].statistic == Statistic.MIN
     table = combine([r.table for r in results], Combine.MIN if least else Combine.MEDIAN)
-    every = [t for r in results for t in r.meta["iteration_times_s"]]
-    per_round = [_gaps(r.meta) for r in results]
+    every = [t for f in facts for t in f.iteration_times_s or ()]
+    per_round = [_gaps(f) for f in facts]
     gaps = [g for round_gaps in per_round for g in round_gaps]
     op_time = float(table.df["time_s"].sum())
     iteration = (iteration_time(Statistic.MIN, every, op_time,
                                 gaps if all(per_round) else None)
                  if least else float(np.median(every)))
-    meta = {**results[0].meta, "iteration_s": iteration, "gap_times_s": gaps,
-            "iteration_times_s": every, "rounds": len(results), "op_time_s": op_time}
-    table.meta = dict(meta)
-    return MeasuredRun(table=table, analytic=results[0].analytic, meta=meta)
+    merged = replace(facts[0], iteration_s=iteration, gap_times_s=tuple(gaps),
+                     iteration_times_s=tuple(every), rounds=len(results), op_time_s=op_time)
+    return MeasuredRun(table=table.with_records(merged), analytic=results[0].analytic)
 
 
-def _gaps(meta: Mapping[str, Any]) -> list[float]:
-    """A measurement's time between ops per iteration: meta "gap_times_s", or made from its
+def _gaps(facts: ProfileFacts) -> list[float]:
+    """A measurement's time between ops per iteration: its gap_times_s, or made from its
     per-iteration row times; [] where it kept neither (older results)."""
-    if meta.get("gap_times_s") is not None:
-        return [float(g) for g in meta["gap_times_s"]]
-    if meta.get("row_times_s") is not None:
-        return between_ops(meta["iteration_times_s"], meta["row_times_s"])
+    if facts.gap_times_s is not None:
+        return [float(g) for g in facts.gap_times_s]
+    if facts.row_times_s is not None and facts.iteration_times_s is not None:
+        return between_ops(list(facts.iteration_times_s), [list(r) for r in facts.row_times_s])
     return []
 
 
@@ -228,32 +212,34 @@ def retake(result: Measurement, statistic: Statistic | str) -> Measurement:
     makes it now); returned as it is where it saved no per-iteration row times (older
     results)."""
     statistic = Statistic(statistic)
-    per_row = result.meta.get("row_times_s")
+    facts = result.facts
+    per_row = facts.row_times_s
     if per_row is None:
         return result
-    if not isinstance(per_row, list) or len(per_row) != len(result.table):
+    if len(per_row) != len(result.table):
         raise BertscopeError(f"meta: row_times_s: expected a list of one entry per row "
-                             f"({len(result.table)}), got {type(per_row).__name__}")
-    times = [statistic.of_row(expect({"t": ts}, "t", list, "meta: row_times_s"))
-             for ts in per_row]
-    gaps = between_ops(result.meta["iteration_times_s"], per_row)
+                             f"({len(result.table)}), got {len(per_row)}")
+    rows = [list(ts) for ts in per_row]
+    times = [statistic.of_row(ts) for ts in rows]
+    every = list(facts.iteration_times_s or ())
+    gaps = between_ops(every, rows)
     op_time = float(np.nansum(times))
-    meta = {**result.meta, "statistic": statistic.value, "gap_times_s": gaps,
-            "iteration_s": iteration_time(statistic, result.meta["iteration_times_s"],
-                                          op_time, gaps),
-            "op_time_s": op_time}
-    table = OpTable(result.table.df.assign(time_s=times), dict(meta), job=result.table.job)
-    return MeasuredRun(table=table, analytic=result.analytic, meta=meta)
+    retaken = replace(facts, statistic=statistic.value, gap_times_s=tuple(gaps),
+                      iteration_s=iteration_time(statistic, every, op_time, gaps),
+                      op_time_s=op_time)
+    table = OpTable(result.table.df.assign(time_s=times), result.table.records,
+                    job=result.table.job).with_records(retaken)
+    return MeasuredRun(table=table, analytic=result.analytic)
 
 
-def unsettled_faults(meta: Mapping[str, Any]) -> int | None:
-    """The fewest pages a measured run faulted in per iteration (meta "page_faults") when
+def unsettled_faults(facts: ProfileFacts) -> int | None:
+    """The fewest pages a measured run faulted in per iteration (`page_faults`) when
     even that is more than `allocator.SETTLED_SHARE` of this process's resident memory
     (every measured iteration faulted: the heap, not growth); None when the run settled or
     faults were not counted."""
     from bertscope.measure.allocator import settling  # measure/__init__ imports torch
 
-    faults = [int(f) for f in meta.get("page_faults") or [] if f is not None]
+    faults = [int(f) for f in facts.page_faults or () if f is not None]
     return min(faults) if faults and settling(min(faults)) else None
 
 

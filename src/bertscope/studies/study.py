@@ -6,7 +6,7 @@ The study ("Demystifying BERT: Implications for Accelerator Design", Pati et al.
 measures BERT pretraining on the local device and projects it on catalog accelerators:
 where the time goes, compute- vs memory-bound work, GEMM heterogeneity, the optimizer,
 precision, scale, checkpointing, distributed training and what it all implies for hardware.
-Sections live in `sections.py` and `sections_more.py`; every finding is computed from their
+Sections live in the `sections` package, one module each; every finding is computed from their
 tables. The folder is written beside its destination and renamed into place when complete,
 so a failed or interrupted study leaves nothing half-written.
 """
@@ -28,13 +28,12 @@ from bertscope.config import ModelConfig, Precision
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.perf import DeviceProfile, load_profile
 from bertscope.presets import get_model
-from bertscope.studies import sections as s1
-from bertscope.studies import sections_more as s2
+from bertscope.studies import sections as s
 
 DEVICES = ("v100", "a100", "h100", "b200", "mi250x", "mi300x", "tpu-v3", "tpu-v4", "tpu-v5p")
 """The catalog devices a study projects on by default."""
 MODELS = ("bert-base", "bert-large")
-PHASES = (s1.PhaseSpec("phase 1", 128, 32), s1.PhaseSpec("phase 2", 512, 8))
+PHASES = (s.PhaseSpec("phase 1", 128, 32), s.PhaseSpec("phase 2", 512, 8))
 """BERT pretraining's two phases (Devlin et al. 2019: 90% of steps at seq 128, the rest at
 512), with per-device micro-batches that fit a 16 GB V100 for bert-large in bf16."""
 
@@ -66,7 +65,7 @@ class StudyResult:
     """A finished study: its folder and what it found."""
 
     folder: Path
-    sections: list[s1.Section]
+    sections: list[s.Section]
     settings: dict[str, Any]
     seconds: float
     files: list[str] = field(default_factory=list)
@@ -83,15 +82,16 @@ def _check_output(path: Path) -> None:
         raise BertscopeError(f"{path}: cannot write in {parent}")
 
 
-def _measure(cfg: StudyConfig, models: list[ModelConfig], tell: Progress) -> list[dict]:
+def _measure(cfg: StudyConfig, models: list[ModelConfig], tell: Progress
+             ) -> list[s.MeasuredPart]:
     """The measured part: a profile on this machine's CPU (or GPU), or an ingested trace."""
     if cfg.from_trace is not None:
         from bertscope.trace import read_trace
 
         table = read_trace(cfg.from_trace)
-        return [{"label": f"trace {Path(cfg.from_trace).name}", "model": "trace",
-                 "phase": "trace", "precision": "trace", "table": table,
-                 "note": f"measured part read from {cfg.from_trace}"}]
+        return [s.MeasuredPart(label=f"trace {Path(cfg.from_trace).name}", model="trace",
+                               phase="trace", precision="trace", table=table,
+                               note=f"measured part read from {cfg.from_trace}")]
     if not cfg.measure:
         return []
     import importlib.util
@@ -111,10 +111,10 @@ def _measure(cfg: StudyConfig, models: list[ModelConfig], tell: Progress) -> lis
     tell("measure", 1, 1)
     why = ("--quick: a small model and one iteration" if cfg.quick
            else "bert-base, batch 4 x seq 128, 2 iterations")
-    return [{"label": f"this machine ({dev.type})", "model": name,
-             "phase": "seq 128", "precision": "fp32", "table": result.table,
-             "note": f"measured with torch.profiler on {dev.type}: {why}",
-             "iteration_s": result.meta.get("iteration_s")}]
+    return [s.MeasuredPart(label=f"this machine ({dev.type})", model=name, phase="seq 128",
+                           precision="fp32", table=result.table,
+                           note=f"measured with torch.profiler on {dev.type}: {why}",
+                           iteration_s=result.facts.iteration_s)]
 
 
 def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
@@ -143,19 +143,19 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
                              f"({e.strerror or e})") from None
     try:
         measured = _measure(cfg, models, tell)
-        ctx = s1.Ctx(models=models, devices=devices, precisions=precisions,
+        ctx = s.Ctx(models=models, devices=devices, precisions=precisions,
                      phases=list(PHASES), measured=measured)
-        steps: Sequence[Callable[[s1.Ctx], s1.Section]] = (
-            s1.where_time_goes, s1.bound_share, s1.gemm_shapes,
-            lambda c: s1.optimizer_share(c, sweep), s1.mixed_precision,
-            lambda c: s2.scaling(c, sweep), lambda c: s2.checkpointing(c, sweep),
-            s2.distributed, lambda c: s2.implications(c, sweep))
+        steps: Sequence[Callable[[s.Ctx], s.Section]] = (
+            s.where_time_goes, s.bound_share, s.gemm_shapes,
+            lambda c: s.optimizer_share(c, sweep), s.mixed_precision,
+            lambda c: s.scaling(c, sweep), lambda c: s.checkpointing(c, sweep),
+            s.distributed, lambda c: s.implications(c, sweep))
         sections = []
         for i, step in enumerate(steps):
             sections.append(step(ctx))
             tell("sections", i + 1, len(steps))
         settings = _settings(cfg, ctx, measured, time.perf_counter() - t0)
-        sections.append(_how(ctx, measured, settings))
+        sections.append(s.method(ctx, measured, settings))
         files = write_report(tmp, sections, settings, tell)
         doc = {"settings": settings, "sections": [
             {"key": s.key, "title": s.title, "findings": s.findings, "notes": s.notes,
@@ -177,7 +177,7 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
                        seconds=time.perf_counter() - t0, files=files)
 
 
-def _settings(cfg: StudyConfig, ctx: s1.Ctx, measured: list[dict], seconds: float
+def _settings(cfg: StudyConfig, ctx: s.Ctx, measured: list[s.MeasuredPart], seconds: float
               ) -> dict[str, Any]:
     import bertscope
 
@@ -196,52 +196,8 @@ def _settings(cfg: StudyConfig, ctx: s1.Ctx, measured: list[dict], seconds: floa
             "bertscope": bertscope.__version__, "torch": torch_version,
             "python": platform.python_version(), "machine": platform.machine(),
             "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "measured": [m["note"] for m in measured],
+            "cpus": os.cpu_count(), "measured": [m.note for m in measured],
             "seconds": seconds}
-
-
-def _how(ctx: s1.Ctx, measured: list[dict], settings: dict[str, Any]) -> s1.Section:
-    """10. How this was obtained."""
-    import pandas as pd
-
-    dev = pd.DataFrame([{"device": d.device.name, "sku": d.device.sku,
-                         "gemm model": d.gemm.source, "bandwidth model": d.bandwidth.source,
-                         "overhead model": d.overhead.source} for d in ctx.devices])
-    assumed = [d.device.name for d in ctx.devices if "assumed" in d.gemm.source]
-    findings = [f"Predicted parts: the analytic op table of each configuration timed by the "
-                f"roofline with efficiency models; {len(assumed)} of {len(ctx.devices)} devices "
-                f"use assumed default models (calibrate one with `bertscope calibrate` and pass "
-                f"the profile in --devices)."]
-    findings += [m["note"] + "." for m in measured] or [
-        "No measured part (--no-measure): every number is predicted."]
-    rows = []
-    for m in measured:  # measured vs predicted where a profile of this kind of device exists
-        job = getattr(m["table"], "job", None)
-        if job is None or not m.get("iteration_s"):
-            continue
-        for d in ctx.devices:
-            if d.device.kind.value != "cpu":
-                continue
-            from bertscope.analytic import build
-            from bertscope.perf import predict
-
-            t = predict(build(job), d).meta["prediction"]["time_s"]
-            err = (t - m["iteration_s"]) / m["iteration_s"]
-            rows.append({"device": d.device.name, "measured_s": m["iteration_s"],
-                         "predicted_s": t, "error": err})
-            findings.append(f"{m['model']} on {d.device.name}: predicted {t * 1e3:.0f} ms vs "
-                            f"measured {m['iteration_s'] * 1e3:.0f} ms ({err:+.0%}).")
-    if measured and not rows:
-        findings.append("No CPU profile among the devices, so the measured part is not "
-                        "compared with a prediction: pass the profile `bertscope calibrate` "
-                        "writes in --devices.")
-    tables = {"devices": dev}
-    if rows:
-        tables["measured_vs_predicted"] = pd.DataFrame(rows)
-    return s1.Section("how", "How this was obtained", findings, tables, "none",
-                      notes=[f"bertscope {settings['bertscope']}, torch {settings['torch']}, "
-                             f"Python {settings['python']} on {settings['machine']} "
-                             f"({settings['cpus']} CPUs)"])
 
 
 __all__ = ["DEVICES", "MODELS", "PHASES", "StudyConfig", "StudyResult", "study"]

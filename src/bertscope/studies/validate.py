@@ -51,7 +51,7 @@ def compare(result: Measurement, profile: DeviceProfile) -> dict[str, Any]:
     t_pred = float(pred.df["time_s"].sum())
     op_pred = pred.df.assign(time_s=pred.df["time_s"] - pred.df["host_s"])
     t_pred_ops = float(op_pred["time_s"].sum())
-    t_iter = float(result.meta["iteration_s"])
+    t_iter = float(result.facts.iteration_s)  # type: ignore[arg-type]
     t_ops = float(measured.df["time_s"].sum())
     shares = pd.concat(
         [measured.df.groupby("category")["time_s"].sum().rename("measured") / t_ops,
@@ -123,7 +123,7 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
         m, run = spec.configs()
         result = run_profile(m, run, iters=iters, warmup=warmup, device=device,
                              statistic=statistic)
-        faults = unsettled_faults(result.meta) if device == "cpu" else None
+        faults = unsettled_faults(result.facts) if device == "cpu" else None
         if faults is not None:  # this process's heap spoiled it: again in a clean one
             log(f"{spec} faulted {faults:,} pages per measured iteration in this process; "
                 f"measuring it again in a fresh process")

@@ -1,6 +1,6 @@
 """Read any PyTorch profiler (Kineto / Chrome) trace into the op-table taxonomy.
 
-    table = read_trace("trace.json.gz")          # OpTable: per-iteration rows, meta["trace"]
+    table = read_trace("trace.json.gz")          # OpTable: per-iteration rows, TraceSummary
     table.by_category()                           # busy time and share per category
     result = analyze_trace("traces/", rank=0)     # per-rank tables, streams, overlap, unknowns
 
@@ -14,19 +14,19 @@ user's pattern file tried first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from bertscope.errors import BertscopeError
-from bertscope.optable import OpTable
+from bertscope.optable import OpTable, Provenance, Record
 from bertscope.taxonomy import Classifier, Pattern, load_patterns
 from bertscope.trace.breakdown import RankBreakdown, break_down, mean_table
 from bertscope.trace.gemm_ops import has_gemm_shape
 from bertscope.trace.reader import rank_from_name, read_events, read_rank, trace_files
 from bertscope.trace.summaries import (
-    Record,
+    Row,
     frame,
     fused_records,
     module_records,
@@ -39,15 +39,72 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def rank_summary(b: RankBreakdown) -> dict[str, Any]:
+    """One rank's breakdown as exports write it (meta "trace" "per_rank"): path, iterations,
+    time source, busy time, shares by category, sublayer and phase, the top names, devices
+    and streams, and the file's header."""
+    return {
+        "path": str(b.path), "iterations": b.iterations, "time_source": b.time_source,
+        "busy_s": float(b.table.columns["time_s"].sum()),
+        "by_category": shares(b.table, "category"),
+        "by_sublayer": shares(b.table, "sublayer"),
+        "by_phase": shares(b.table, "phase"),
+        "top": top_records(b.table, 10),
+        "devices": b.device_rows, "streams": b.stream_rows,
+        **b.header,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSummary(Record):
+    """What a read trace says beside its mean rows (the mean table's record): where it was
+    read from, its ranks (their breakdowns, the same objects as `TraceResult.ranks`), the
+    time source, the Inductor kernels and the names no pattern matched. Exported as meta
+    "path", "ranks", "time_source" and "trace" (per rank: `rank_summary`); not read
+    back (a saved trace export loads with these entries kept as they are)."""
+
+    KEYS: ClassVar[tuple[str, ...]] = ()
+    path: str
+    ranks: Mapping[int, RankBreakdown]
+    time_source: str
+    """"device" or "cpu" (several, comma-separated, when ranks differ)."""
+    fused: tuple[Row, ...]
+    """`fused_records` of the mean table."""
+    unknown: tuple[Row, ...]
+    """`unknown_records` of the mean table."""
+    unknown_s: float
+    """Time per iteration of the names no pattern matched."""
+    unknown_share: float
+    """Their share of all time."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as exports write it."""
+        return {"path": self.path, "ranks": sorted(self.ranks), "time_source": self.time_source,
+                "trace": {"per_rank": {str(r): rank_summary(b) for r, b in self.ranks.items()},
+                          "fused": list(self.fused), "unknown": list(self.unknown),
+                          "unknown_s": self.unknown_s, "unknown_share": self.unknown_share}}
+
+    @classmethod
+    def from_dict(cls, entries: Mapping[str, Any]) -> TraceSummary:
+        """Not read back (see the class docstring)."""
+        raise NotImplementedError("a trace summary is not read back")
+
+
 @dataclass
 class TraceResult:
-    """A read trace: the op table (mean over ranks) and each rank's breakdown. The methods
-    give DataFrames (pandas imported then); `trace.summaries` has the same as records."""
+    """A read trace: the op table (mean over ranks, carrying the `TraceSummary`) and each
+    rank's breakdown. The methods give DataFrames (pandas imported then); `trace.summaries`
+    has the same as records."""
 
     table: OpTable
     ranks: dict[int, RankBreakdown] = field(default_factory=dict)
 
-    def device_records(self, attr: str = "device_rows") -> list[Record]:
+    @property
+    def summary(self) -> TraceSummary:
+        """The trace's summary (the mean table's record)."""
+        return TraceSummary.of(self.table)
+
+    def device_records(self, attr: str = "device_rows") -> list[Row]:
         """`devices()` as records (`attr` "stream_rows": `streams()`)."""
         return [{"rank": k, **row} for k, r in self.ranks.items() for row in getattr(r, attr)]
 
@@ -135,15 +192,17 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
         ranks[r] = break_down(ev, r, classify)
         del ev
     ranks = dict(sorted(ranks.items()))
-    result = TraceResult(table=mean_table((b.table for b in ranks.values()), {}), ranks=ranks)
-    result.table.meta = _meta(result, path)
-    unknown = unknown_records(result.table, result.unknown_names())
-    total = float(result.table.columns["time_s"].sum())
+    table = mean_table(b.table for b in ranks.values())
+    unknown_names = set().union(*(b.unknown for b in ranks.values())) if ranks else set()
+    unknown = unknown_records(table, unknown_names)
+    total = float(table.columns["time_s"].sum())
     unknown_s = sum(r["time_s"] for r in unknown)
-    result.table.meta["trace"].update(
-        fused=fused_records(result.table), unknown=unknown, unknown_s=unknown_s,
+    summary = TraceSummary(
+        path=str(path), ranks=ranks,
+        time_source=",".join(sorted({b.time_source for b in ranks.values()})),
+        fused=tuple(fused_records(table)), unknown=tuple(unknown), unknown_s=unknown_s,
         unknown_share=unknown_s / total if total > 0 else 0.0)
-    return result
+    return TraceResult(table=table.with_records(Provenance("trace"), summary), ranks=ranks)
 
 
 def _peek_rank(f: Path) -> int | None:
@@ -155,27 +214,9 @@ def read_trace(path: str | Path, *, rank: int | None = None,
                patterns: str | Path | Sequence[Pattern] | None = None) -> OpTable:
     """A trace (file or folder of per-rank files) as an op table: one row per distinct
     (name, layer, sublayer, category, phase), time and count per iteration (mean over
-    ranks); `meta["trace"]` holds the per-rank breakdowns, streams, overlap and unknowns."""
+    ranks); its `TraceSummary` holds the per-rank breakdowns, streams, overlap and unknowns."""
     return analyze_trace(path, rank=rank, patterns=patterns).table
 
 
-def _meta(result: TraceResult, path: str | Path) -> dict[str, Any]:
-    per_rank = {}
-    for r, b in result.ranks.items():
-        per_rank[str(r)] = {
-            "path": str(b.path), "iterations": b.iterations, "time_source": b.time_source,
-            "busy_s": float(b.table.columns["time_s"].sum()),
-            "by_category": shares(b.table, "category"),
-            "by_sublayer": shares(b.table, "sublayer"),
-            "by_phase": shares(b.table, "phase"),
-            "top": top_records(b.table, 10),
-            "devices": b.device_rows, "streams": b.stream_rows,
-            **b.header,
-        }
-    sources = sorted({b.time_source for b in result.ranks.values()})
-    return {"producer": "trace", "path": str(path), "ranks": sorted(result.ranks),
-            "time_source": ",".join(sources),
-            "trace": {"per_rank": per_rank}}
-
-
-__all__ = ["RankBreakdown", "TraceResult", "analyze_trace", "read_trace"]
+__all__ = ["RankBreakdown", "TraceResult", "TraceSummary", "analyze_trace", "rank_summary",
+           "read_trace"]

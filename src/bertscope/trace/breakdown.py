@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bertscope.optable import Combine, Op, OpTable, combine
+from bertscope.optable import Combine, Op, OpTable, Provenance, Record, combine
 from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Regex, Sublayer
 from bertscope.trace.attribute import ITER, PHASE, SCOPE, Attributor
 from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
@@ -461,6 +461,9 @@ class RankBreakdown:
     unknown: frozenset[str] = frozenset()
     """Names that no pattern matched (their rows' categories come from the launching op)."""
     header: dict[str, Any] = field(default_factory=dict)
+    """The trace file's schemaVersion, distributedInfo and traceName, where it has them."""
+    scoped: bool = False
+    """Whether the trace holds bertscope's own scopes (record_function layer/sublayer)."""
 
 
 def break_down(ev: Events, rank: int, classify: Classifier) -> RankBreakdown:
@@ -477,21 +480,19 @@ def break_down(ev: Events, rank: int, classify: Classifier) -> RankBreakdown:
         ops = w.placer.ops(w.iterations)
         unknown = {o.name for o in ops if match(o.name) is None}
         devices, streams = [], []
-    table = OpTable.from_ops(ops, {"producer": "trace", "rank": rank, "path": str(ev.path),
-                                   "iterations": w.iterations,
-                                   "time_source": "device" if has_device else "cpu",
-                                   "bertscope_scopes": w.scoped})
+    table = OpTable.from_ops(ops, (Provenance("trace"),))
     return RankBreakdown(rank=rank, path=ev.path, table=table, iterations=w.iterations,
                          time_source="device" if has_device else "cpu", device_rows=devices,
                          stream_rows=streams, unknown=frozenset(unknown),
                          header={k: v for k, v in ev.header.items()
-                                 if k in ("schemaVersion", "distributedInfo", "traceName")})
+                                 if k in ("schemaVersion", "distributedInfo", "traceName")},
+                         scoped=w.scoped)
 
 
-def mean_table(parts: Iterable[OpTable], meta: dict[str, Any]) -> OpTable:
+def mean_table(parts: Iterable[OpTable], records: Iterable[Record] = ()) -> OpTable:
     """Rows averaged over ranks: each rank's per-iteration rows summed, divided by ranks
     (`combine`'s mean: a row missing on a rank counts 0 there, count rounded, at least 1)."""
-    return combine(list(parts), Combine.MEAN, meta=meta)
+    return combine(list(parts), Combine.MEAN, records=records)
 
 
 __all__ = ["GENERIC", "RankBreakdown", "break_down", "kernel_place", "launch_keys",

@@ -14,7 +14,8 @@ from typing import Any
 from bertscope.optable import OpTable
 from bertscope.taxonomy import fused_ops
 
-Record = dict[str, Any]
+Row = dict[str, Any]
+"""One row of a report table (a plain record: name, time_s, count, ...)."""
 
 INDUCTOR_KERNEL = re.compile(r"^triton_(poi|red|per|for|tem)_")
 """Names of torch.compile (Inductor) kernels."""
@@ -35,7 +36,7 @@ def _sums(table: OpTable, key: Iterable[str]) -> tuple[dict[tuple[Any, ...], lis
     return out, total
 
 
-def top_records(table: OpTable, n: int) -> list[Record]:
+def top_records(table: OpTable, n: int) -> list[Row]:
     """The n (name, category) pairs with the most time, largest first (ties in first-seen
     order), with count and share of all time."""
     sums, total = _sums(table, ("name", "category"))
@@ -45,7 +46,7 @@ def top_records(table: OpTable, n: int) -> list[Record]:
             for (name, cat), (t, c) in rows]
 
 
-def unknown_records(table: OpTable, names: Collection[str]) -> list[Record]:
+def unknown_records(table: OpTable, names: Collection[str]) -> list[Row]:
     """Names no pattern matched: time, count and the categories their rows took from the
     launching op, most time first."""
     cols = table.columns
@@ -62,7 +63,7 @@ def unknown_records(table: OpTable, names: Collection[str]) -> list[Record]:
             for n, (t, c, cats) in rows]
 
 
-def fused_records(table: OpTable) -> list[Record]:
+def fused_records(table: OpTable) -> list[Row]:
     """Inductor kernels, most time first: name, category, the ATen ops it fuses, time,
     count."""
     sums, _ = _sums(table, ("name", "category"))
@@ -72,7 +73,7 @@ def fused_records(table: OpTable) -> list[Record]:
              "time_s": t, "count": c} for (name, cat), (t, c) in rows]
 
 
-def module_records(table: OpTable) -> list[Record]:
+def module_records(table: OpTable) -> list[Row]:
     """The module tree: every prefix of the rows' module paths, parents before children
     (siblings in the order they first ran), with depth, its last element, time (its rows
     and all below), share of all time and launches."""
@@ -119,12 +120,12 @@ def shares(table: OpTable, by: str) -> dict[str, dict[str, float]]:
                                   strict=True)}
 
 
-def frame(records: list[Record], columns: Iterable[str]) -> Any:
+def frame(records: list[Row], columns: Iterable[str]) -> Any:
     """Records as a pandas DataFrame with `columns` (also when there are none)."""
     import pandas as pd
 
     return pd.DataFrame(records, columns=list(columns))
 
 
-__all__ = ["INDUCTOR_KERNEL", "Record", "frame", "fused_records", "module_records", "shares",
+__all__ = ["INDUCTOR_KERNEL", "Row", "frame", "fused_records", "module_records", "shares",
            "top_records", "tree_order", "unknown_records"]

@@ -1,0 +1,131 @@
+"""What every study section shares: the phases, the `Section` a section returns, the
+`Ctx` (settings plus cached tables and predictions) and the helpers findings are written
+with.
+
+Every sentence of a section is built from the section's own tables: the numbers in it and
+the direction it states ("rises", "falls", which device) are read from the data, and a
+claim that fails for some device names that device instead of hiding it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from bertscope.analytic import build
+from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
+from bertscope.optable import OpTable
+from bertscope.perf import DeviceProfile, predict
+from bertscope.taxonomy import Category, Sublayer
+
+GEMM = {c.value for c in Category if c.is_gemm}
+MEMORY_BOUND_AT = 0.2
+"""A device "is memory-bound" for a configuration when at least this share of the predicted
+iteration is in ops bound by memory bandwidth."""
+
+
+@dataclass(frozen=True)
+class PhaseSpec:
+    """A BERT pretraining phase: sequence length and per-device micro-batch."""
+
+    name: str
+    seq: int
+    batch: int
+
+
+@dataclass
+class Section:
+    """One section of the report."""
+
+    key: str
+    title: str
+    findings: list[str]
+    tables: dict[str, pd.DataFrame]
+    figure: str
+    """Which renderer of `report.study_figures` draws it."""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class MeasuredPart:
+    """A measured run the study shows beside its predictions (a profile on this machine, or
+    an ingested trace)."""
+
+    label: str
+    """Where it ran, as the tables name the device ("this machine (cpu)", "trace x.json")."""
+    model: str
+    phase: str
+    precision: str
+    table: OpTable
+    """The measured op table."""
+    note: str
+    """How it was measured, in words."""
+    iteration_s: float | None = None
+    """The measured iteration (None for a trace)."""
+
+
+@dataclass
+class Ctx:
+    """The study's settings and its cached tables and predictions."""
+
+    models: list[ModelConfig]
+    devices: list[DeviceProfile]
+    precisions: list[Precision]
+    phases: list[PhaseSpec]
+    optimizer: Optimizer = Optimizer.LAMB
+    measured: list[MeasuredPart] = field(default_factory=list)
+    """The measured parts."""
+    _tables: dict[tuple[Any, ...], OpTable] = field(default_factory=dict)
+    _preds: dict[tuple[Any, ...], OpTable] = field(default_factory=dict)
+
+    def run(self, phase: PhaseSpec, precision: Precision, **kw: Any) -> RunConfig:
+        """The run of a phase in a precision."""
+        kw = {"batch": phase.batch, "seq": phase.seq, "optimizer": self.optimizer, **kw}
+        return RunConfig(precision=precision, **kw)
+
+    def table(self, m: ModelConfig, run: RunConfig) -> OpTable:
+        """The analytic op table (cached)."""
+        key = (m, run)
+        if key not in self._tables:
+            self._tables[key] = build(m, run)
+        return self._tables[key]
+
+    def pred(self, m: ModelConfig, run: RunConfig, dev: DeviceProfile) -> OpTable:
+        """The prediction on a device (cached)."""
+        key = (m, run, dev.device.name, id(dev))
+        if key not in self._preds:
+            self._preds[key] = predict(self.table(m, run), dev)
+        return self._preds[key]
+
+    @property
+    def big(self) -> ModelConfig:
+        """The largest model studied."""
+        return max(self.models, key=lambda m: m.hidden * m.num_layers)
+
+    @property
+    def low(self) -> Precision:
+        """The narrowest precision studied (the one fast training uses)."""
+        return self.precisions[-1]
+
+
+def pct(x: float) -> str:
+    """A share as a percentage for a sentence."""
+    if abs(x) >= 0.1:
+        return f"{100 * x:.0f}%"
+    return f"{100 * x:.1f}%" if abs(x) >= 0.001 or x == 0 else f"{100 * x:.2g}%"
+
+
+def shares(t: OpTable, by: str) -> pd.Series:
+    """Each value of column `by` (or "group": sublayer groups) as a share of the predicted
+    time."""
+    df = t.df
+    key = (df["sublayer"].map(lambda s: Sublayer(s).group.value) if by == "group"
+           else df[by].astype(str))
+    s = df.groupby(key, observed=True)["time_s"].sum()
+    return s / s.sum()
+
+
+__all__ = ["GEMM", "MEMORY_BOUND_AT", "Ctx", "MeasuredPart", "PhaseSpec", "Section", "pct",
+           "shares"]

@@ -1,0 +1,73 @@
+"""Section 3: GEMM heterogeneity (distinct shapes, FLOP shares, efficiency)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bertscope.perf import Prediction
+from bertscope.studies.sections.context import GEMM, Ctx, Section, pct
+from bertscope.taxonomy import Category, Phase
+
+
+def gemm_shapes(ctx: Ctx) -> Section:
+    """3. The distinct GEMM shapes, their FLOP share, intensity and predicted efficiency."""
+    dev = next((d for d in ctx.devices if "a100" in d.device.name), ctx.devices[0])
+    run = ctx.run(ctx.phases[0], ctx.low)
+    t = ctx.pred(ctx.big, run, dev)
+    df = t.df[t.df["category"].astype(str).isin(GEMM)].copy()
+    peak = Prediction.of(t).gemm_peak_flops
+    df["kind"] = np.where(df["category"].astype(str) == Category.BATCHED_GEMM.value,
+                          "attention (batched)", "linear")
+    df["pass"] = df["phase"].astype(str).map({Phase.FORWARD.value: "forward",
+                                              Phase.RECOMPUTE.value: "forward",
+                                              Phase.BACKWARD_DATA.value: "data gradient",
+                                              Phase.BACKWARD_WEIGHT.value: "weight gradient"})
+    g = df.groupby(["m", "n", "k", "batch", "kind", "pass"], observed=True).agg(
+        count=("count", "sum"), flops=("flops", "sum"), time_s=("time_s", "sum"),
+        intensity=("intensity", "mean")).reset_index()
+    g["flop_share"] = g["flops"] / g["flops"].sum()
+    g["efficiency"] = g["flops"] / g["time_s"] / peak
+    g = g.sort_values("flops", ascending=False).reset_index(drop=True)
+    kinds = g.groupby("kind")[["flops", "time_s"]].sum()
+    eff = kinds["flops"] / kinds["time_s"] / peak
+    share_f = kinds["flops"] / kinds["flops"].sum()
+    share_t = kinds["time_s"] / kinds["time_s"].sum()
+    big = g[g["flop_share"] >= 0.01]
+    worst = g.loc[g["efficiency"].idxmin()]
+    findings = [f"{ctx.big.name}, {ctx.phases[0].name}, {ctx.low.value} on {dev.device.name}: "
+                f"{len(g)} distinct GEMM shapes; the {len(big)} with at least 1% of the GEMM "
+                f"FLOPs reach {pct(big['efficiency'].min())} to {pct(big['efficiency'].max())}"
+                f" of the GEMM peak, the least efficient "
+                f"({int(worst['m'])}x{int(worst['n'])}x{int(worst['k'])}, "
+                f"{worst['pass']}) {pct(worst['efficiency'])}."]
+    if "attention (batched)" in kinds.index and "linear" in kinds.index:
+        a = "attention (batched)"
+        findings.append(f"Attention's batched GEMMs do {pct(share_f[a])} of the GEMM FLOPs but "
+                        f"take {pct(share_t[a])} of GEMM time, at {pct(eff[a])} of peak "
+                        f"against {pct(eff['linear'])} for the linear layers.")
+    passes = g.groupby("pass")[["flops", "time_s"]].sum()
+    pe = (passes["flops"] / passes["time_s"] / peak).sort_values()
+    findings.append(f"By pass: {', '.join(f'{k} {pct(v)}' for k, v in pe.items())} of peak.")
+    tables = {"gemm_shapes": g}
+    for meas in ctx.measured:  # achieved rates of the measured GEMMs (no peak to divide by)
+        mdf = meas.table.df
+        mg = mdf[mdf["category"].astype(str).isin(GEMM) & (mdf["time_s"] > 0)
+                 & (mdf["flops"] > 0)].copy()
+        if mg.empty:
+            continue
+        mg["kind"] = np.where(mg["category"].astype(str) == Category.BATCHED_GEMM.value,
+                              "attention (batched)", "linear")
+        shapes = mg.groupby(["m", "n", "k", "batch", "kind"], observed=True).agg(
+            flops=("flops", "sum"), time_s=("time_s", "sum")).reset_index()
+        shapes["achieved_gflops"] = shapes["flops"] / shapes["time_s"] / 1e9
+        tables["measured_gemms"] = shapes.sort_values("flops", ascending=False)
+        by_kind = shapes.groupby("kind")[["flops", "time_s"]].sum()
+        rate = (by_kind["flops"] / by_kind["time_s"] / 1e9).round(1)
+        findings.append(f"Measured on {meas.label} ({meas.model}): {len(shapes)} GEMM "
+                        f"shapes run at {shapes['achieved_gflops'].min():.1f} to "
+                        f"{shapes['achieved_gflops'].max():.1f} GFLOP/s ("
+                        + ", ".join(f"{k} {v:g}" for k, v in rate.items()) + " overall).")
+    return Section("gemm", "GEMM heterogeneity", findings, tables, "gemm")
+
+
+__all__ = ["gemm_shapes"]
