@@ -116,12 +116,15 @@ def test_every_figure_equals_the_per_configuration_path(model, device, batch, se
 @settings(max_examples=10, deadline=None)
 @given(hidden=st.lists(st.sampled_from([64, 96, 128]), min_size=1, max_size=2, unique=True),
        heads=st.lists(st.sampled_from([2, 3, 4]), min_size=1, max_size=2, unique=True),
-       vocab=st.sampled_from([100, 30522]), ffn=st.none() | st.sampled_from([100, 256]))
-def test_model_dimensions_as_axes(hidden, heads, vocab, ffn) -> None:
+       vocab=st.sampled_from([100, 30522]), ffn=st.none() | st.sampled_from([100, 256]),
+       precision=st.sampled_from(["fp32", "bf16"]))
+def test_model_dimensions_as_axes(hidden, heads, vocab, ffn, precision) -> None:
     """hidden, heads, intermediate and vocab_size swept on bert-tiny (intermediate left out
-    keeps the 4x ratio); heads that do not divide hidden are skipped."""
+    keeps the 4x ratio); heads that do not divide hidden are skipped. In bf16 autocast casts
+    each linear's weight and bias, whose sizes vary with the swept hidden size (an array)."""
     res = sweep(["bert-tiny"], ["a100"], hidden=hidden, heads=heads, vocab_size=[vocab],
-                intermediate=None if ffn is None else [ffn], batch=[2], seq=[32])
+                intermediate=None if ffn is None else [ffn], batch=[2], seq=[32],
+                precision=[precision])
     pairs = [(h, a) for h in hidden for a in heads if h % a == 0]
     assert res.evaluated == len(pairs) and res.skipped == res.grid_size - len(pairs)
     base = get_model("bert-tiny")
@@ -129,8 +132,9 @@ def test_model_dimensions_as_axes(hidden, heads, vocab, ffn) -> None:
         m = dataclasses.replace(base, hidden=row["hidden"], heads=row["heads"],
                                 vocab_size=vocab, intermediate=ffn or 4 * row["hidden"])
         assert row["intermediate"] == m.intermediate and row["vocab_size"] == vocab
-        assert row["params"] == build(m, RunConfig(batch=2, seq=32)).export_meta()["params"]
-        _check(row, _reference(m, RunConfig(batch=2, seq=32), "a100", Knobs()))
+        run = RunConfig(batch=2, seq=32, precision=precision)
+        assert row["params"] == build(m, run).export_meta()["params"]
+        _check(row, _reference(m, run, "a100", Knobs()))
 
 
 @pytest.mark.parametrize(("model", "seqs"), [("t5-small", [8, 16]), ("vit-base", [197])])

@@ -141,7 +141,7 @@ class Section:
         X needs no gradient (ViT's patch embedding of the pixels), so no data-gradient GEMM.
         `cast_input`: X arrives in fp32 (a norm's output), so autocast casts it first."""
         a = self.ab
-        casts = self._casts(name, sub, t * d_in, d_out * d_in, d_out if bias else 0,
+        casts = self._casts(name, sub, t * d_in, d_out * d_in, d_out, bias=bias,
                             cast_input=cast_input, input_grad=input_grad, split=split)
         # t (the tokens) is the one factor that may be a large array in a sweep: each
         # product takes it once, last (integers: exact in any order)
@@ -170,10 +170,11 @@ class Section:
         self.on_backward(*grads, *casts)
 
     def _casts(self, name: str, sub: Sublayer, x_elems: int, w_elems: int, b_elems: int, *,
-               cast_input: bool, input_grad: bool, split: TensorSplit) -> list[Op]:
+               bias: bool, cast_input: bool, input_grad: bool, split: TensorSplit) -> list[Op]:
         """Autocast's casts around one linear (`autocast`): the forward casts are appended
         to the forward rows now, before the GEMM; the casts of their gradients are returned
-        for the linear's backward rows."""
+        for the linear's backward rows. `b_elems` (the bias's elements, cast when `bias`) may
+        be an array in a sweep, so the flag, not its truth value, decides."""
         if not self.autocast:
             return []
         back = []
@@ -183,7 +184,7 @@ class Section:
                                    P.BACKWARD_DATA if input_grad else None))
         if self.cast_weights:
             back.append(self._cast(f"{name}.weight", sub, w_elems, split, P.BACKWARD_WEIGHT))
-            if b_elems:
+            if bias:
                 bias_split = T.REPLICATED if split is T.ROW else split
                 back.append(self._cast(f"{name}.bias", sub, b_elems, bias_split,
                                        P.BACKWARD_WEIGHT))
