@@ -2,9 +2,10 @@
 # The CUDA checks of the measured-profiling and performance-model issues, as one script for a
 # session that is lent a GPU (device tool). Not yet run on a GPU: no session so far had one.
 # Usage (on the device machine, repo root):  bash bench/gpu_checks.sh
-# Writes everything under ${OUT:-bench/results/gpu}.
+# Writes everything under ${OUT:-out/gpu} (ignored); commit a summary as
+# bench/results/gpu_checks.txt with its header (see bench/results/README.md).
 set -euo pipefail
-out="${OUT:-bench/results/gpu}"
+out="${OUT:-out/gpu}"
 mkdir -p "$out"
 python3 -m venv .venv-gpu
 .venv-gpu/bin/pip install -q -e ".[dev]" 2>&1 | tail -2   # the device's own torch build
