@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from bertscope.analytic.blocks import Block, Repeat
+from bertscope.analytic.families import model_blocks
 from bertscope.analytic.params import parameter_count
 from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.optable import Record
@@ -142,8 +143,6 @@ def memory_estimate(m: ModelConfig, run: RunConfig,
                     blocks: list[Block] | None = None) -> MemoryEstimate:
     """Memory of training `m` with `run` (from the iteration's blocks, built when not given)."""
     if blocks is None:
-        from bertscope.analytic.families import model_blocks
-
         blocks = model_blocks(m, run)
     return MemoryEstimate(**{k: int(v) for k, v in memory_parts(m, run, blocks).items()})
 

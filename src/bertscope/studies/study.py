@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertscope.config import ModelConfig, Precision
+from bertscope.config import ModelConfig, Precision, RunConfig
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.perf import DeviceProfile, load_profile
 from bertscope.presets import get_model
@@ -99,7 +99,6 @@ def _measure(cfg: StudyConfig, models: list[ModelConfig], tell: Progress
     if importlib.util.find_spec("torch") is None:
         raise BertscopeError("the measured part needs PyTorch (pip install 'bertscope[torch]')"
                              "; or pass --no-measure")
-    from bertscope.config import RunConfig
     from bertscope.measure.profile import profile, resolve_device
 
     name = "bert-mini" if cfg.quick else "bert-base"
