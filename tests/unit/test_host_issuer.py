@@ -9,7 +9,7 @@ import pytest
 
 from bertscope.analytic import build
 from bertscope.config import Family, RunConfig
-from bertscope.optable import Op, OpTable
+from bertscope.optable import Op, OpTable, ProfileFacts
 from bertscope.perf.bandwidth import Overhead, framework_launches
 from bertscope.perf.fit import fit_host_gap
 from bertscope.taxonomy import Category, Issuer, Phase, Sublayer
@@ -31,7 +31,7 @@ def test_host_seconds_skip_autocast_rows() -> None:
 
 def test_host_gap_fit_counts_framework_launches_only() -> None:
     measured = OpTable.from_ops([Op("aten::linear", 0, S.FFN1, C.GEMM, P.FORWARD, time_s=0.9)],
-                                {"iteration_s": 1.0})
+                                (ProfileFacts(iteration_s=1.0),))
     analytic = OpTable.from_ops([
         Op("ffn1", 0, S.FFN1, C.GEMM, P.FORWARD, count=40),
         Op("ffn1.weight_cast", 0, S.FFN1, C.DATA_MOVEMENT, P.FORWARD, count=60,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertscope.analytic import build
-from bertscope.config import Family, Optimizer, Precision, RunConfig
+from bertscope.config import Checkpoint, Family, Optimizer, Precision, RunConfig
 from bertscope.hardware import Device
 from bertscope.optable import OpTable
 from bertscope.perf import (
@@ -38,6 +38,7 @@ sizes = st.integers(1, 6)
 seqs = st.integers(1, 48)
 precisions = st.sampled_from(list(Precision))
 optimizers = st.sampled_from(list(Optimizer))
+checkpoints = st.sampled_from(list(Checkpoint))  # none, selective, full
 
 
 def _model(family: Family, a: int, d: int, layers: int = 2):
@@ -54,10 +55,10 @@ def _totals(m, **run):
 
 @FAST
 @given(families, heads, head_dims, sizes, seqs, precisions, optimizers, st.booleans(),
-       st.booleans(), st.integers(1, 3))
+       checkpoints, st.integers(1, 3))
 def test_flops_and_bytes_are_non_negative(family, a, d, b, s, prec, opt, drop, ckpt, micro):
     _, _, df = _totals(_model(family, a, d), batch=b, seq=s, precision=prec, optimizer=opt,
-                       dropout=drop, checkpointing=ckpt, micro_batches=micro)
+                       dropout=drop, checkpoint=ckpt, micro_batches=micro)
     for col in ("flops", "bytes_read", "bytes_written", "saved_bytes", "intensity"):
         assert (df[col] >= 0).all(), col
     assert (df["bytes_read"] + df["bytes_written"] > 0).all()
@@ -77,9 +78,9 @@ def test_totals_grow_with_batch_seq_and_hidden(family, a, d, b, s, prec):
 
 
 @FAST
-@given(families, heads, head_dims, sizes, seqs, st.booleans(), st.integers(1, 3))
+@given(families, heads, head_dims, sizes, seqs, checkpoints, st.integers(1, 3))
 def test_backward_gemm_flops_are_twice_forward(family, a, d, b, s, ckpt, micro):
-    _, _, df = _totals(_model(family, a, d), batch=b, seq=s, checkpointing=ckpt,
+    _, _, df = _totals(_model(family, a, d), batch=b, seq=s, checkpoint=ckpt,
                        micro_batches=micro)
     # Llama's rotary-table product (inverse frequencies x positions) needs no gradient
     g = df[gemm_mask(df["category"]) & (df["sublayer"] != Sublayer.ROTARY)]
@@ -161,7 +162,7 @@ def tables(draw) -> OpTable:
     m, seq = sized(tiny(draw(families)), draw(st.integers(1, 32)))
     run = RunConfig(batch=draw(st.integers(1, 4)), seq=seq,
                     precision=draw(precisions), optimizer=draw(optimizers),
-                    dropout=draw(st.booleans()), checkpointing=draw(st.booleans()),
+                    dropout=draw(st.booleans()), checkpoint=draw(checkpoints),
                     micro_batches=draw(st.integers(1, 2)))
     return build(m, run)
 
