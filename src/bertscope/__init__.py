@@ -1,4 +1,9 @@
-"""bertscope: where the time, bytes and FLOPs of Transformer training go."""
+"""bertscope: where the time, bytes and FLOPs of Transformer training go.
+
+Every public function checks its arguments as the command line does (the same config
+classes, enum parsers and sweep axis parser): a bad value raises `bertscope.Error` (the
+alias of `BertscopeError`) with the command line's one-line message; where a list is
+expected, a single value (a string included) is one value."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from bertscope.analytic import build, memory_estimate, ops, parameter_count
     from bertscope.config import Family, ModelConfig, Optimizer, Precision, RunConfig
-    from bertscope.errors import BertscopeError
+    from bertscope.errors import BertscopeError, Error
     from bertscope.job import Job, Layout
     from bertscope.optable import Op, OpTable
     from bertscope.presets import PRESETS, get_model
@@ -23,7 +28,7 @@ _LAZY = {
     **dict.fromkeys(("Family", "ModelConfig", "Optimizer", "Precision", "RunConfig"),
                     "bertscope.config"),
     **dict.fromkeys(("PRESETS", "get_model"), "bertscope.presets"),
-    "BertscopeError": "bertscope.errors",
+    **dict.fromkeys(("BertscopeError", "Error"), "bertscope.errors"),
     **dict.fromkeys(("Job", "Layout"), "bertscope.job"),
     **dict.fromkeys(("Op", "OpTable"), "bertscope.optable"),
     **dict.fromkeys(("Category", "Phase", "Sublayer"), "bertscope.taxonomy"),
@@ -54,6 +59,7 @@ __all__ = [
     "PRESETS",
     "BertscopeError",
     "Category",
+    "Error",
     "Family",
     "Job",
     "Layout",

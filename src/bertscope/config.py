@@ -7,8 +7,11 @@ checkpoints' config.json files exactly, so parameter counts match Hugging Face's
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
+from numbers import Integral
 from typing import Any, TypeVar
 
 from bertscope.errors import (
@@ -16,6 +19,7 @@ from bertscope.errors import (
     check_positive_ints,
     is_positive_int,
     parse_enum,
+    shown,
 )
 
 # Model families and their layout properties live in `bertscope.family` (re-exported here).
@@ -350,12 +354,16 @@ class RunConfig:
     table keeps its rows, the prediction fuses them (`perf.kernel_fusion.fuse`)."""
 
     def __post_init__(self) -> None:
+        for name in ("batch", "seq", "micro_batches", "decoder_seq"):  # numpy ints: ints
+            value = getattr(self, name)
+            if isinstance(value, Integral) and not isinstance(value, bool):
+                object.__setattr__(self, name, int(value))
         check_positive_ints(self, ("batch", "seq", "micro_batches"),
                             limits={"batch": 2**31, "micro_batches": 2**20})
         if self.decoder_seq is not None and (not is_positive_int(self.decoder_seq)
                                              or self.decoder_seq > 2**31):
             raise BertscopeError(f"decoder_seq must be a positive integer or None, got "
-                                 f"{self.decoder_seq!r}")
+                                 f"{shown(self.decoder_seq)}")
         object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
         object.__setattr__(self, "optimizer", parse_enum(Optimizer, self.optimizer, "optimizer"))
         object.__setattr__(self, "attention", parse_enum(Attention, self.attention,
@@ -363,9 +371,9 @@ class RunConfig:
         object.__setattr__(self, "checkpoint", parse_enum(Checkpoint, self.checkpoint,
                                                           "checkpoint"))
         for name in ("dropout", "masked_lm_only", "fusion"):
-            if not isinstance(getattr(self, name), bool):
-                raise BertscopeError(f"{name} must be true or false, got "
-                                     f"{getattr(self, name)!r}")
+            if not isinstance(getattr(self, name), bool):  # never a truthy string
+                raise BertscopeError(f"{name} must be true or false (a bool), got "
+                                     f"{shown(getattr(self, name))}")
 
     @property
     def tokens(self) -> int:
@@ -416,15 +424,31 @@ def from_dict(kind: type[T], doc: Any, origin: str) -> T:
     (or fail validation if they have none)."""
     if not isinstance(doc, dict):
         raise BertscopeError(f"{origin}: expected an object, got {type(doc).__name__}")
-    known = {f.name for f in fields(kind)}  # type: ignore[arg-type]
-    unknown = sorted(set(doc) - known)
+    known = [f.name for f in fields(kind)]  # type: ignore[arg-type]
+    unknown = [k for k in doc if k not in known]
     if unknown:
-        raise BertscopeError(f"{origin}: no field {', '.join(map(repr, unknown))}; fields: "
-                             f"{', '.join(sorted(known))}")
+        close = difflib.get_close_matches(str(unknown[0]), known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise BertscopeError(f"{origin}: no field {', '.join(map(shown, unknown[:3]))}{hint}; "
+                             f"fields: {', '.join(sorted(known))}")
     try:
         return kind(**doc)
     except (TypeError, BertscopeError) as e:  # a required field missing, or a bad value
         raise BertscopeError(f"{origin}: {e}") from None
+
+
+def as_run(run: RunConfig | Mapping[str, Any] | None, origin: str = "run") -> RunConfig:
+    """A public function's run argument as a `RunConfig`: one as is, a mapping of its fields
+    (`{"batch": 8, "checkpoint": "full"}`: unknown names refused with the closest field
+    named), or None for the defaults; anything else is refused in one line."""
+    if run is None:
+        return RunConfig()
+    if isinstance(run, RunConfig):
+        return run
+    if isinstance(run, Mapping):
+        return from_dict(RunConfig, dict(run), origin)
+    raise BertscopeError(f"{origin}: expected a RunConfig or a dict of its fields, got "
+                         f"{type(run).__name__} {shown(run)}")
 
 
 __all__ = [
@@ -439,6 +463,7 @@ __all__ = [
     "Positions",
     "Precision",
     "RunConfig",
+    "as_run",
     "config_dict",
     "from_dict",
     "setting",

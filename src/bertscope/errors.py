@@ -1,11 +1,15 @@
 """The one error type users see (a one-line message that says what is wrong and how to fix it),
-and the two checks every config and loader shares: an enum value, a positive integer."""
+and the checks every config, loader and public function shares: an enum value, a positive
+integer, one value or a list of values (`as_values`), a value shown short (`shown`)."""
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
+import reprlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from enum import Enum
 from typing import Any, TypeVar
@@ -15,6 +19,11 @@ E = TypeVar("E", bound=Enum)
 
 class BertscopeError(ValueError):
     """Bad input (config, preset name, file, CLI value). The CLI prints it as one line, exit 2."""
+
+
+Error = BertscopeError
+"""`bertscope.Error`: the public API's name for `BertscopeError` (the same class, not a
+second hierarchy): `except bertscope.Error` catches every bad-input error the package raises."""
 
 
 def parse_enum(kind: type[E], value: Any, what: str, origin: str = "") -> E:
@@ -28,7 +37,7 @@ def parse_enum(kind: type[E], value: Any, what: str, origin: str = "") -> E:
     except (ValueError, TypeError):
         choices = ", ".join(str(m.value) for m in kind)
         where = f"{origin}: " if origin else ""
-        raise BertscopeError(f"{where}unknown {what} {value!r}; choose one of: "
+        raise BertscopeError(f"{where}unknown {what} {shown(value)}; choose one of: "
                              f"{choices}") from None
 
 
@@ -41,6 +50,46 @@ def is_positive_number(value: Any) -> bool:
     """True for a finite int or float (not a bool) above zero."""
     return (isinstance(value, int | float) and not isinstance(value, bool)
             and math.isfinite(value) and value > 0)
+
+
+_SHORT = reprlib.Repr()
+for _limit, _value in (("maxstring", 40), ("maxother", 40), ("maxlong", 40), ("maxlist", 4),
+                       ("maxtuple", 4), ("maxset", 4), ("maxdict", 4), ("maxlevel", 2)):
+    setattr(_SHORT, _limit, _value)
+
+
+def shown(value: Any) -> str:
+    """A value as an error line shows it: its repr cut short (a 100,000-character name, a
+    10**400 integer or a long list stays a few dozen characters)."""
+    try:
+        return _SHORT.repr(value)
+    except Exception:  # a repr that fails, or an int past Python's digit limit
+        return f"<{type(value).__name__}>"
+
+
+MAX_VALUES = 10_000_000
+"""Most values `as_values` takes from one argument (as many as a command-line range)."""
+
+
+def as_values(value: Any, what: str) -> tuple[Any, ...]:
+    """An argument that takes one value or several, as a tuple: a list, tuple, range, set,
+    array or other iterable gives its items; a string, bytes or a path is ONE value (never
+    its characters), and so is anything not iterable (`batch=8` is `batch=[8]`). A mapping
+    is refused (its keys would be taken silently), and so is an iterable of more than
+    `MAX_VALUES` items (an endless generator included)."""
+    if isinstance(value, str | bytes | bytearray | os.PathLike):
+        return (value,)
+    if isinstance(value, Mapping):
+        raise BertscopeError(f"{what}: expected a value or a list of values, got a "
+                             f"{type(value).__name__} {shown(value)}")
+    try:
+        items = iter(value)
+    except TypeError:  # a number, a config object, a 0-d array: one value
+        return (value,)
+    out = tuple(itertools.islice(items, MAX_VALUES + 1))
+    if len(out) > MAX_VALUES:
+        raise BertscopeError(f"{what}: more than {MAX_VALUES:,} values; give fewer")
+    return out
 
 
 REQUIRED: Any = object()
@@ -73,10 +122,9 @@ def expect(doc: dict[str, Any], key: str, kind: type, origin: str, default: Any 
         ok = isinstance(value, kind)
     low = ok and minimum is not None and value < minimum
     if not ok or low:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         bound = f" >= {minimum:g}" if minimum is not None else ""
         raise BertscopeError(f"{origin}: {key}: expected {_KIND_NAMES.get(kind, kind.__name__)}"
-                             f"{bound}, got {shown} ({type(value).__name__})")
+                             f"{bound}, got {shown(value)} ({type(value).__name__})")
     return float(value) if kind is float else value
 
 
@@ -131,7 +179,8 @@ def check_positive_ints(obj: Any, names: tuple[str, ...], prefix: str = "", *,
     for name in names:
         value = getattr(obj, name)
         if not is_positive_int(value):
-            raise BertscopeError(f"{prefix}{name} must be a positive integer, got {value!r}")
+            raise BertscopeError(f"{prefix}{name} must be a positive integer, got "
+                                 f"{shown(value)}")
         cap = (limits or {}).get(name, MAX_SIZE)
         if value > cap:
             raise BertscopeError(f"{prefix}{name} {value} exceeds the supported maximum "
@@ -142,10 +191,13 @@ __all__ = [
     "MAX_SIZE",
     "STOP",
     "BertscopeError",
+    "Error",
     "StopRequest",
+    "as_values",
     "check_positive_ints",
     "expect",
     "is_positive_int",
     "is_positive_number",
     "parse_enum",
+    "shown",
 ]

@@ -4,12 +4,13 @@ or a Hugging Face config.json path)."""
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 from bertscope.config import Activation, Family, ModelConfig
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, shown
 from bertscope.hf_config import from_hf_config
 
 
@@ -134,20 +135,34 @@ PRESETS: dict[str, ModelConfig] = {
 
 
 
-def get_model(name_or_path: str | Path) -> ModelConfig:
-    """A preset by name, or a Hugging Face config.json by path.
+def get_model(name_or_path: str | Path | ModelConfig) -> ModelConfig:
+    """A preset by name, or a Hugging Face config.json by path (a `ModelConfig` as is).
 
-    Unknown names raise with the closest preset names suggested.
+    Unknown names raise with the closest preset names suggested; anything but a string, a
+    path or a ModelConfig (a list, None, a number) is refused in one line.
     """
-    key = str(name_or_path)
+    if isinstance(name_or_path, ModelConfig):
+        return name_or_path
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise BertscopeError(f"model: expected a preset name, a config.json path or a "
+                             f"ModelConfig, got {type(name_or_path).__name__} "
+                             f"{shown(name_or_path)}")
+    key = os.fspath(name_or_path)
+    if not isinstance(key, str):  # a bytes path
+        raise BertscopeError(f"model: expected a preset name or a path as text, got "
+                             f"{shown(key)}")
     if key in PRESETS:
         return PRESETS[key]
     p = Path(key)
-    if p.suffix == ".json" or p.is_dir() or p.exists() or "/" in key:
+    try:
+        on_disk = p.suffix == ".json" or "/" in key or p.is_dir() or p.exists()
+    except (OSError, ValueError):  # a name too long for a path, a NUL byte
+        on_disk = False
+    if on_disk:
         return from_hf_config(p)
-    close = difflib.get_close_matches(key, list(PRESETS), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(key[:200], list(PRESETS), n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(close)}?" if close else "see `bertscope models`"
-    raise BertscopeError(f"unknown model {key!r}; {hint}")
+    raise BertscopeError(f"unknown model {shown(key)}; {hint}")
 
 
 def with_changes(model: ModelConfig, **changes: Any) -> ModelConfig:

@@ -18,6 +18,7 @@ time is the sum of the rows' times.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 import numpy as np
 
 from bertscope.config import Precision
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, shown
 from bertscope.hardware import Device, NumberFormat
 from bertscope.optable import (
     Columns,
@@ -38,7 +39,7 @@ from bertscope.optable import (
     group_sum,
     stable_largest,
 )
-from bertscope.perf.efficiency import DeviceProfile, default_profile
+from bertscope.perf.efficiency import DeviceProfile, default_profile, load_profile
 from bertscope.perf.kernel_fusion import FusionStats
 from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
 from bertscope.taxonomy import gemm_mask
@@ -230,7 +231,7 @@ def _bound_code(compute: np.ndarray, memory: np.ndarray, top: np.ndarray,
     return code
 
 
-def predict(table: OpTable, profile: DeviceProfile | Device,
+def predict(table: OpTable, profile: DeviceProfile | Device | str | os.PathLike[str],
             precision: Precision | str | None = None, *,
             gemm_format: NumberFormat | str | None = None,
             knobs: Knobs | None = None) -> OpTable:
@@ -238,14 +239,27 @@ def predict(table: OpTable, profile: DeviceProfile | Device,
     compute_s, memory_s, overhead_s (the three candidate times), host_s (host time added),
     roofline_s and bound.
 
+    `profile` may also be a catalog name or a device or profile file (`load_profile`).
     `precision` defaults to the table's run precision (`table.run.precision`); a bare
     `Device` gets its kind's default efficiency models. `gemm_format` forces the GEMM peak's
     format (e.g. "tf32"); `knobs` scales the device's figures (what-ifs). Totals go to the
     table's `Prediction` record (`Prediction.of(result)`). Works on the table's columns (no
     pandas); the result is column-backed unless `table` is DataFrame-backed.
     """
+    if not isinstance(table, OpTable):
+        raise BertscopeError(f"predict: expected an OpTable (bertscope.ops, read_trace, ...), "
+                             f"got {type(table).__name__} {shown(table)}")
+    if isinstance(profile, str | os.PathLike):  # a catalog name, device or profile file
+        profile = load_profile(profile)
     if isinstance(profile, Device):
         profile = default_profile(profile)
+    if not isinstance(profile, DeviceProfile):
+        raise BertscopeError(f"predict: expected a device (a catalog name, a device or "
+                             f"profile file, a Device or a DeviceProfile), got "
+                             f"{type(profile).__name__} {shown(profile)}")
+    if knobs is not None and not isinstance(knobs, Knobs):
+        raise BertscopeError(f"predict: knobs must be a Knobs or None, got "
+                             f"{type(knobs).__name__} {shown(knobs)}")
     if precision is None:
         if table.job is None:
             raise BertscopeError("the op table carries no run configuration; pass precision=")

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertscope.config import ModelConfig, Precision, RunConfig
-from bertscope.errors import BertscopeError, parse_enum
+from bertscope.config import ModelConfig, Precision, RunConfig, from_dict
+from bertscope.errors import BertscopeError, as_values, parse_enum, shown
 from bertscope.perf import DeviceProfile, load_profile
 from bertscope.presets import get_model
 from bertscope.studies import sections as s
@@ -53,11 +53,28 @@ class StudyConfig:
     from_trace: str | Path | None = None
 
     def __post_init__(self) -> None:
+        """Each list takes one value or several (a string is one value: `precisions="fp32"`);
+        every value, flag and path is checked here, before any work."""
         for name in ("models", "devices", "precisions"):
-            if not getattr(self, name):
+            values = as_values(getattr(self, name), name)
+            if not values:
                 raise BertscopeError(f"--{name}: give at least one")
+            bad = [v for v in values if not isinstance(v, str | os.PathLike)]
+            if bad:
+                raise BertscopeError(f"{name}: expected names or paths, got "
+                                     f"{type(bad[0]).__name__} {shown(bad[0])}")
+            object.__setattr__(self, name, tuple(os.fspath(v) for v in values))
         for p in self.precisions:
             parse_enum(Precision, p, "precision")
+        for name in ("quick", "measure"):
+            if not isinstance(getattr(self, name), bool):
+                raise BertscopeError(f"{name} must be true or false (a bool), got "
+                                     f"{shown(getattr(self, name))}")
+        for name in ("output", "from_trace"):
+            value = getattr(self, name)
+            if not (isinstance(value, str | os.PathLike) or value is None and name != "output"):
+                raise BertscopeError(f"{name}: expected a path, got {type(value).__name__} "
+                                     f"{shown(value)}")
 
 
 @dataclass
@@ -121,9 +138,15 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
     """Run the study and write its folder (see the module docstring): `cfg`, or the fields
     of a `StudyConfig` as keywords (`study(output="study", quick=True)`)."""
     if cfg is None:
-        cfg = StudyConfig(**settings)
+        cfg = from_dict(StudyConfig, settings, "study")
     elif settings:
         raise BertscopeError("give a StudyConfig or keyword settings, not both")
+    elif not isinstance(cfg, StudyConfig):
+        raise BertscopeError(f"study: expected a StudyConfig (or keyword settings), got "
+                             f"{type(cfg).__name__} {shown(cfg)}")
+    if progress is not None and not callable(progress):
+        raise BertscopeError(f"progress must be a callable (stage, done, total) or None, "
+                             f"got {shown(progress)}")
     from bertscope.report.study_html import write_report
     from bertscope.sweep import sweep
 

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from bertscope.config import ModelConfig
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, as_values, is_positive_int, shown
 from bertscope.io import atomic_write, frame_bytes, output_format
 from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
@@ -131,23 +131,32 @@ def check_sort(column: str) -> None:
         raise BertscopeError(f"no column {column!r} to sort by; columns: {', '.join(known)}")
 
 
-def _models(models: Sequence[str | Path | ModelConfig]) -> tuple[ModelConfig, ...]:
-    return tuple(m if isinstance(m, ModelConfig) else get_model(m) for m in models)
+def _models(models: Any) -> tuple[ModelConfig, ...]:
+    return tuple(get_model(m) for m in as_values(models, "models"))
 
 
-def _devices(devices: Sequence[str | Path | DeviceProfile]) -> tuple[DeviceProfile, ...]:
-    return tuple(d if isinstance(d, DeviceProfile) else load_profile(d) for d in devices)
+def _devices(devices: Any) -> tuple[DeviceProfile, ...]:
+    out = []
+    for d in as_values(devices, "devices"):
+        if not isinstance(d, DeviceProfile | str | os.PathLike):
+            raise BertscopeError(f"devices: expected a catalog name, a device or profile file "
+                                 f"or a DeviceProfile, got {type(d).__name__} {shown(d)}")
+        out.append(d if isinstance(d, DeviceProfile) else load_profile(d))
+    return tuple(out)
 
 
-def make_grid(models: Sequence[str | Path | ModelConfig],
-              devices: Sequence[str | Path | DeviceProfile], **axes: Any) -> Grid:
-    """The grid of `sweep` (models and devices loaded, every axis checked)."""
-    return Grid(models=_models(models), devices=_devices(devices),
-                **{k: tuple(v) if v is not None else None for k, v in axes.items()})
+def make_grid(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
+              devices: Sequence[str | Path | DeviceProfile] | str | Path | DeviceProfile,
+              **axes: Any) -> Grid:
+    """The grid of `sweep` (models and devices loaded, every axis checked). Every argument
+    takes one value or a list of them (`errors.as_values`): `"bert-base"` is one model,
+    `batch=8` the axis [8]."""
+    return Grid(models=_models(models), devices=_devices(devices), **axes)
 
 
-def sweep(models: Sequence[str | Path | ModelConfig],
-          devices: Sequence[str | Path | DeviceProfile] = ("a100",), *,
+def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
+          devices: Sequence[str | Path | DeviceProfile] | str | Path | DeviceProfile = ("a100",),
+          *,
           max_configs: int | None = MAX_CONFIGS, progress: Progress | None = None,
           workers: int | None = None, **axes: Any) -> SweepResult:
     """Evaluate every configuration of the grid (see the module docstring). Axes: the model
@@ -157,10 +166,20 @@ def sweep(models: Sequence[str | Path | ModelConfig],
     `masked_lm_only`, `attention`, `fusion` as `perf.kernel_fusion.fuse` runs the table,
     ...), the layout `dp`, `tp`, `pp`, `zero` (multi-device points, timed by the distributed
     model: `sweep.multi`), and the knobs `gemm_peak`, `bandwidth`, `overhead`, `memory`
-    (multipliers of each device's figures); each a sequence of values.
+    (multipliers of each device's figures); each a value or a sequence of values (a string
+    is one value: `sweep("bert-base", "a100", batch=8, precision="bf16")`).
     A grid above `max_configs` is refused (None: no cap). Pieces of
     the grid run on `workers` threads (default: one per CPU core; numpy's loops release the
     GIL); the result does not depend on it."""
+    if max_configs is not None and not is_positive_int(max_configs):
+        raise BertscopeError(f"max_configs must be a positive integer or None, got "
+                             f"{shown(max_configs)}")
+    if workers is not None and not is_positive_int(workers):
+        raise BertscopeError(f"workers must be a positive integer or None, got "
+                             f"{shown(workers)}")
+    if progress is not None and not callable(progress):
+        raise BertscopeError(f"progress must be a callable (stage, done, total) or None, "
+                             f"got {shown(progress)}")
     grid = make_grid(models, devices, **axes)
     if max_configs is not None and grid.size > max_configs:
         raise BertscopeError(

@@ -21,6 +21,7 @@ the analytic producer runs on them unchanged). Devices and hardware knobs multip
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
 import math
 import types
@@ -38,7 +39,7 @@ from bertscope.config import (
     ModelConfig,
     Positions,
 )
-from bertscope.errors import MAX_SIZE, BertscopeError
+from bertscope.errors import MAX_SIZE, BertscopeError, as_values, shown
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.roofline import Knobs
 from bertscope.sweep.tokens import Axis, TokenSpace
@@ -115,7 +116,8 @@ def _ints(name: str, values: Sequence[Any]) -> tuple[int, ...]:
     limit = _LIMITS.get(name, _INT_LIMIT)
     for v in out:
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise BertscopeError(f"axis {name}: values must be positive integers, got {v!r}")
+            raise BertscopeError(f"axis {name}: values must be positive integers, got "
+                                 f"{shown(v)}")
         if v > limit:
             raise BertscopeError(f"axis {name}: {v} exceeds the supported maximum {limit:,}")
     return tuple(int(v) for v in out)
@@ -137,8 +139,8 @@ def _run_values(axis: RunAxis, values: Sequence[Any]) -> tuple[Any, ...]:
     if axis.numeric:
         given = _ints(axis.name, given)
     elif axis.kind is bool and not all(isinstance(v, bool) for v in given):
-        raise BertscopeError(f"axis {axis.name}: values must be true or false, got "
-                             f"{list(given)}")
+        raise BertscopeError(f"axis {axis.name}: values must be true or false (bools), got "
+                             f"{shown(list(given))}")
     out = []
     for v in given:
         try:
@@ -163,10 +165,15 @@ class Grid:
         known = (*MODEL_AXES, *(a.name for a in run), *LAYOUT_AXES, *KNOB_AXES)
         unknown = sorted(set(axes) - set(known))
         if unknown:
-            raise BertscopeError(f"unknown sweep axis {', '.join(unknown)}; axes: "
-                                 f"{', '.join(known)}")
-        self.models: tuple[ModelConfig, ...] = _nonempty("models", models)
-        self.devices: tuple[DeviceProfile, ...] = _nonempty("devices", devices)
+            close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise BertscopeError(f"unknown sweep axis {', '.join(map(shown, unknown[:3]))}"
+                                 f"{hint}; axes: {', '.join(known)}")
+        # one value or a list for every argument: a string is one value, `batch=8` is [8]
+        axes = {k: None if v is None else as_values(v, f"axis {k}") for k, v in axes.items()}
+        self.models: tuple[ModelConfig, ...] = _nonempty("models", as_values(models, "models"))
+        self.devices: tuple[DeviceProfile, ...] = _nonempty("devices",
+                                                             as_values(devices, "devices"))
         self.run: tuple[RunAxis, ...] = run
         """The run config's fields as axes (read when the grid was made)."""
         self.num_axes: tuple[str, ...] = (*MODEL_AXES, *(a.name for a in run if a.numeric))
@@ -192,7 +199,7 @@ class Grid:
         zeros = _nonempty("zero", given("zero", (0,)))
         if not all(isinstance(z, int | np.integer) and not isinstance(z, bool)
                    and 0 <= z <= 3 for z in zeros):
-            raise BertscopeError(f"axis zero: stages are 0, 1, 2 or 3, got {list(zeros)}")
+            raise BertscopeError(f"axis zero: stages are 0, 1, 2 or 3, got {shown(list(zeros))}")
         got["zero"] = tuple(int(z) for z in zeros)
         for name in KNOB_AXES:
             values = _nonempty(name, given(name, (1.0,)))

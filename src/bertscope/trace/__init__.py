@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from bertscope.errors import BertscopeError
+from bertscope.errors import BertscopeError, shown
 from bertscope.optable import OpTable, Provenance, Record
 from bertscope.taxonomy import Classifier, Pattern, load_patterns
 from bertscope.trace.breakdown import RankBreakdown, break_down, mean_table
@@ -168,6 +168,7 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
     """Read a trace file or a folder of per-rank trace files (one rank, or all).
 
     `patterns` is a pattern file (or patterns) tried before the built-in table."""
+    _check_arguments(path, rank, patterns)
     extra = load_patterns(patterns) if isinstance(patterns, str | Path) else (patterns or ())
     classify = Classifier(extra)
     files = trace_files(path)
@@ -203,6 +204,20 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
         fused=tuple(fused_records(table)), unknown=tuple(unknown), unknown_s=unknown_s,
         unknown_share=unknown_s / total if total > 0 else 0.0)
     return TraceResult(table=table.with_records(Provenance("trace"), summary), ranks=ranks)
+
+
+def _check_arguments(path: Any, rank: Any, patterns: Any) -> None:
+    """Refuse, in one line, a path that is no text path, a rank that is no integer >= 0,
+    patterns that are neither a file nor a list of `Pattern`s (public API arguments)."""
+    if not isinstance(path, str | Path) or not str(path).strip():
+        raise BertscopeError(f"trace: expected the path of a trace file or folder, got "
+                             f"{type(path).__name__} {shown(path)}")
+    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
+        raise BertscopeError(f"rank must be an integer >= 0 or None, got {shown(rank)}")
+    if not (patterns is None or isinstance(patterns, str | Path) or
+            isinstance(patterns, Sequence) and all(isinstance(p, Pattern) for p in patterns)):
+        raise BertscopeError(f"patterns: expected a pattern file or a list of Patterns, got "
+                             f"{type(patterns).__name__} {shown(patterns)}")
 
 
 def _peek_rank(f: Path) -> int | None:
