@@ -72,7 +72,8 @@ class StudyConfig:
                                      f"{shown(getattr(self, name))}")
         for name in ("output", "from_trace"):
             value = getattr(self, name)
-            if not (isinstance(value, str | os.PathLike) or value is None and name != "output"):
+            optional = value is None and name != "output"
+            if not (optional or isinstance(value, str | os.PathLike)):
                 raise BertscopeError(f"{name}: expected a path, got {type(value).__name__} "
                                      f"{shown(value)}")
 

@@ -214,8 +214,8 @@ def _check_arguments(path: Any, rank: Any, patterns: Any) -> None:
                              f"{type(path).__name__} {shown(path)}")
     if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
         raise BertscopeError(f"rank must be an integer >= 0 or None, got {shown(rank)}")
-    if not (patterns is None or isinstance(patterns, str | Path) or
-            isinstance(patterns, Sequence) and all(isinstance(p, Pattern) for p in patterns)):
+    listed = isinstance(patterns, Sequence) and all(isinstance(p, Pattern) for p in patterns)
+    if not (patterns is None or isinstance(patterns, str | Path) or listed):
         raise BertscopeError(f"patterns: expected a pattern file or a list of Patterns, got "
                              f"{type(patterns).__name__} {shown(patterns)}")
 
