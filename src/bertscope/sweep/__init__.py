@@ -168,7 +168,8 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
     model: `sweep.multi`), and the knobs `gemm_peak`, `bandwidth`, `overhead`, `memory`
     (multipliers of each device's figures); each a value or a sequence of values (a string
     is one value: `sweep("bert-base", "a100", batch=8, precision="bf16")`).
-    A grid above `max_configs` is refused (None: no cap). Pieces of
+    A grid above `max_configs` is refused (None: no cap); so is a grid none of whose
+    configurations can run, with the first one's reason. Pieces of
     the grid run on `workers` threads (default: one per CPU core; numpy's loops release the
     GIL); the result does not depend on it."""
     if max_configs is not None and not is_positive_int(max_configs):
@@ -213,6 +214,9 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
         done += group.size * len(targets) * len(combos)
         tell("sweep", done, grid.size)
     frame = _frame(parts, targets, grid, layouts=bool(combos))
+    if frame.empty:  # an empty result is not success
+        raise BertscopeError(f"nothing to evaluate: every configuration of the grid "
+                             f"({grid.size:,}) was skipped ({grid.refusal()}); change the axes")
     return SweepResult(frame=frame, grid_size=grid.size, skipped=grid.size - len(frame),
                        seconds=time.perf_counter() - t0)
 

@@ -40,8 +40,9 @@ from bertscope.config import (
     Positions,
 )
 from bertscope.errors import MAX_SIZE, BertscopeError, as_values, shown
+from bertscope.job import Job, Layout
 from bertscope.perf.efficiency import DeviceProfile
-from bertscope.perf.roofline import Knobs
+from bertscope.perf.roofline import Knobs, select_peaks
 from bertscope.sweep.tokens import Axis, TokenSpace
 
 MODEL_AXES: tuple[str, ...] = ("num_layers", "hidden", "heads", "intermediate", "vocab_size")
@@ -224,6 +225,25 @@ class Grid:
             if other:
                 raise BertscopeError(f"decoder_seq applies to encoder-decoder models (T5), "
                                      f"not {', '.join(other)}")
+
+    def refusal(self) -> str:
+        """Why a grid whose every configuration was skipped cannot run, in one line: its
+        first configuration checked as one job is (the model's sizes, the run against the
+        model, the layout, the device's precision: the rules the engine's skips stand for)."""
+        first = {name: values[0] for name, values in self.axes.items() if values is not None}
+        model = self.models[0]
+        sizes = {a: first[a] for a in MODEL_AXES if a in first}
+        if "hidden" in sizes and "intermediate" not in sizes:  # keeps the model's ratio
+            sizes["intermediate"] = round(sizes["hidden"] * model.intermediate / model.hidden)
+        try:
+            model = dataclasses.replace(model, **sizes) if sizes else model
+            run = config.RunConfig(**{a.name: first[a.name] for a in self.run})
+            Job(model=model, run=run, layout=Layout(**{k: first[k] for k in LAYOUT_AXES}))
+            select_peaks(self.devices[0].device, run.precision)
+        except BertscopeError as e:
+            return f"the first one: {e}"
+        return ("each needs sizes its model can take, a sequence within its positions, a "
+                "layout that fits and a precision its device has")
 
     def __getitem__(self, name: str) -> tuple[Any, ...] | None:
         """An axis's values (`grid["batch"]`)."""
