@@ -12,6 +12,7 @@ import importlib
 import os
 import signal
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import typer
@@ -110,8 +111,68 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(sig, handler)
 
 
+MIN_COLUMNS, MAX_COLUMNS = 20, 1000
+"""The console widths a COLUMNS value is kept within (`check_columns`)."""
+
+
+def check_columns(environ: MutableMapping[str, str]) -> None:
+    """Make COLUMNS usable before anything prints: rich and typer take it as it is, so
+    `COLUMNS=0` gave a zero-wide console on which every table, line and help page printed
+    as nothing (a command that succeeded silently) and a huge value made every rule that
+    long. A value that is not a whole number above zero is dropped (the terminal's width, or
+    the piped default, as if unset); a usable one is kept within [MIN_COLUMNS,
+    MAX_COLUMNS]."""
+    text = environ.get("COLUMNS")
+    if text is None:
+        return
+    digits = text.strip()
+    if not (digits.isdecimal() and digits.isascii()) or int(digits[:9]) == 0:
+        del environ["COLUMNS"]
+        return
+    width = MAX_COLUMNS if len(digits) > 9 else min(max(int(digits), MIN_COLUMNS),
+                                                     MAX_COLUMNS)
+    environ["COLUMNS"] = str(width)
+
+
+def check_repeated(command: Any, args: list[str]) -> None:
+    """Refuse an option given twice with different values (`--batch 8 --batch 16`), or both
+    spellings of a switch (`--dropout --no-dropout`): the parser would let the last one win
+    silently. `command` is the click command (group) `args` are for; the subcommands named
+    in `args` are followed; every spelling of an option counts as that option."""
+    i = 0  # click's classes are read by their attributes (typer may vendor its own click)
+    while i < len(args) and args[i] in (getattr(command, "commands", None) or {}):
+        command, i = command.commands[args[i]], i + 1
+    spellings = {}
+    for param in getattr(command, "params", ()):
+        if (getattr(param, "param_type_name", "") == "option"
+                and not (getattr(param, "multiple", False) or getattr(param, "count", False))):
+            for opt in (*param.opts, *param.secondary_opts):
+                spellings[opt] = param
+    seen: dict[str, tuple[str, str]] = {}
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token == "--":
+            break
+        name, eq, value = token.partition("=")
+        param = spellings.get(name)
+        if param is None:
+            continue
+        if param.is_flag and not eq:
+            value = "on" if name in param.opts else "off"
+        elif not eq:
+            value = " ".join(args[i:i + param.nargs])
+            i += param.nargs
+        given = f"{name}={value}" if not param.is_flag else name
+        if param.name in seen and seen[param.name][1] != value:
+            fix = "keep one" if param.is_flag else f"give {param.opts[0]} once"
+            raise BertscopeError(f"{seen[param.name][0]} and {given} given together; {fix}")
+        seen.setdefault(param.name or name, (given, value))
+
+
 def _run(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    check_columns(os.environ)
     module = COMMANDS.get(args[0]) if args else None
     env = one_arena(args) if argv is None else None  # a real invocation, not main([...])
     if env is not None:
@@ -120,6 +181,8 @@ def _run(argv: list[str] | None) -> int:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         runner = build_app((module,)) if module is not None else __getattr__("app")
+        if module is not None:
+            check_repeated(typer.main.get_command(runner), args)
         rv = runner(args=args, standalone_mode=False)
     except BertscopeError as e:
         print(f"bertscope: error: {e}", file=sys.stderr)

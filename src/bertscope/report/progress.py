@@ -9,9 +9,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from bertscope.report.console import checked_console
 
 Tell = Callable[[str, int, int], None]
 
@@ -20,7 +19,7 @@ Tell = Callable[[str, int, int], None]
 def progress_bar() -> Iterator[Tell]:
     """Yield `tell(stage, done, total)`: one bar per stage on stderr while the block runs,
     cleared at the end; nothing at all when stderr is not a terminal."""
-    console = checked_console(stderr=True)
+    console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True,
                   disable=not console.is_terminal) as bar:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +16,6 @@ from bertscope.analytic.memory import MemoryEstimate
 from bertscope.config import ModelConfig
 from bertscope.families import model_types
 from bertscope.optable import Grouped, OpTable, ProfileFacts, Provenance, is_frame
-from bertscope.report.console import checked_console
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,9 +26,10 @@ cut op names short in piped output)."""
 
 
 def make_console() -> Console:
-    """A console for command output: COLUMNS when it is usable, else the terminal's width,
-    or WIDE columns when piped (`report.console`: COLUMNS=0 or garbage is ignored)."""
-    return checked_console(WIDE)
+    """A console for command output: the terminal's width, or WIDE columns when piped."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=WIDE)
 
 
 def si(x: float | None, unit: str = "") -> str:
