@@ -27,7 +27,13 @@ from numbers import Integral
 from typing import Any
 
 from bertscope.config import ModelConfig, RunConfig, config_dict, from_dict, setting
-from bertscope.errors import BertscopeError, check_positive_ints, is_positive_int, parse_enum
+from bertscope.errors import (
+    BertscopeError,
+    check_positive_ints,
+    is_positive_int,
+    parse_enum,
+    shown,
+)
 
 
 class ZeroStage(IntEnum):
@@ -103,8 +109,12 @@ class Layout:
         check_positive_ints(self, _SIZES, "layout: ")
         object.__setattr__(self, "zero", zero_stage(self.zero))
         object.__setattr__(self, "schedule", parse_enum(Schedule, self.schedule, "schedule"))
-        if not isinstance(self.sequence_parallel, bool):
-            object.__setattr__(self, "sequence_parallel", bool(self.sequence_parallel))
+        sp = self.sequence_parallel
+        if not isinstance(sp, bool):  # a numpy bool (a search frame's row) as bool; never a
+            if getattr(sp, "dtype", None) is None or sp.dtype.kind != "b" or sp.shape != ():
+                raise BertscopeError(f"sequence_parallel must be true or false (a bool), got "
+                                     f"{shown(sp)}")  # truthy string taken as on
+            object.__setattr__(self, "sequence_parallel", bool(sp))
         if self.sequence_parallel and self.tp == 1:
             raise BertscopeError("sequence parallelism splits tensor-parallel regions: it needs "
                                  "tp > 1")
@@ -143,7 +153,8 @@ class Layout:
         v = virtual_stages if virtual_stages is not None else (
             2 if sched is Schedule.INTERLEAVED else 1)
         return cls(dp=dp, tp=t, pp=p, zero=zero_stage(0 if zero is None else zero),
-                   sequence_parallel=bool(sequence_parallel), schedule=sched,
+                   sequence_parallel=False if sequence_parallel is None else sequence_parallel,
+                   schedule=sched,
                    virtual_stages=v)
 
     @property

@@ -193,6 +193,8 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
     with progress_bar() as tell:
         result = sweep(parse_words(models, "models"), parse_words(device, "device"),
                        max_configs=None if yes else MAX_CONFIGS, progress=tell, **axes)
+    if result.empty:  # an empty result is not success: nothing printed, written or recorded
+        raise BertscopeError(f"nothing to evaluate: {result.empty}; change the axes")
     ranked = result.ranked(sort, top)  # checks the column before anything is written
     console = make_console()
     print_sweep(result, ranked, console, sort=sort)

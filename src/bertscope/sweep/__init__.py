@@ -87,6 +87,9 @@ class SweepResult:
     positions, a precision whose GEMM format the device lacks: tf32 off NVIDIA)."""
     seconds: float
     """Wall time of the evaluation."""
+    empty: str = ""
+    """Why nothing was evaluated, in one line (the first configuration's reason), when every
+    configuration was skipped; "" otherwise. The command refuses such a sweep (exit 2)."""
 
     @property
     def evaluated(self) -> int:
@@ -168,8 +171,8 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
     model: `sweep.multi`), and the knobs `gemm_peak`, `bandwidth`, `overhead`, `memory`
     (multipliers of each device's figures); each a value or a sequence of values (a string
     is one value: `sweep("bert-base", "a100", batch=8, precision="bf16")`).
-    A grid above `max_configs` is refused (None: no cap); so is a grid none of whose
-    configurations can run, with the first one's reason. Pieces of
+    A grid above `max_configs` is refused (None: no cap). A grid none of whose
+    configurations can run gives an empty result whose `empty` says why. Pieces of
     the grid run on `workers` threads (default: one per CPU core; numpy's loops release the
     GIL); the result does not depend on it."""
     if max_configs is not None and not is_positive_int(max_configs):
@@ -214,11 +217,10 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
         done += group.size * len(targets) * len(combos)
         tell("sweep", done, grid.size)
     frame = _frame(parts, targets, grid, layouts=bool(combos))
-    if frame.empty:  # an empty result is not success
-        raise BertscopeError(f"nothing to evaluate: every configuration of the grid "
-                             f"({grid.size:,}) was skipped ({grid.refusal()}); change the axes")
+    empty = (f"every configuration of the grid ({grid.size:,}) was skipped "
+             f"({grid.refusal()})") if frame.empty else ""
     return SweepResult(frame=frame, grid_size=grid.size, skipped=grid.size - len(frame),
-                       seconds=time.perf_counter() - t0)
+                       seconds=time.perf_counter() - t0, empty=empty)
 
 
 PROCESS_CONFIGS = 100_000

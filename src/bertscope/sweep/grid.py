@@ -168,7 +168,7 @@ class Grid:
         if unknown:
             close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise BertscopeError(f"unknown sweep axis {', '.join(map(shown, unknown[:3]))}"
+            raise BertscopeError(f"unknown sweep axis {', '.join(u[:40] for u in unknown[:3])}"
                                  f"{hint}; axes: {', '.join(known)}")
         # one value or a list for every argument: a string is one value, `batch=8` is [8]
         axes = {k: None if v is None else as_values(v, f"axis {k}") for k, v in axes.items()}
