@@ -211,6 +211,16 @@ BAD: dict[str, tuple[str, ...]] = {
     "F-sweep-dropout-word": ("sweep", "bert-tiny", "--dropout", "maybe"),
     "F-calibrate-negative-time": ("calibrate", "--from", "{d}/time_negative.json", "--output",
                                   "{d}/keep.json"),
+    # api helper (#33): empty results, an option given two values, odd names
+    "F-sweep-all-skipped": ("sweep", "bert-tiny", "--seq", "1024", "--output", "{d}/keep.csv"),
+    "F-sweep-all-skipped-new-output": ("sweep", "bert-tiny", "--heads", "3", "--output",
+                                       "{d}/new.csv"),
+    "F-ops-option-twice": ("ops", *TINY, "--batch", "2", "--batch", "4", "--output",
+                           "{d}/keep.csv"),
+    "F-predict-switch-both-ways": (*PRED, "--device", "a100", "--dropout", "--no-dropout"),
+    "F-sweep-axis-twice": ("sweep", "bert-tiny", "--seq", "16", "--seq=32"),
+    "F-ops-old-checkpointing": ("ops", *TINY, "--checkpoint", "none", "--checkpointing"),
+    "F-ops-model-name-too-long": ("ops", "x" * 100_000),
 }
 
 
