@@ -206,6 +206,15 @@ class ModelConfig:
     """ViT: image channels."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise BertscopeError(f"model name must be a string, got {shown(self.name)}")
+        for key in ("share_layers", "tie_word_embeddings", "gated_ffn"):
+            if not isinstance(getattr(self, key), bool):  # never a truthy string
+                raise BertscopeError(f"model {shown(self.name)}: {key} must be true or false "
+                                     f"(a bool), got {shown(getattr(self, key))}")
+        if isinstance(self.position_offset, bool) or not isinstance(self.position_offset, int):
+            raise BertscopeError(f"model {shown(self.name)}: position_offset must be an "
+                                 f"integer, got {shown(self.position_offset)}")
         check_positive_ints(self, ("num_layers", "hidden", "heads", "intermediate",
                                    "vocab_size", "max_positions", "type_vocab_size",
                                    "relative_buckets", "image_size", "patch_size", "channels"),

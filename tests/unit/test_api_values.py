@@ -192,3 +192,14 @@ def test_layout_switch_takes_a_bool_only() -> None:
     with pytest.raises(bertscope.Error):
         Layout.fill(4, tp=2, sequence_parallel="no")
     assert Layout(tp=2, sequence_parallel=np.bool_(True)).sequence_parallel is True
+
+
+@pytest.mark.parametrize("change", [{"share_layers": "no"}, {"tie_word_embeddings": 0},
+                                    {"gated_ffn": "false"}, {"position_offset": "2"},
+                                    {"name": 5}])
+def test_model_config_fields_take_their_types(change) -> None:
+    import dataclasses
+
+    with pytest.raises(bertscope.Error) as e:
+        dataclasses.replace(get_model("albert-base-v2"), **change)
+    _one_line(e)

@@ -210,7 +210,8 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
 def _check_arguments(path: Any, rank: Any, patterns: Any) -> None:
     """Refuse, in one line, a path that is no text path, a rank that is no integer >= 0,
     patterns that are neither a file nor a list of `Pattern`s (public API arguments)."""
-    if not isinstance(path, str | os.PathLike) or not str(os.fspath(path)).strip():
+    text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
+    if not isinstance(text, str) or not text.strip():
         raise BertscopeError(f"trace: expected the path of a trace file or folder, got "
                              f"{type(path).__name__} {shown(path)}")
     if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
