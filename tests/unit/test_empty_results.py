@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import bertscope
-from bertscope.cli import MAX_COLUMNS, MIN_COLUMNS, check_columns, main
+from bertscope.cli import MAX_COLUMNS, MIN_COLUMNS, check_console_env, main
 from bertscope.store import Store
 
 
@@ -69,12 +69,21 @@ def test_a_partly_skipped_sweep_still_succeeds(capsys) -> None:
     ("5000", str(MAX_COLUMNS)),
 ])
 def test_columns_is_made_usable(given, kept) -> None:
-    env = {"COLUMNS": given, "OTHER": "x"}
-    check_columns(env)
-    assert env.get("COLUMNS") == kept and env["OTHER"] == "x"
+    env = {"COLUMNS": given, "TERMINAL_WIDTH": given, "OTHER": "x"}
+    check_console_env(env)
+    assert env.get("COLUMNS") == kept and env.get("TERMINAL_WIDTH") == kept
+    assert env["OTHER"] == "x"
     unset: dict[str, str] = {}
-    check_columns(unset)
+    check_console_env(unset)
     assert unset == {}
+
+
+@pytest.mark.parametrize(("given", "kept"), [("0", None), ("x", None), ("40", "40"),
+                                             ("9" * 30, "100000")])
+def test_lines_is_made_usable(given, kept) -> None:
+    env = {"LINES": given}
+    check_console_env(env)
+    assert env.get("LINES") == kept
 
 
 @pytest.mark.parametrize("columns", ["0", "-1", "garbage"])
@@ -85,10 +94,19 @@ def test_predict_prints_its_tables_whatever_columns_says(capsys, monkeypatch, co
     assert "bert-tiny" in out and len(out.splitlines()) > 10
 
 
-def test_help_prints_with_columns_zero(capsys, monkeypatch) -> None:
-    monkeypatch.setenv("COLUMNS", "0")
-    rc, out, _ = run(capsys, "ops", "--help")
-    assert rc == 0 and "--checkpoint" in out
+@pytest.mark.parametrize(("name", "value"), [("COLUMNS", "0"), ("TERMINAL_WIDTH", "0"),
+                                           ("TERMINAL_WIDTH", "abc")])
+def test_help_prints_whatever_the_width_says(name, value) -> None:
+    """typer reads TERMINAL_WIDTH when its help module is first imported: a real process."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, name: value}
+    proc = subprocess.run([sys.executable, "-m", "bertscope.cli", "ops", "--help"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert "--checkpoint" in proc.stdout
 
 
 @pytest.mark.parametrize(("argv", "needles"), [

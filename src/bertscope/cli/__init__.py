@@ -112,26 +112,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 MIN_COLUMNS, MAX_COLUMNS = 20, 1000
-"""The console widths a COLUMNS value is kept within (`check_columns`)."""
+"""The console widths a COLUMNS (or TERMINAL_WIDTH) value is kept within (`check_console_env`)."""
+SIZES = {"COLUMNS": (MIN_COLUMNS, MAX_COLUMNS), "TERMINAL_WIDTH": (MIN_COLUMNS, MAX_COLUMNS),
+         "LINES": (1, 100_000)}
+"""The environment variables that size the console (rich reads COLUMNS and LINES, typer's
+help TERMINAL_WIDTH), each with the range its value is kept within."""
 
 
-def check_columns(environ: MutableMapping[str, str]) -> None:
-    """Make COLUMNS usable before anything prints: rich and typer take it as it is, so
-    `COLUMNS=0` gave a zero-wide console on which every table, line and help page printed
-    as nothing (a command that succeeded silently) and a huge value made every rule that
-    long. A value that is not a whole number above zero is dropped (the terminal's width, or
-    the piped default, as if unset); a usable one is kept within [MIN_COLUMNS,
-    MAX_COLUMNS]."""
-    text = environ.get("COLUMNS")
-    if text is None:
-        return
-    digits = text.strip()
-    if not (digits.isdecimal() and digits.isascii()) or int(digits[:9]) == 0:
-        del environ["COLUMNS"]
-        return
-    width = MAX_COLUMNS if len(digits) > 9 else min(max(int(digits), MIN_COLUMNS),
-                                                     MAX_COLUMNS)
-    environ["COLUMNS"] = str(width)
+def check_console_env(environ: MutableMapping[str, str]) -> None:
+    """Make the console's size variables usable before anything prints: rich and typer take
+    them as they are, so `COLUMNS=0` gave a zero-wide console on which every table, line and
+    help page printed as nothing (a command that succeeded silently), `TERMINAL_WIDTH=abc` a
+    traceback, and a huge value made every rule that long. A value that is not a whole
+    number above zero is dropped (the terminal's size, or the piped default, as if unset); a
+    usable one is kept within its `SIZES` range."""
+    for name, (low, high) in SIZES.items():
+        text = environ.get(name)
+        if text is None:
+            continue
+        digits = text.strip()
+        if not (digits.isdecimal() and digits.isascii()) or int(digits[:9]) == 0:
+            del environ[name]
+            continue
+        environ[name] = str(high if len(digits) > 9 else min(max(int(digits), low), high))
 
 
 def check_repeated(command: Any, args: list[str]) -> None:
@@ -172,7 +175,7 @@ def check_repeated(command: Any, args: list[str]) -> None:
 
 def _run(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    check_columns(os.environ)
+    check_console_env(os.environ)
     module = COMMANDS.get(args[0]) if args else None
     env = one_arena(args) if argv is None else None  # a real invocation, not main([...])
     if env is not None:
