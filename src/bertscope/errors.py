@@ -92,6 +92,16 @@ def as_values(value: Any, what: str) -> tuple[Any, ...]:
     return out
 
 
+def check_path(value: Any, what: str) -> str:
+    """A public function's path argument as text: a non-empty str or os.PathLike naming a
+    str path; anything else (a number, bytes, None) is refused in one line."""
+    text = os.fspath(value) if isinstance(value, str | os.PathLike) else None
+    if not isinstance(text, str) or not text.strip():
+        raise BertscopeError(f"{what}: expected a file path, got {type(value).__name__} "
+                             f"{shown(value)}")
+    return text
+
+
 REQUIRED: Any = object()
 """`expect`'s default: the field must be present."""
 
@@ -194,6 +204,7 @@ __all__ = [
     "Error",
     "StopRequest",
     "as_values",
+    "check_path",
     "check_positive_ints",
     "expect",
     "is_positive_int",

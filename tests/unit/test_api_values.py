@@ -203,3 +203,19 @@ def test_model_config_fields_take_their_types(change) -> None:
     with pytest.raises(bertscope.Error) as e:
         dataclasses.replace(get_model("albert-base-v2"), **change)
     _one_line(e)
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: t.summary("bogus"), lambda t: t.summary(5), lambda t: t.top(-1),
+    lambda t: t.top("5"), lambda t: t.top(5, by=["flops"]), lambda t: t.export(5),
+])
+def test_op_table_methods_check_their_arguments(call) -> None:
+    with pytest.raises(bertscope.Error) as e:
+        call(bertscope.ops("bert-tiny"))
+    _one_line(e)
+
+
+def test_a_column_name_is_one_grouping_key() -> None:
+    t = bertscope.ops("bert-tiny")
+    assert t.summary("phase").equals(t.summary(["phase"]))
+    assert len(t.summary("phase")) == len(set(t.columns["phase"]))

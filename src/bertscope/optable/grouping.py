@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bertscope.errors import BertscopeError, as_values, shown
 from bertscope.optable.schema import SUMMED
 from bertscope.taxonomy import Sublayer
 
@@ -100,7 +101,11 @@ def summarize(cols: Mapping[str, Any], by: str | Sequence[str]) -> Grouped:
     """Totals of `count`, FLOPs, bytes and (where known) time grouped by one or more columns
     ("group": the coarse sublayer groups), with each group's share, largest time (else FLOPs)
     first, then bytes. The pandas-free form of `OpTable.summary`."""
-    keys = (by,) if isinstance(by, str) else tuple(by)
+    keys = as_values(by, "group by")  # a column name is one key, not its letters
+    unknown = [k for k in keys if not isinstance(k, str) or (k not in cols and k != "group")]
+    if not keys or unknown:
+        raise BertscopeError(f"cannot group by {shown(unknown[0]) if unknown else 'nothing'}; "
+                             f"give one or more of: group, {', '.join(cols)}")
     if "group" in keys and "group" not in cols:
         cols = {**cols, "group": [Sublayer(s).group.value for s in cols["sublayer"]]}
     names, codes = group_rows(cols, keys)

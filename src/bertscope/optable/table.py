@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bertscope.config import ModelConfig, RunConfig
-from bertscope.errors import BertscopeError, expect
+from bertscope.errors import BertscopeError, check_path, expect, shown
 from bertscope.io import Format, atomic_write, frame_bytes, output_format
 from bertscope.job import Job
 from bertscope.optable.grouping import Grouped, stable_largest, summarize
@@ -189,14 +189,17 @@ class OpTable:
 
     def top_positions(self, n: int = 10, by: str = "flops") -> np.ndarray:
         """Positions of the n rows largest in `by` (flops, bytes, time_s, ...), largest first."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise BertscopeError(f"n must be an integer >= 0, got {shown(n)}")
         c = self.columns
         if by == "bytes":
             values = np.asarray(c["bytes_read"], dtype=float) + np.asarray(c["bytes_written"],
                                                                           dtype=float)
-        elif by in c:
+        elif isinstance(by, str) and by in c:
             values = c[by]
         else:
-            raise BertscopeError(f"cannot rank by {by!r}; use one of flops, bytes, time_s")
+            raise BertscopeError(f"cannot rank by {shown(by)}; use one of flops, bytes, "
+                                 f"time_s")
         return stable_largest(values, n)
 
     def top(self, n: int = 10, by: str = "flops") -> pd.DataFrame:
@@ -215,7 +218,7 @@ class OpTable:
     def export(self, path: str | Path, fmt: Format | str | None = None) -> Path:
         """Write the table to `path` atomically (csv, json or parquet; from the suffix when
         `fmt` is None). JSON holds {"meta": ..., "rows": [...]}."""
-        p = Path(path)
+        p = Path(check_path(path, "export"))
         atomic_write(p, self.to_bytes(output_format(p, fmt)))
         return p
 

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from bertscope.config import ModelConfig
-from bertscope.errors import BertscopeError, as_values, is_positive_int, shown
+from bertscope.errors import BertscopeError, as_values, check_path, is_positive_int, shown
 from bertscope.io import atomic_write, frame_bytes, output_format
 from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
@@ -110,7 +110,7 @@ class SweepResult:
 
     def export(self, path: str | Path) -> Path:
         """Write the rows (csv, json or parquet, from the suffix) atomically."""
-        p = Path(path)
+        p = Path(check_path(path, "export"))
         atomic_write(p, frame_bytes(self.frame, output_format(p)))
         return p
 

@@ -14,13 +14,12 @@ user's pattern file tried first.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from bertscope.errors import BertscopeError, shown
+from bertscope.errors import BertscopeError, check_path, shown
 from bertscope.optable import OpTable, Provenance, Record
 from bertscope.taxonomy import Classifier, Pattern, load_patterns
 from bertscope.trace.breakdown import RankBreakdown, break_down, mean_table
@@ -210,10 +209,7 @@ def analyze_trace(path: str | Path, *, rank: int | None = None,
 def _check_arguments(path: Any, rank: Any, patterns: Any) -> None:
     """Refuse, in one line, a path that is no text path, a rank that is no integer >= 0,
     patterns that are neither a file nor a list of `Pattern`s (public API arguments)."""
-    text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
-    if not isinstance(text, str) or not text.strip():
-        raise BertscopeError(f"trace: expected the path of a trace file or folder, got "
-                             f"{type(path).__name__} {shown(path)}")
+    check_path(path, "trace")
     if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
         raise BertscopeError(f"rank must be an integer >= 0 or None, got {shown(rank)}")
     listed = isinstance(patterns, Sequence) and all(isinstance(p, Pattern) for p in patterns)
