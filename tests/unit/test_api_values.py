@@ -219,3 +219,12 @@ def test_a_column_name_is_one_grouping_key() -> None:
     t = bertscope.ops("bert-tiny")
     assert t.summary("phase").equals(t.summary(["phase"]))
     assert len(t.summary("phase")) == len(set(t.columns["phase"]))
+
+
+def test_sweep_ranking_checks_its_arguments() -> None:
+    r = bertscope.sweep("bert-tiny", batch=[2, 4, 8])
+    assert len(r.ranked("tokens_per_s", 2)) == 2
+    for sort, top in (("tokens_per_s", -1), ("tokens_per_s", "2"), (["tokens_per_s"], 2),
+                      ("speed", 2)):
+        with pytest.raises(bertscope.Error):
+            r.ranked(sort, top)

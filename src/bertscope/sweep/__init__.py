@@ -99,6 +99,8 @@ class SweepResult:
     def ranked(self, sort: str | None = None, top: int | None = None) -> pd.DataFrame:
         """The rows sorted by `sort` (smallest first for the `ASCENDING` columns: time and
         sizes; largest first otherwise), the first `top` of them."""
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 0):
+            raise BertscopeError(f"top must be an integer >= 0 or None, got {shown(top)}")
         df = self.frame
         if sort is not None:
             check_sort(sort)
@@ -130,8 +132,9 @@ def check_sort(column: str) -> None:
     """Refuse, before any work, a column no sweep result has."""
     known = (*label_columns(), *numeric_columns(), *KNOB_AXES, *METRIC_COLUMNS)  # layout in
     # METRIC_COLUMNS
-    if column not in known:
-        raise BertscopeError(f"no column {column!r} to sort by; columns: {', '.join(known)}")
+    if not isinstance(column, str) or column not in known:
+        raise BertscopeError(f"no column {shown(column)} to sort by; columns: "
+                             f"{', '.join(known)}")
 
 
 def _models(models: Any) -> tuple[ModelConfig, ...]:
