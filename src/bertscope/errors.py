@@ -197,6 +197,16 @@ def check_positive_ints(obj: Any, names: tuple[str, ...], prefix: str = "", *,
                                  f"{cap:,}")
 
 
+def printable(text: object) -> str:
+    """`text` safe for a terminal: control characters, lone surrogates (undecodable bytes)
+    and other unprintable characters escaped as Python writes them (`\\x1b`, `\\udcff`);
+    printable text, non-ASCII included, as it is."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+
+
 __all__ = [
     "MAX_SIZE",
     "STOP",
@@ -210,5 +220,6 @@ __all__ = [
     "is_positive_int",
     "is_positive_number",
     "parse_enum",
+    "printable",
     "shown",
 ]

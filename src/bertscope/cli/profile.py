@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -107,10 +108,12 @@ def profile_cmd(
                               statistic=statistic, host_allocator=host_allocator)
         print_profile(ddp.profile, console, top=top)
         print_ddp(ddp, console)
-        _record(st, console, job, ddp.profile, hf=hf, iters=iters, warmup=warmup,
-                nproc=nproc, ddp={"measured": ddp.measured, "predicted": ddp.predicted})
         _finish(ddp.profile, output, console, traces=f"one trace per rank in {trace_out}/"
-                if trace_out else None)
+                if trace_out else None,
+                record=lambda: _record(st, console, job, ddp.profile, hf=hf, iters=iters,
+                                       warmup=warmup, nproc=nproc,
+                                       ddp={"measured": ddp.measured,
+                                            "predicted": ddp.predicted}))
         return
     from bertscope.measure.profile import profile as run_profile
 
@@ -123,8 +126,9 @@ def profile_cmd(
                              trace_out=trace_out, progress=tell, statistic=statistic,
                              host_allocator=host_allocator)
     print_profile(result, console, top=top)
-    _record(st, console, job, result, hf=hf, iters=iters, warmup=warmup, nproc=1)
-    _finish(result, output, console, traces=f"trace {trace_out}" if trace_out else None)
+    _finish(result, output, console, traces=f"trace {trace_out}" if trace_out else None,
+            record=lambda: _record(st, console, job, result, hf=hf, iters=iters,
+                                   warmup=warmup, nproc=1))
 
 
 def _record(st: Any, console: Console, job: Job, result: ProfileResult, *, hf: bool,
@@ -143,10 +147,11 @@ def _record(st: Any, console: Console, job: Job, result: ProfileResult, *, hf: b
 
 
 def _finish(result: ProfileResult, output: Path | None, console: Console, *,
-            traces: str | None) -> None:
-    """Write the result where asked and say where; then end as the run did: a trace that
-    could not be written is exit 2 (one line), an interrupted run exit 3 (`PARTIAL_EXIT`) with
-    its partial result kept (`ProfileFacts.partial`)."""
+            traces: str | None, record: Callable[[], object]) -> None:
+    """Write the result where asked and say where; then `record` it in the runs store (last:
+    a store that fails costs a warning, never the result); then end as the run did: a trace
+    that could not be written is exit 2 (one line), an interrupted run exit 3
+    (`PARTIAL_EXIT`) with its partial result kept (`ProfileFacts.partial`)."""
     wrote = []
     if output is not None:
         wrote.append(str(result.write_json(output)))
@@ -156,6 +161,7 @@ def _finish(result: ProfileResult, output: Path | None, console: Console, *,
         wrote.append(traces)
     if wrote:
         console.print("wrote " + " and ".join(wrote))
+    record()
     if trace_error:
         raise BertscopeError(f"{trace_error} (the measurement itself was "
                              f"{'written to ' + str(output) if output else 'printed'})")

@@ -1,13 +1,20 @@
-"""`bertscope runs`: the recorded runs — list, show, compare, export, remove."""
+"""`bertscope runs`: the recorded runs — list, show, compare, export, remove; and how the
+other commands record into the store (`open_store` before the work, `record` after it)."""
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bertscope.cli.options import check_export
+from bertscope.errors import BertscopeError
+
+if TYPE_CHECKING:
+    from bertscope.store import Store
 
 StoreOpt = Annotated[Path | None, typer.Option(
     "--store", help="The runs store file (default: $BERTSCOPE_STORE, else the user's data "
@@ -17,25 +24,81 @@ NoStoreOpt = Annotated[bool, typer.Option("--no-store", help="Do not record this
 app = typer.Typer(help="Recorded runs: list, show, compare, export, rm.", no_args_is_help=True)
 
 
-def open_store(store: Path | None, no_store: bool) -> Any:
-    """The store a command records into (checked before the work starts), or None with
-    `--no-store` or $BERTSCOPE_STORE=off."""
+@dataclass
+class StoreTarget:
+    """Where a command records its run: the store file, and the store itself when the file
+    existed before the work (opened and checked then); a new store is made only when the run
+    is recorded, so a command that fails leaves no store behind."""
+
+    path: Path
+    store: Store | None = None
+
+
+def open_store(store: Path | None, no_store: bool) -> StoreTarget | None:
+    """Where a command records (checked before the work starts: a bad `--store` or a store
+    that cannot be used fails first, exit 2), or None with `--no-store` or
+    $BERTSCOPE_STORE=off."""
     from bertscope.store import Store, recording
+    from bertscope.store.access import guarded, shown, store_path
 
     if no_store or (store is None and not recording()):
         return None
-    return Store.open(store)
+    p = store_path(store)
+    with guarded(p):
+        exists = p.exists()
+        if not exists:  # the folder it goes in: made when recording, but not under a file
+            up = p.parent
+            while not up.exists() and up.parent != up:
+                up = up.parent
+            if not up.is_dir():
+                raise BertscopeError(f"the runs store {shown(p, 120)} cannot be made: "
+                                     f"{shown(up, 120)} is not a folder; give another --store "
+                                     f"FILE, or pass --no-store")
+    return StoreTarget(p, Store.open(p) if exists else None)
 
 
-def record(st: Any, console: Any, kind: str, table: object = None, **fields: object) -> None:
-    """Record a run into an open store (if any) and say its id."""
-    if st is None:
-        return
+def record(target: StoreTarget | None, console: Any, kind: str, table: object = None,
+           **fields: object) -> str | None:
+    """Record a run into the command's store (if any), after the command's own output is
+    written, and say its id. A failure costs nothing but the record: one warning line on
+    stderr, and the command goes on to its own exit code. The run's id, or None."""
+    from bertscope.store import Store
+    from bertscope.store.access import printable, shown
+
+    if target is None:
+        return None
     try:
-        rid = st.record(kind, table, **fields)
-    finally:
-        st.close()
+        st = target.store if target.store is not None else Store.open(target.path)
+        try:
+            rid = st.record(kind, table, **fields)  # type: ignore[arg-type]
+        finally:
+            target.store = None
+            st.close()
+    except Exception as e:
+        why = getattr(e, "reason", None) or (
+            str(e) if isinstance(e, BertscopeError) else f"{type(e).__name__}: {printable(e)}")
+        print(f"bertscope: warning: not recorded in the runs store {shown(target.path, 120)}: "
+              f"{why[:500]}", file=sys.stderr)
+        return None
     console.print(f"recorded as run {rid} (bertscope runs show {rid})")
+    return rid
+
+
+def _read(store: Path | None) -> Store:
+    """The store opened read-only (nothing written; a missing store is an error, not made)."""
+    from bertscope.store import Store
+
+    return Store.open(store, write=False)
+
+
+def _check_kind(s: Store, kind: str | None) -> None:
+    """Refuse a --kind that no command records and no run in the store has."""
+    from bertscope.store import KINDS
+    from bertscope.store.access import shown
+
+    if kind is not None and kind not in KINDS and kind not in s.kinds():
+        raise BertscopeError(f"--kind: unknown kind {shown(kind)}; choose one of: "
+                             f"{', '.join(KINDS)}")
 
 
 @app.command("list")
@@ -47,9 +110,9 @@ def list_cmd(store: StoreOpt = None,
     """The runs, newest first."""
     from bertscope.report.runs import print_runs
     from bertscope.report.tables import make_console
-    from bertscope.store import Store
 
-    s = Store.open(store)
+    s = _read(store)
+    _check_kind(s, kind)
     print_runs(s.list(kind=kind, model=model, device=device), s.path, make_console())
 
 
@@ -59,9 +122,10 @@ def show_cmd(run_id: Annotated[str, typer.Argument(metavar="ID")], store: StoreO
     """One run: what it was, its summary, its largest ops."""
     from bertscope.report.runs import print_run
     from bertscope.report.tables import make_console
-    from bertscope.store import Store
+    from bertscope.store.access import check_run_id
 
-    s = Store.open(store)
+    check_run_id(run_id)
+    s = _read(store)
     print_run(s.get(run_id), s.ops(run_id), make_console())
 
 
@@ -72,10 +136,14 @@ def compare_cmd(a: Annotated[str, typer.Argument(metavar="A")],
     """B against A: per category and sublayer group (time, share), per op key (error)."""
     from bertscope.report.runs import print_compare
     from bertscope.report.tables import make_console
-    from bertscope.store import Store
+    from bertscope.store.access import check_run_id
     from bertscope.store.compare import compare_ops
 
-    s = Store.open(store)
+    check_run_id(a)
+    check_run_id(b)
+    if top < 0:
+        raise BertscopeError(f"--top must be >= 0, got {top}")
+    s = _read(store)
     ra, rb = s.get(a), s.get(b)
     print_compare(ra, rb, compare_ops(s.ops(a), s.ops(b)), make_console(), top=top)
 
@@ -87,10 +155,11 @@ def export_cmd(run_id: Annotated[str, typer.Argument(metavar="ID")],
                store: StoreOpt = None) -> None:
     """Write a run's op rows to a file."""
     from bertscope.io import atomic_write, frame_bytes, output_format
-    from bertscope.store import Store
+    from bertscope.store.access import check_run_id
 
+    check_run_id(run_id)
     check_export(output)
-    s = Store.open(store)
+    s = _read(store)
     df = s.ops(run_id)
     atomic_write(output, frame_bytes(df, output_format(output), meta=s.get(run_id)))
     typer.echo(f"wrote {len(df)} rows of run {run_id} to {output}")
@@ -101,8 +170,10 @@ def rm_cmd(run_id: Annotated[str, typer.Argument(metavar="ID")], store: StoreOpt
            ) -> None:
     """Delete a run."""
     from bertscope.store import Store
+    from bertscope.store.access import check_run_id
 
-    Store.open(store).remove(run_id)
+    check_run_id(run_id)
+    Store.open(store, create=False).remove(run_id)
     typer.echo(f"removed run {run_id}")
 
 
@@ -111,4 +182,4 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="runs")
 
 
-__all__ = ["NoStoreOpt", "StoreOpt", "open_store", "record", "register"]
+__all__ = ["NoStoreOpt", "StoreOpt", "StoreTarget", "open_store", "record", "register"]

@@ -87,9 +87,12 @@ def _record(st: object, result: object, path: Path, *, to_stdout: bool) -> None:
     if st is None:
         return
     digest = ""
-    if path.is_file():
-        with path.open("rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
+    try:
+        if path.is_file():
+            with path.open("rb") as f:
+                digest = hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        pass  # the trace went away meanwhile: recorded without its digest
     record(st, Console(quiet=to_stdout), "trace",
            result.table,  # type: ignore[attr-defined]
            inputs={"trace": str(path), "sha256": digest},

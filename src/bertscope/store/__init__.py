@@ -3,18 +3,24 @@
     store = Store.open()                      # $BERTSCOPE_STORE, else the user's data folder
     rid = store.record("predict", table, inputs={"device": "a100"})
     store.list(kind="predict"); store.table(rid); store.remove(rid)
+    Store.open(write=False)                   # read-only: writes nothing, a read-only file too
 
 SQLite through the standard library: the runs are small (an op table is a few thousand rows)
 and the queries are lookups and joins by run id, which SQLite does well; DuckDB would add a
-dependency for analytics the store does not need. The file is in WAL mode (readers never
-block the one writer; a second writer waits, `busy_timeout`), every record is one
-transaction (a killed writer leaves no partial run), and the schema is versioned
-(`PRAGMA user_version`, `MIGRATIONS` bring an older store up to date). A file that is not a
-bertscope store is refused, never overwritten.
+dependency for analytics the store does not need. Every access goes through
+`bertscope.store.access` (connections, the busy timeout, errors as one line naming the file).
+The file is in WAL mode (readers never block the one writer; a second writer waits,
+`busy_timeout`), every record is one transaction (a killed writer leaves no partial run), and
+the schema is versioned (`PRAGMA user_version`, `MIGRATIONS` bring an older store up to date,
+read and migrated inside one `BEGIN IMMEDIATE` transaction, so processes opening a store at the
+same moment neither migrate twice nor lose a run). A new store is built beside its final name
+and linked into place whole: a failed creation leaves no file. A file that is not a bertscope
+store is refused, never overwritten.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -23,20 +29,35 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from bertscope import __version__
 from bertscope.errors import BertscopeError
+from bertscope.store.access import (
+    ENV,
+    OFF,
+    StoreError,
+    busy_timeout,
+    check_run_id,
+    connect,
+    explain,
+    guarded,
+    pragmas,
+    reason,
+    recording,
+    remove_quietly,
+    shown,
+    storable,
+    store_path,
+)
 
 SCHEMA_VERSION = 2
 """The schema this code writes (`PRAGMA user_version`)."""
 APPLICATION_ID = 0x62727363  # "brsc": marks the file as a bertscope store
-ENV = "BERTSCOPE_STORE"
-"""Environment variable naming the store file."""
+KINDS = ("predict", "profile", "trace", "sweep", "study", "validate")
+"""The kinds of run the commands record."""
 
 _SCHEMA_V1 = """
 CREATE TABLE runs (id TEXT PRIMARY KEY, kind TEXT NOT NULL, created REAL NOT NULL,
@@ -52,94 +73,198 @@ MIGRATIONS: dict[int, str] = {
        "CREATE INDEX runs_kind ON runs(kind, created);",
 }
 """version -> the SQL that brings a store of version - 1 to it."""
-
-
-OFF = "off"
-"""`BERTSCOPE_STORE=off`: record nothing (as `--no-store` on every command)."""
-
-
-def recording() -> bool:
-    """Whether commands record their runs (not when $BERTSCOPE_STORE is "off")."""
-    return os.environ.get(ENV, "").strip().lower() != OFF
+_OPS = ("name", "layer", "sublayer", "category", "phase", "flops", "bytes", "time_s")
 
 
 def default_path() -> Path:
-    """$BERTSCOPE_STORE, else runs.sqlite in the user's data folder (platformdirs)."""
-    if os.environ.get(ENV):
-        return Path(os.environ[ENV])
-    return Path(platformdirs.user_data_dir("bertscope")) / "runs.sqlite"
+    """$BERTSCOPE_STORE, else runs.sqlite in the user's data folder (platformdirs); a blank
+    $BERTSCOPE_STORE is refused."""
+    return store_path(None)
+
+
+def _statements(sql: str) -> list[str]:
+    return [s.strip() for s in sql.split(";") if s.strip()]
+
+
+def _upgrade(conn: sqlite3.Connection, version: int) -> None:
+    """Bring the schema from `version` (0: nothing yet) to `SCHEMA_VERSION` (inside the
+    caller's transaction)."""
+    if version == 0:
+        for stmt in _statements(_SCHEMA_V1):
+            conn.execute(stmt)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        version = 1
+    for v in range(version + 1, SCHEMA_VERSION + 1):
+        for stmt in _statements(MIGRATIONS[v]):
+            conn.execute(stmt)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One `BEGIN IMMEDIATE` transaction (the write lock taken first, waiting up to the busy
+    timeout): all of it lands or none of it."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _new_dirs(folder: Path) -> list[Path]:
+    """The folders `mkdir(parents=True)` of `folder` would create, outermost first."""
+    out = []
+    while not folder.exists() and folder.parent != folder:
+        out.append(folder)
+        folder = folder.parent
+    return out[::-1]
+
+
+def _create(p: Path, timeout: float) -> None:
+    """Make a new, empty store at `p`: built whole under a temporary name beside it and linked
+    into place, so a failure (full disk, read-only folder) leaves no file; when another
+    process made `p` meanwhile, theirs is kept."""
+    with guarded(p, timeout):
+        made = _new_dirs(p.parent)
+        p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{secrets.token_hex(4)}.new")
+    try:
+        with guarded(p, timeout):
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                with _transaction(conn):
+                    _upgrade(conn, 0)
+                conn.execute("PRAGMA journal_mode = WAL")
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, p)
+            except FileExistsError:
+                pass  # another process created it first: use theirs
+            except OSError as e:  # no hard links on this file system
+                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
+                                   errno.EMLINK, errno.ENOSYS):
+                    raise
+                if not p.exists():
+                    os.replace(tmp, p)
+    except BaseException:
+        for d in reversed(made):
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        raise
+    finally:
+        remove_quietly(tmp, f"{tmp}-journal", f"{tmp}-wal", f"{tmp}-shm")
+
+
+def _json(text: Any) -> Any:
+    """A stored JSON field; text that does not parse (a store edited by hand) kept as text."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return {"unreadable": str(text)}
 
 
 class Store:
-    """An open runs store (see the module docstring)."""
+    """An open runs store (see the module docstring). Every method turns SQLite and OS errors
+    into a `StoreError` (one line naming the file and the fix)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, timeout: float = 30.0,
+                 version: int = SCHEMA_VERSION, writable: bool = True) -> None:
         self.conn = conn
         self.path = path
+        self.timeout = timeout
+        self.version = version
+        """The schema version of the file (0: an empty file, read-only)."""
+        self.writable = writable
 
     @classmethod
-    def open(cls, path: str | Path | None = None) -> Store:
-        """Open (creating when absent) the store at `path` (default: `default_path()`)."""
-        p = Path(path) if path is not None else default_path()
-        fresh = not p.exists()
-        if fresh:
-            try:
-                p.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise BertscopeError(f"{p}: cannot create the store's folder "
-                                     f"({e.strerror or e})") from None
-        elif not p.is_file():
-            raise BertscopeError(f"{p}: not a file; give --store FILE")
+    def open(cls, path: str | Path | None = None, *, write: bool = True, create: bool = True,
+             timeout: float | None = None) -> Store:
+        """Open the store at `path` (default: `default_path()`). `write`: for recording or
+        removing (a missing store is created when `create`, an older one migrated); without
+        it the file is opened read-only and nothing is written, so a read-only store can be
+        read. `timeout`: seconds to wait for another writer (default
+        $BERTSCOPE_STORE_TIMEOUT, else 30)."""
+        p = store_path(path)
+        t = busy_timeout(timeout)
+        with guarded(p, t):
+            exists = p.exists()
+            if exists and not p.is_file():
+                raise StoreError(f"{shown(p, 120)}: not a file; give --store FILE")
+        if not exists:
+            if not (write and create):
+                raise StoreError(f"no runs store at {shown(p, 120)} (nothing recorded there "
+                                 f"yet); record a run first, or give --store FILE")
+            _create(p, t)
+        elif write and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)):
+            ro = PermissionError(errno.EACCES, "read-only")
+            raise StoreError(explain(p, ro, t), reason(ro, t))
+        conn = connect(p, write=write, timeout=t)
         try:
-            conn = sqlite3.connect(p, timeout=30, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout = 30000")
-            app = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        except sqlite3.DatabaseError as e:
-            raise BertscopeError(f"{p}: not a bertscope runs store ({e}); give another "
-                                 f"--store file") from None
-        if tables and app != APPLICATION_ID:
+            version = cls._check(conn, p, t)
+            store = cls(conn, p, timeout=t, version=version, writable=write)
+            if write and version < SCHEMA_VERSION:
+                store._migrate()
+            with store._guard():
+                conn.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
             conn.close()
-            raise BertscopeError(f"{p}: an SQLite file of something else, not a bertscope "
-                                 f"runs store; give another --store file")
-        if version > SCHEMA_VERSION:
-            conn.close()
-            raise BertscopeError(f"{p}: written by a newer bertscope (schema {version}, this "
-                                 f"one knows {SCHEMA_VERSION}); upgrade bertscope")
-        store = cls(conn, p)
-        store._migrate(version if tables else 0)
+            raise
         return store
 
-    def _migrate(self, version: int) -> None:
-        conn = self.conn
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        with self._tx():
-            if version == 0:
-                for stmt in filter(None, (s.strip() for s in _SCHEMA_V1.split(";"))):
-                    conn.execute(stmt)
-                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                version = 1
-            for v in range(version + 1, SCHEMA_VERSION + 1):
-                for stmt in filter(None, (s.strip() for s in MIGRATIONS[v].split(";"))):
-                    conn.execute(stmt)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    @contextmanager
-    def _tx(self) -> Iterator[None]:
-        """One transaction: all of it lands or none of it."""
-        self.conn.execute("BEGIN IMMEDIATE")
+    @staticmethod
+    def _check(conn: sqlite3.Connection, p: Path, timeout: float) -> int:
+        """The file's schema version (0: empty), after refusing a foreign or newer file."""
         try:
-            yield
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+            app, version, tables = pragmas(conn)
+        except sqlite3.DatabaseError as e:
+            name = getattr(e, "sqlite_errorname", "") or ""
+            if name == "SQLITE_NOTADB" or name.startswith("SQLITE_CORRUPT"):
+                raise StoreError(f"{shown(p, 120)}: not a bertscope runs store ({e}); move "
+                                 f"it aside or give another --store file") from None
+            raise StoreError(explain(p, e, timeout), reason(e, timeout)) from None
+        if tables and app != APPLICATION_ID:
+            raise StoreError(f"{shown(p, 120)}: an SQLite file of something else, not a "
+                             f"bertscope runs store; give another --store file")
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{shown(p, 120)}: written by a newer bertscope (schema "
+                             f"{version}, this one knows {SCHEMA_VERSION}); upgrade bertscope")
+        return version if tables else 0
+
+    def _migrate(self) -> None:
+        """Create or upgrade the schema: the version read again and the upgrade made inside
+        one `BEGIN IMMEDIATE` transaction (another process may have done it meanwhile); then
+        WAL mode, where the file is not in it yet."""
+        conn = self.conn
+        with self._guard():
+            with _transaction(conn):
+                _, version, tables = pragmas(conn)
+                if version < SCHEMA_VERSION or not tables:
+                    _upgrade(conn, version if tables else 0)
+            self.version = SCHEMA_VERSION
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error:
+            pass  # another connection holds it: WAL is an optimization, not needed
+
+    def _guard(self) -> Any:
+        return guarded(self.path, self.timeout)
+
+    def _tx(self) -> Any:
+        """One write transaction (`BEGIN IMMEDIATE`): all of it lands or none of it."""
+        return _transaction(self.conn)
 
     def close(self) -> None:
         """Close the connection."""
-        self.conn.close()
+        with self._guard():
+            self.conn.close()
 
     def record(self, kind: str, table: Any = None, *, model: str | None = None,
                device: str | None = None, inputs: dict[str, Any] | None = None,
@@ -151,22 +276,25 @@ class Store:
         if table is not None:  # read through columns: no pandas for a prediction
             c = table.columns
             moved = (c["bytes_read"].astype(float) + c["bytes_written"].astype(float)).tolist()
-            rows = list(zip(map(str, c["name"]), map(int, c["layer"]), map(str, c["sublayer"]),
-                            map(str, c["category"]), map(str, c["phase"]),
+            text = lambda col: [storable(str(v)) for v in c[col]]  # noqa: E731
+            rows = list(zip(text("name"), map(int, c["layer"]), text("sublayer"),
+                            text("category"), text("phase"),
                             c["flops"].astype(float).tolist(), moved,
                             c["time_s"].astype(float).tolist(), strict=True))
             if model is None and table.job is not None:
                 model = table.model.name
         versions = {"bertscope": __version__, "torch": torch_version,
                     "python": platform.python_version()}
-        with self._tx():
+        opt = lambda s: None if s is None else storable(str(s))  # noqa: E731
+        with self._guard(), self._tx():
             rid = self._new_id()
             self.conn.execute(
                 "INSERT INTO runs (id, kind, created, model, device, inputs, summary, "
                 "versions, machine) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (rid, kind, time.time(), model, device, json.dumps(inputs or {}, default=str),
-                 json.dumps(summary or {}, default=str), json.dumps(versions),
-                 f"{platform.machine()} {platform.processor()} {os.cpu_count()} cpus"))
+                (rid, storable(kind), time.time(), opt(model), opt(device),
+                 json.dumps(inputs or {}, default=str), json.dumps(summary or {}, default=str),
+                 json.dumps(versions),
+                 storable(f"{platform.machine()} {platform.processor()} {os.cpu_count()} cpus")))
             self.conn.executemany(
                 "INSERT INTO ops (run_id, idx, name, layer, sublayer, category, phase, flops, "
                 "bytes, time_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -179,30 +307,49 @@ class Store:
             if not self.conn.execute("SELECT 1 FROM runs WHERE id = ?", (rid,)).fetchone():
                 return rid
 
+    def kinds(self) -> list[str]:
+        """The kinds of run in the store."""
+        if not self.version:
+            return []
+        with self._guard():
+            return [r[0] for r in self.conn.execute("SELECT DISTINCT kind FROM runs")]
+
     def list(self, kind: str | None = None, model: str | None = None,
              device: str | None = None) -> list[dict[str, Any]]:
         """Runs, newest first, filtered by kind, model and device."""
+        if not self.version:
+            return []
         q = "SELECT id, kind, created, model, device FROM runs WHERE 1 = 1"
         args: list[Any] = []
         for col, v in (("kind", kind), ("model", model), ("device", device)):
             if v is not None:
                 q += f" AND {col} = ?"
-                args.append(v)
-        cur = self.conn.execute(q + " ORDER BY created DESC", args)
+                args.append(storable(str(v)))
+        with self._guard():
+            rows = self.conn.execute(q + " ORDER BY created DESC", args).fetchall()
         return [dict(zip(("id", "kind", "created", "model", "device"), r, strict=True))
-                for r in cur]
+                for r in rows]
 
     def get(self, rid: str) -> dict[str, Any]:
         """One run's record (inputs, summary, versions decoded)."""
-        row = self.conn.execute("SELECT id, kind, created, model, device, inputs, summary, "
-                                "versions, machine FROM runs WHERE id = ?", (rid,)).fetchone()
+        check_run_id(rid)
+        row = None
+        if self.version:
+            machine = "machine" if self.version >= 2 else "'' AS machine"
+            with self._guard():
+                row = self.conn.execute(
+                    "SELECT id, kind, created, model, device, inputs, summary, versions, "
+                    f"{machine} FROM runs WHERE id = ?", (rid,)).fetchone()
         if row is None:
-            raise BertscopeError(f"no run {rid!r} in {self.path}; see `bertscope runs list`")
+            raise BertscopeError(f"no run {rid!r} in {shown(self.path, 120)}; see "
+                                 f"`bertscope runs list`")
         keys = ("id", "kind", "created", "model", "device", "inputs", "summary", "versions",
                 "machine")
         out = dict(zip(keys, row, strict=True))
         for k in ("inputs", "summary", "versions"):
-            out[k] = json.loads(out[k])
+            out[k] = _json(out[k])
+            if not isinstance(out[k], dict):
+                out[k] = {"value": out[k]}
         return out
 
     def ops(self, rid: str) -> Any:
@@ -211,17 +358,21 @@ class Store:
         import pandas as pd
 
         self.get(rid)
-        return pd.read_sql_query("SELECT name, layer, sublayer, category, phase, flops, bytes, "
-                                 "time_s FROM ops WHERE run_id = ? ORDER BY idx", self.conn,
-                                 params=(rid,))
+        with self._guard():
+            rows = self.conn.execute(f"SELECT {', '.join(_OPS)} FROM ops WHERE run_id = ? "
+                                     f"ORDER BY idx", (rid,)).fetchall()
+        df = pd.DataFrame(rows, columns=list(_OPS))
+        for col in ("flops", "bytes", "time_s"):
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+        return df
 
     def remove(self, rid: str) -> None:
         """Delete a run and its rows (one transaction)."""
         self.get(rid)
-        with self._tx():
+        with self._guard(), self._tx():
             self.conn.execute("DELETE FROM ops WHERE run_id = ?", (rid,))
             self.conn.execute("DELETE FROM runs WHERE id = ?", (rid,))
 
 
-__all__ = ["APPLICATION_ID", "ENV", "MIGRATIONS", "OFF", "SCHEMA_VERSION", "Store",
-           "default_path", "recording"]
+__all__ = ["APPLICATION_ID", "ENV", "KINDS", "MIGRATIONS", "OFF", "SCHEMA_VERSION", "Store",
+           "StoreError", "default_path", "recording"]
