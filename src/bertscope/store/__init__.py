@@ -51,6 +51,7 @@ from bertscope.store.access import (
     shown,
     storable,
     store_path,
+    writable,
 )
 
 SCHEMA_VERSION = 2
@@ -152,14 +153,14 @@ def _create(p: Path, timeout: float) -> None:
                 if not p.exists():
                     os.replace(tmp, p)
     except BaseException:
+        remove_quietly(tmp, f"{tmp}-journal", f"{tmp}-wal", f"{tmp}-shm")
         for d in reversed(made):
             try:
                 d.rmdir()
             except OSError:
                 break
         raise
-    finally:
-        remove_quietly(tmp, f"{tmp}-journal", f"{tmp}-wal", f"{tmp}-shm")
+    remove_quietly(tmp)
 
 
 def _json(text: Any) -> Any:
@@ -202,7 +203,7 @@ class Store:
                 raise StoreError(f"no runs store at {shown(p, 120)} (nothing recorded there "
                                  f"yet); record a run first, or give --store FILE")
             _create(p, t)
-        elif write and not (os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)):
+        elif write and not writable(p):
             ro = PermissionError(errno.EACCES, "read-only")
             raise StoreError(explain(p, ro, t), reason(ro, t))
         conn = connect(p, write=write, timeout=t)
@@ -228,7 +229,7 @@ class Store:
             if name == "SQLITE_NOTADB" or name.startswith("SQLITE_CORRUPT"):
                 raise StoreError(f"{shown(p, 120)}: not a bertscope runs store ({e}); move "
                                  f"it aside or give another --store file") from None
-            raise StoreError(explain(p, e, timeout), reason(e, timeout)) from None
+            raise StoreError(explain(p, e, timeout), reason(e, timeout, p)) from None
         if tables and app != APPLICATION_ID:
             raise StoreError(f"{shown(p, 120)}: an SQLite file of something else, not a "
                              f"bertscope runs store; give another --store file")

@@ -117,8 +117,19 @@ def busy_timeout(value: float | None = None) -> float:
     return float(value)
 
 
-def reason(exc: BaseException, timeout: float | None = None) -> str:
-    """What an SQLite or OS error on the store means, and the fix (without the file's name)."""
+def _disk_full(path: Path) -> bool:
+    """Whether the file system holding `path` has no space left (an I/O error on a full disk:
+    SQLite cannot size its shared-memory file)."""
+    try:
+        st = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
+
+
+def reason(exc: BaseException, timeout: float | None = None, path: Path | None = None) -> str:
+    """What an SQLite or OS error on the store at `path` means, and the fix (without the
+    file's name)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
     msg = str(exc).lower()
     if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in msg:
@@ -138,6 +149,8 @@ def reason(exc: BaseException, timeout: float | None = None) -> str:
         why = getattr(exc, "strerror", None) or str(exc)
         return f"cannot be opened ({printable(why)}); check the path and its folder's " \
                f"permissions, or give another --store FILE"
+    if name.startswith("SQLITE_IOERR") and path is not None and _disk_full(path):
+        return "the disk is full; free some space, give another --store FILE, or pass --no-store"
     if name.startswith("SQLITE_IOERR"):
         return f"disk I/O error ({printable(exc)}); check the disk, or give another --store FILE"
     if isinstance(exc, UnicodeError):
@@ -148,7 +161,7 @@ def reason(exc: BaseException, timeout: float | None = None) -> str:
 def explain(path: Path, exc: BaseException, timeout: float | None = None) -> str:
     """One line for an SQLite or OS error on the store at `path`: the file, what happened and
     the fix (`reason`)."""
-    why = reason(exc, timeout)
+    why = reason(exc, timeout, path)
     f = shown(path, 120)
     if why.startswith("locked"):
         return f"the runs store {f} is {why}"
@@ -164,7 +177,7 @@ def guarded(path: Path, timeout: float | None = None) -> Iterator[None]:
     except StoreError:
         raise
     except (sqlite3.Error, OSError, UnicodeError) as e:
-        raise StoreError(explain(path, e, timeout), reason(e, timeout)) from None
+        raise StoreError(explain(path, e, timeout), reason(e, timeout, path)) from None
 
 
 def _decode(data: bytes) -> str:
@@ -172,14 +185,24 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "backslashreplace")
 
 
+def writable(path: Path) -> bool:
+    """Whether the file `path` and its folder (where SQLite keeps its journal files) can be
+    written by this process."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
 def connect(path: Path, *, write: bool, timeout: float) -> sqlite3.Connection:
     """A connection to the existing file `path`: read-write (SQLite waits up to `timeout`
-    seconds for another writer), or read-only (`mode=ro`), which writes nothing and, where the
-    folder cannot hold the write-ahead log's index (a read-only folder), opens the file as
-    immutable. Errors become a `StoreError`."""
+    seconds for another writer), or for reading only: where the file could be written, a
+    `query_only` connection (its journal files removed on close, as a writer's are);
+    otherwise `mode=ro`, which writes nothing and, where the folder cannot hold the
+    write-ahead log's index (a read-only folder), opens the file as immutable. Errors become
+    a `StoreError`."""
     with guarded(path, timeout):
-        if write:
+        if write or writable(path):
             conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+            if not write:
+                conn.execute("PRAGMA query_only = ON")
         else:
             uri = f"{path.resolve().as_uri()}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)
@@ -197,11 +220,12 @@ def connect(path: Path, *, write: bool, timeout: float) -> sqlite3.Connection:
 
 
 def pragmas(conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """(application_id, user_version, number of schema objects) of a connection's file."""
-    app = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-    return app, version, tables
+    """(application_id, user_version, number of schema objects) of a connection's file, read
+    in one statement: one snapshot, never half of another process's schema set-up."""
+    row = conn.execute("SELECT (SELECT application_id FROM pragma_application_id()), "
+                       "(SELECT user_version FROM pragma_user_version()), "
+                       "(SELECT count(*) FROM sqlite_master)").fetchone()
+    return int(row[0]), int(row[1]), int(row[2])
 
 
 def remove_quietly(*paths: Any) -> None:
@@ -213,4 +237,5 @@ def remove_quietly(*paths: Any) -> None:
 
 __all__ = ["DEFAULT_TIMEOUT", "ENV", "ENV_TIMEOUT", "MAX_ID", "OFF", "StoreError",
            "busy_timeout", "check_run_id", "connect", "explain", "guarded", "pragmas",
-           "printable", "reason", "recording", "remove_quietly", "shown", "storable", "store_path"]
+           "printable", "reason", "recording", "remove_quietly", "shown", "storable", "store_path",
+           "writable"]
