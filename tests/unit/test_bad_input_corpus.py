@@ -221,6 +221,20 @@ BAD: dict[str, tuple[str, ...]] = {
     "F-sweep-axis-twice": ("sweep", "bert-tiny", "--seq", "16", "--seq=32"),
     "F-ops-old-checkpointing": ("ops", *TINY, "--checkpoint", "none", "--checkpointing"),
     "F-ops-model-name-too-long": ("ops", "x" * 100_000),
+    # store (issue #33): ids, kinds, names; read-only commands never create a store
+    "S-runs-show-long-id": ("runs", "show", "x" * 100_000, "--store", "{d}/missing.sqlite"),
+    "S-runs-rm-missing-store": ("runs", "rm", "abcd1234", "--store", "{d}/missing.sqlite"),
+    "S-runs-list-missing-store": ("runs", "list", "--kind", "predcit", "--store",
+                                  "{d}/sub/missing.sqlite"),
+    "S-runs-export-missing-store": ("runs", "export", "abcd1234", "{d}/out.csv", "--store",
+                                    "{d}/missing.sqlite"),
+    "S-runs-list-folder-store": ("runs", "list", "--store", "{d}/folder"),
+    "S-runs-show-bad-id": ("runs", "show", "ab\x1b[2J;drop", "--store", "{d}/missing.sqlite"),
+    "S-predict-blank-store": (*PRED, "--device", "a100", "--store", " "),
+    "S-predict-store-in-folder-store": (*PRED, "--device", "a100", "--store", "{d}/folder"),
+    "S-predict-store-under-file": (*PRED, "--device", "a100", "--store",
+                                   "{d}/keep.csv/runs.sqlite"),
+    "S-runs-list-store-dev-zero": ("runs", "list", "--store", "/dev/zero"),
 }
 
 

@@ -197,7 +197,9 @@ class Store:
         with guarded(p, t):
             exists = p.exists()
             if exists and not p.is_file():
-                raise StoreError(f"{shown(p, 120)}: not a file; give --store FILE")
+                what = "a folder" if p.is_dir() else "not a regular file"
+                raise StoreError(f"the runs store {shown(p, 120)} is {what}; give --store "
+                                 f"FILE, a file's name")
         if not exists:
             if not (write and create):
                 raise StoreError(f"no runs store at {shown(p, 120)} (nothing recorded there "
