@@ -456,3 +456,20 @@ def test_profile_writes_its_output_before_a_failing_record(tmp_path: Path, capsy
     assert rc == 0, err
     assert "not recorded" in _one_line(err) and "locked" in err
     assert out_json.stat().st_size > 0 and f"wrote {out_json}" in out
+
+
+def test_a_truncated_store_is_one_line_and_export_never_overwrites_the_store(
+        tmp_path: Path, capsys) -> None:
+    path = tmp_path / "runs.sqlite"
+    rid = _store(path, runs=1)[0]
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(path.read_bytes()[:3 * PAGE])
+    assert main(["runs", "list", "--store", str(cut)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert str(cut) in line and "damaged" in line, line
+    before = path.read_bytes()
+    same = tmp_path / "runs.json"
+    path.rename(same)
+    assert main(["runs", "export", rid, str(same), "--store", str(same)]) == 2
+    assert "the runs store itself" in _one_line(capsys.readouterr().err)
+    assert same.read_bytes() == before

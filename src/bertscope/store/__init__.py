@@ -228,7 +228,7 @@ class Store:
             app, version, tables = pragmas(conn)
         except sqlite3.DatabaseError as e:
             name = getattr(e, "sqlite_errorname", "") or ""
-            if name == "SQLITE_NOTADB" or name.startswith("SQLITE_CORRUPT"):
+            if name == "SQLITE_NOTADB":
                 raise StoreError(f"{shown(p, 120)}: not a bertscope runs store ({e}); move "
                                  f"it aside or give another --store file") from None
             raise StoreError(explain(p, e, timeout), reason(e, timeout, p)) from None

@@ -163,8 +163,10 @@ def explain(path: Path, exc: BaseException, timeout: float | None = None) -> str
     the fix (`reason`)."""
     why = reason(exc, timeout, path)
     f = shown(path, 120)
-    if why.startswith("locked"):
+    if why.startswith(("locked", "damaged", "read-only")):
         return f"the runs store {f} is {why}"
+    if why.startswith("cannot"):
+        return f"the runs store {f} {why}"
     return f"the runs store {f}: {why}"
 
 
