@@ -132,6 +132,8 @@ def _create(p: Path, timeout: float) -> None:
     with guarded(p, timeout):
         made = _new_dirs(p.parent)
         p.parent.mkdir(parents=True, exist_ok=True)
+        if not os.access(p.parent, os.W_OK):
+            raise PermissionError(errno.EACCES, "read-only folder")
     tmp = p.with_name(f".{p.name}.{secrets.token_hex(4)}.new")
     try:
         with guarded(p, timeout):

@@ -212,7 +212,10 @@ def connect(path: Path, *, write: bool, timeout: float) -> sqlite3.Connection:
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except sqlite3.OperationalError as e:
                 conn.close()
-                if not (getattr(e, "sqlite_errorname", "") or "").startswith("SQLITE_CANTOPEN"):
+                # no write-ahead index possible here: SQLITE_CANTOPEN (a read-only mount),
+                # SQLITE_READONLY_DIRECTORY (a folder without write permission)
+                name = getattr(e, "sqlite_errorname", "") or ""
+                if not name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
                     raise
                 conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=timeout,
                                        isolation_level=None)
