@@ -39,11 +39,12 @@ def open_store(store: Path | None, no_store: bool) -> StoreTarget | None:
     that cannot be used fails first, exit 2), or None with `--no-store` or
     $BERTSCOPE_STORE=off."""
     from bertscope.store import Store, recording
-    from bertscope.store.access import guarded, shown, store_path
+    from bertscope.store.access import busy_timeout, guarded, shown, store_path
 
     if no_store or (store is None and not recording()):
         return None
     p = store_path(store)
+    busy_timeout()  # a bad $BERTSCOPE_STORE_TIMEOUT fails first too
     with guarded(p):
         exists = p.exists()
         if not exists:  # the folder it goes in: made when recording, but not under a file
