@@ -39,7 +39,7 @@ def open_store(store: Path | None, no_store: bool) -> StoreTarget | None:
     that cannot be used fails first, exit 2), or None with `--no-store` or
     $BERTSCOPE_STORE=off."""
     from bertscope.store import Store, recording
-    from bertscope.store.access import busy_timeout, guarded, shown, store_path
+    from bertscope.store.access import busy_timeout, guarded, quoted, store_path
 
     if no_store or (store is None and not recording()):
         return None
@@ -52,8 +52,8 @@ def open_store(store: Path | None, no_store: bool) -> StoreTarget | None:
             while not up.exists() and up.parent != up:
                 up = up.parent
             if not up.is_dir():
-                raise BertscopeError(f"the runs store {shown(p, 120)} cannot be made: "
-                                     f"{shown(up, 120)} is not a folder; give another --store "
+                raise BertscopeError(f"the runs store {quoted(p, 120)} cannot be made: "
+                                     f"{quoted(up, 120)} is not a folder; give another --store "
                                      f"FILE, or pass --no-store")
     return StoreTarget(p, Store.open(p) if exists else None)
 
@@ -64,7 +64,7 @@ def record(target: StoreTarget | None, console: Any, kind: str, table: object = 
     written, and say its id. A failure costs nothing but the record: one warning line on
     stderr, and the command goes on to its own exit code. The run's id, or None."""
     from bertscope.store import Store
-    from bertscope.store.access import printable, shown
+    from bertscope.store.access import printable, quoted
 
     if target is None:
         return None
@@ -78,7 +78,7 @@ def record(target: StoreTarget | None, console: Any, kind: str, table: object = 
     except Exception as e:
         why = getattr(e, "reason", None) or (
             str(e) if isinstance(e, BertscopeError) else f"{type(e).__name__}: {printable(e)}")
-        print(f"bertscope: warning: not recorded in the runs store {shown(target.path, 120)}: "
+        print(f"bertscope: warning: not recorded in the runs store {quoted(target.path, 120)}: "
               f"{why[:500]}", file=sys.stderr)
         return None
     console.print(f"recorded as run {rid} (bertscope runs show {rid})")
@@ -95,10 +95,10 @@ def _read(store: Path | None) -> Store:
 def _check_kind(s: Store, kind: str | None) -> None:
     """Refuse a --kind that no command records and no run in the store has."""
     from bertscope.store import KINDS
-    from bertscope.store.access import shown
+    from bertscope.store.access import quoted
 
     if kind is not None and kind not in KINDS and kind not in s.kinds():
-        raise BertscopeError(f"--kind: unknown kind {shown(kind)}; choose one of: "
+        raise BertscopeError(f"--kind: unknown kind {quoted(kind)}; choose one of: "
                              f"{', '.join(KINDS)}")
 
 
@@ -156,13 +156,13 @@ def export_cmd(run_id: Annotated[str, typer.Argument(metavar="ID")],
                store: StoreOpt = None) -> None:
     """Write a run's op rows to a file."""
     from bertscope.io import atomic_write, frame_bytes, output_format
-    from bertscope.store.access import check_run_id, shown
+    from bertscope.store.access import check_run_id, quoted
 
     check_run_id(run_id)
     check_export(output)
     s = _read(store)
     if output.resolve() == s.path.resolve():
-        raise BertscopeError(f"{shown(output, 120)} is the runs store itself; give another "
+        raise BertscopeError(f"{quoted(output, 120)} is the runs store itself; give another "
                              f"FILE to export to")
     df = s.ops(run_id)
     atomic_write(output, frame_bytes(df, output_format(output), meta=s.get(run_id)))

@@ -45,10 +45,10 @@ from bertscope.store.access import (
     explain,
     guarded,
     pragmas,
+    quoted,
     reason,
     recording,
     remove_quietly,
-    shown,
     storable,
     store_path,
     writable,
@@ -200,11 +200,11 @@ class Store:
             exists = p.exists()
             if exists and not p.is_file():
                 what = "a folder" if p.is_dir() else "not a regular file"
-                raise StoreError(f"the runs store {shown(p, 120)} is {what}; give --store "
+                raise StoreError(f"the runs store {quoted(p, 120)} is {what}; give --store "
                                  f"FILE, a file's name")
         if not exists:
             if not (write and create):
-                raise StoreError(f"no runs store at {shown(p, 120)} (nothing recorded there "
+                raise StoreError(f"no runs store at {quoted(p, 120)} (nothing recorded there "
                                  f"yet); record a run first, or give --store FILE")
             _create(p, t)
         elif write and not writable(p):
@@ -231,14 +231,14 @@ class Store:
         except sqlite3.DatabaseError as e:
             name = getattr(e, "sqlite_errorname", "") or ""
             if name == "SQLITE_NOTADB":
-                raise StoreError(f"{shown(p, 120)}: not a bertscope runs store ({e}); move "
+                raise StoreError(f"{quoted(p, 120)}: not a bertscope runs store ({e}); move "
                                  f"it aside or give another --store file") from None
             raise StoreError(explain(p, e, timeout), reason(e, timeout, p)) from None
         if tables and app != APPLICATION_ID:
-            raise StoreError(f"{shown(p, 120)}: an SQLite file of something else, not a "
+            raise StoreError(f"{quoted(p, 120)}: an SQLite file of something else, not a "
                              f"bertscope runs store; give another --store file")
         if version > SCHEMA_VERSION:
-            raise StoreError(f"{shown(p, 120)}: written by a newer bertscope (schema "
+            raise StoreError(f"{quoted(p, 120)}: written by a newer bertscope (schema "
                              f"{version}, this one knows {SCHEMA_VERSION}); upgrade bertscope")
         return version if tables else 0
 
@@ -346,7 +346,7 @@ class Store:
                     "SELECT id, kind, created, model, device, inputs, summary, versions, "
                     f"{machine} FROM runs WHERE id = ?", (rid,)).fetchone()
         if row is None:
-            raise BertscopeError(f"no run {rid!r} in {shown(self.path, 120)}; see "
+            raise BertscopeError(f"no run {rid!r} in {quoted(self.path, 120)}; see "
                                  f"`bertscope runs list`")
         keys = ("id", "kind", "created", "model", "device", "inputs", "summary", "versions",
                 "machine")

@@ -48,7 +48,7 @@ class StoreError(BertscopeError):
         self.reason = reason if reason is not None else message
 
 
-def shown(value: object, limit: int = 60) -> str:
+def quoted(value: object, limit: int = 60) -> str:
     """`value` quoted for an error line: control characters and undecodable bytes escaped
     (repr), cut to about `limit` characters with the full length said (a 100,000-character
     path is not echoed whole)."""
@@ -72,7 +72,7 @@ def check_run_id(rid: object) -> str:
     """`rid` if it can be a run id (1 to `MAX_ID` letters, digits, '-' or '_'); otherwise a
     `BertscopeError` that quotes it cut short."""
     if not isinstance(rid, str) or len(rid) > MAX_ID or not _ID.fullmatch(rid):
-        raise BertscopeError(f"{shown(rid)} is not a run id (ids are 1 to {MAX_ID} letters, "
+        raise BertscopeError(f"{quoted(rid)} is not a run id (ids are 1 to {MAX_ID} letters, "
                              f"digits, '-' or '_'); see `bertscope runs list`")
     return rid
 
@@ -109,7 +109,7 @@ def busy_timeout(value: float | None = None) -> float:
             value = float(raw)
         except ValueError:
             value = math.nan
-        what = f"{ENV_TIMEOUT}={shown(raw)}"
+        what = f"{ENV_TIMEOUT}={quoted(raw)}"
     else:
         what = f"store timeout {value!r}"
     if not (isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 86400):
@@ -162,7 +162,7 @@ def explain(path: Path, exc: BaseException, timeout: float | None = None) -> str
     """One line for an SQLite or OS error on the store at `path`: the file, what happened and
     the fix (`reason`)."""
     why = reason(exc, timeout, path)
-    f = shown(path, 120)
+    f = quoted(path, 120)
     if why.startswith(("locked", "damaged", "read-only")):
         return f"the runs store {f} is {why}"
     if why.startswith("cannot"):
@@ -240,7 +240,25 @@ def remove_quietly(*paths: Any) -> None:
             os.unlink(p)
 
 
-__all__ = ["DEFAULT_TIMEOUT", "ENV", "ENV_TIMEOUT", "MAX_ID", "OFF", "StoreError",
-           "busy_timeout", "check_run_id", "connect", "explain", "guarded", "pragmas",
-           "printable", "reason", "recording", "remove_quietly", "shown", "storable", "store_path",
-           "writable"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ENV",
+    "ENV_TIMEOUT",
+    "MAX_ID",
+    "OFF",
+    "StoreError",
+    "busy_timeout",
+    "check_run_id",
+    "connect",
+    "explain",
+    "guarded",
+    "pragmas",
+    "printable",
+    "quoted",
+    "reason",
+    "recording",
+    "remove_quietly",
+    "storable",
+    "store_path",
+    "writable",
+]
