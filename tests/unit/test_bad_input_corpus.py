@@ -296,3 +296,20 @@ def test_help_shows_bracketed_text(capsys, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["trace", "--help"]) == 0
     assert "[[pattern]]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ("ops", *TINY, "--output", "{d}/" + "a" * 100_000 + ".csv"),
+    ("ops", "m" * 100_000),
+    ("predict", *TINY, "--device", "d" * 100_000),
+], ids=["long-output-path", "long-model-name", "long-device-name"])
+def test_an_error_line_stays_short_whatever_it_quotes(argv, tmp_path: Path, monkeypatch,
+                                                     capsys) -> None:
+    # a 100,000-character argument quoted in the message: the one line keeps its start and
+    # end (what is wrong, how to fix it) around " ... ", 400 characters at most plus the
+    # 18-character "bertscope: error: " prefix and the newline
+    monkeypatch.chdir(tmp_path)
+    rc = main([a.replace("{d}", str(tmp_path)) for a in argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("bertscope: error: ")
+    assert len(err.splitlines()) == 1 and len(err) <= 18 + 400 + 1, err[:200]

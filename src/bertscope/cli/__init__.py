@@ -173,6 +173,31 @@ def check_repeated(command: Any, args: list[str]) -> None:
         seen.setdefault(param.name or name, (given, value))
 
 
+MAX_ERROR_CHARS = 400
+"""Longest error message printed whole; a longer one (a 100,000-character path or name quoted
+in it) keeps its start and end around an ellipsis, so the line still says what and how."""
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """`message` as the one line an error prints: whitespace runs (newlines included) become
+    one space, and past `limit` characters the middle is cut to " ... "."""
+    text = " ".join(message.split())
+    if len(text) <= limit:
+        return text
+    keep = (limit - 5) // 2
+    return f"{text[:keep]} ... {text[-keep:]}"
+
+
+def os_error_line(e: OSError) -> str:
+    """An operating-system error that reached the command line, as its one line: what the
+    system said, the file it said it of, and what to do."""
+    what = e.strerror or type(e).__name__
+    names = [n for n in (e.filename, e.filename2) if n is not None]
+    where = " -> ".join(repr(os.fsdecode(n)) for n in names)
+    return f"{what}: {where}; check the path (and that its folder exists and is writable)" \
+        if where else f"{what}; check the paths given and the free space"
+
+
 def _run(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     check_console_env(os.environ)
@@ -188,13 +213,16 @@ def _run(argv: list[str] | None) -> int:
             check_repeated(typer.main.get_command(runner), args)
         rv = runner(args=args, standalone_mode=False)
     except BertscopeError as e:
-        print(f"bertscope: error: {e}", file=sys.stderr)
+        print(f"bertscope: error: {one_line(str(e))}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a path the checks let through (a name too long, a vanished folder)
+        print(f"bertscope: error: {one_line(os_error_line(e))}", file=sys.stderr)
         return 2
     except NoArgsIsHelpError:
         return 0
     except UsageError as e:
         cmd = e.ctx.command_path if e.ctx is not None else "bertscope"
-        msg = " ".join(e.format_message().split())
+        msg = one_line(e.format_message())
         print(f"bertscope: error: {msg} (see: {cmd} --help)", file=sys.stderr)
         return 2
     except typer.Abort:
