@@ -8,9 +8,7 @@ import itertools
 import math
 import os
 import reprlib
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -138,43 +136,6 @@ def expect(doc: dict[str, Any], key: str, kind: type, origin: str, default: Any 
     return float(value) if kind is float else value
 
 
-class StopRequest:
-    """A request to stop a long measurement after the step in progress (SIGINT or SIGTERM
-    under the CLI). A loop that can stop cleanly runs inside `graceful()`: there a first signal
-    only sets the request, which the loop reads between steps, so the steps finished are kept
-    whole; a second signal, or a signal outside such a loop, raises KeyboardInterrupt at once
-    (raising at an arbitrary point can land inside a finalizer, where Python drops it)."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._depth = 0
-
-    def __bool__(self) -> bool:
-        return self._event.is_set()
-
-    @contextmanager
-    def graceful(self) -> Iterator[None]:
-        """Within: a first signal sets the request instead of interrupting."""
-        self._depth += 1
-        try:
-            yield
-        finally:
-            self._depth -= 1
-            if not self._depth:
-                self._event.clear()
-
-    def signal(self, signum: int, frame: object) -> None:
-        """The signal handler (installed by `bertscope.cli.main` for SIGINT and SIGTERM)."""
-        if self._depth and not self._event.is_set():
-            self._event.set()
-            return
-        raise KeyboardInterrupt
-
-
-STOP = StopRequest()
-"""The process's stop request (see `StopRequest`)."""
-
-
 MAX_SIZE = 2**40
 """Largest size bertscope accepts for any count (layers, hidden, batch, sequence, devices, global
 batch, ...): about 1.1e12, far beyond any real model or run, small enough that products of a
@@ -209,10 +170,8 @@ def printable(text: object) -> str:
 
 __all__ = [
     "MAX_SIZE",
-    "STOP",
     "BertscopeError",
     "Error",
-    "StopRequest",
     "as_values",
     "check_path",
     "check_positive_ints",

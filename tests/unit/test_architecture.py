@@ -36,12 +36,13 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "bertscope"
 
 GROUND = {"config", "family", "families", "presets", "hf_config", "job", "taxonomy", "optable",
-          "io", "errors", "lazyre"}
+          "io", "errors", "lazyre", "stop"}
 ALLOWED: dict[str, set[str]] = {
     # the ground floor knows no producer, consumer or screen
     "errors": set(),
     "io": {"errors"},
     "lazyre": set(),
+    "stop": set(),  # the stop protocol: signals, partial results, children
     # the family specs are data (the code they name is resolved on use); Family is built
     # from them; presets and the config.json reader build on config's classes
     "families": {"errors"},

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import importlib
 import os
-import signal
 import sys
 from collections.abc import MutableMapping
 from typing import Any
 
 import typer
 
-from bertscope.errors import STOP, BertscopeError
+from bertscope.errors import BertscopeError
+from bertscope.stop import INTERRUPTED_EXIT, STOP, Interrupted, handle_signals
 
 try:  # typer >= 0.22 vendors click as typer._click; older typer uses click itself
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
@@ -96,19 +96,16 @@ def __getattr__(name: str) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app. Exit codes: 0 done; 2 bad input (one line on stderr, nothing
-    written); 3 a profile interrupted by SIGINT or SIGTERM after a measured iteration (its
-    partial result kept and marked); 130 interrupted with nothing to keep."""
-    previous = {}
-    try:  # SIGTERM as Ctrl-C; a measuring loop stops after its step (errors.STOP)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, STOP.signal)
-    except ValueError:  # not the main thread: leave signals alone
-        pass
-    try:
-        return _run(argv)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    written); 3 a measuring command interrupted by SIGINT or SIGTERM after it kept something
+    measured (a result marked partial in its content and its `*.partial.json` name); 130
+    interrupted with nothing to keep. SIGINT and SIGTERM ask the measuring loop in progress to
+    stop (`bertscope.stop`); a command that was asked never exits 0."""
+    with handle_signals():
+        rc = _run(argv)
+        if STOP and rc == 0:  # the request was lost somewhere (a finalizer): still honoured
+            print("bertscope: interrupted", file=sys.stderr)
+            return INTERRUPTED_EXIT
+        return rc
 
 
 MIN_COLUMNS, MAX_COLUMNS = 20, 1000
@@ -218,6 +215,9 @@ def _run(argv: list[str] | None) -> int:
     except OSError as e:  # a path the checks let through (a name too long, a vanished folder)
         print(f"bertscope: error: {one_line(os_error_line(e))}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"bertscope: {e}", file=sys.stderr)
+        return e.exit_code
     except NoArgsIsHelpError:
         return 0
     except UsageError as e:

@@ -27,6 +27,7 @@ from bertscope.io import check_output
 from bertscope.job import Job
 from bertscope.report.progress import progress_bar
 from bertscope.report.tables import make_console
+from bertscope.stop import PARTIAL_EXIT, STOP, partial_path
 from bertscope.trace.attribute import Statistic
 
 if TYPE_CHECKING:
@@ -94,9 +95,22 @@ def profile_cmd(
     if nproc == 1 and link is not None:
         raise BertscopeError("--link needs --nproc 2 or more")
     need_torch("profile")
+    console = make_console()
+    # the measurement and its output are one measuring loop of the stop protocol
+    # (`bertscope.stop`): a stop while the result is printed or written keeps it whole
+    with STOP.graceful():
+        _measure(job, st, console, iters=iters, warmup=warmup, hf=hf, device=device,
+                 threads=threads, top=top, output=output, trace_out=trace_out, nproc=nproc,
+                 link=link, statistic=statistic, host_allocator=host_allocator)
+
+
+def _measure(job: Job, st: Any, console: Console, *, iters: int, warmup: int, hf: bool,
+             device: str, threads: int | None, top: int, output: Path | None,
+             trace_out: Path | None, nproc: int, link: str | None, statistic: Statistic,
+             host_allocator: HostAllocator) -> None:
+    """Profile (one process, or DDP under torchrun), print, record and write the result."""
     from bertscope.report.tables import print_profile
 
-    console = make_console()
     m, run = job.model, job.run
     if nproc > 1:
         from bertscope.report.ddp import print_ddp
@@ -150,12 +164,15 @@ def _finish(result: ProfileResult, output: Path | None, console: Console, *,
             traces: str | None, record: Callable[[], object]) -> None:
     """Write the result where asked and say where; then `record` it in the runs store (last:
     a store that fails costs a warning, never the result); then end as the run did: a trace
-    that could not be written is exit 2 (one line), an interrupted run exit 3
-    (`PARTIAL_EXIT`) with its partial result kept (`ProfileFacts.partial`)."""
+    that could not be written is exit 2 (one line); a run asked to stop (SIGINT, SIGTERM) is
+    exit 3 (`PARTIAL_EXIT`) with its result kept: when incomplete, marked partial in its
+    content (`ProfileFacts.partial`) and its file name (`stop.partial_path`:
+    out.partial.json), so it is never taken for a complete one."""
     wrote = []
-    if output is not None:
-        wrote.append(str(result.write_json(output)))
     facts = result.facts
+    dest = partial_path(output) if output is not None and facts.partial else output
+    if dest is not None:
+        wrote.append(str(result.write_json(dest)))
     trace_error = facts.trace_error
     if traces and not trace_error:
         wrote.append(traces)
@@ -164,18 +181,14 @@ def _finish(result: ProfileResult, output: Path | None, console: Console, *,
     record()
     if trace_error:
         raise BertscopeError(f"{trace_error} (the measurement itself was "
-                             f"{'written to ' + str(output) if output else 'printed'})")
-    if facts.partial:
+                             f"{'written to ' + str(dest) if dest else 'printed'})")
+    if facts.partial or STOP:
         n = facts.iters
-        print(f"bertscope: interrupted: partial result of {n} measured iteration(s) "
-              f"{'written to ' + str(output) if output else 'printed above'}", file=sys.stderr)
+        what = (f"partial result of {n} measured iteration(s)" if facts.partial
+                else f"the complete result ({n} measured iteration(s))")
+        print(f"bertscope: interrupted: {what} "
+              f"{'written to ' + str(dest) if dest else 'printed above'}", file=sys.stderr)
         raise typer.Exit(PARTIAL_EXIT)
-
-
-PARTIAL_EXIT = 3
-"""Exit code of a profile interrupted (Ctrl-C, SIGTERM) after at least one measured
-iteration: its partial result is kept and marked `partial` (130 is an interruption with
-nothing to keep)."""
 
 
 def register(app: typer.Typer) -> None:

@@ -19,8 +19,13 @@ Measured, per iteration and rank (`iteration_comm`, summarized by `comm_summary`
   the end of its last autograd node (DDP waits for the last buckets after that node);
 - exposed = all-reduce - overlap: the time backward() spends waiting for gradients.
 
-The process control: torchrun and the workers run in sessions of their own, so Ctrl-C or a
-failing rank ends all of them (`_kill_group`); a failure is told in one line (`_failure`).
+The process control (the stop protocol, `bertscope.stop`): torchrun and the workers run in
+sessions of their own; the launch waits as a measuring loop (`stop.wait_child`), so Ctrl-C,
+SIGTERM or a failing rank ends all of them (`_kill_group`) and an interrupted run keeps
+nothing (ranks stopped apart would wait on each other's all-reduce): `Interrupted`, exit 130.
+They die with this process even on `kill -9`: torchrun gets SIGTERM when it dies
+(`stop.spawn`: a parent-death signal), on which it ends its workers, and each worker gets
+SIGKILL when torchrun dies (`ddp_worker.main`). A failure is told in one line (`_failure`).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from bertscope.io import check_output
 from bertscope.job import Job
 from bertscope.measure.profile import refuse_unmeasured
 from bertscope.parallel.ddp_model import comm_shares, link_bucket_bytes
+from bertscope.stop import STOP, spawn, wait_child
 from bertscope.trace.breakdown import overlap, union
 
 WORKER = "bertscope.measure.ddp_worker"
@@ -186,13 +192,14 @@ def _run_torchrun(folder: Path, nproc: int, device: str, threads: int) -> None:
         env["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only: one machine, no network
     log_path = folder / "torchrun.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            rc = proc.wait()
-        except BaseException:  # Ctrl-C (the workers are in their own session) or anything else
-            _kill_group(proc, _worker_pids(folder, nproc))
-            raise
+        proc = spawn(cmd, death_signal=signal.SIGTERM, env=env, stdout=log,
+                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+        def end(p: subprocess.Popen[bytes]) -> None:
+            _kill_group(p, _worker_pids(folder, nproc))
+
+        rc = wait_child(proc, on_stop=end, on_error=end)
+    STOP.check()  # asked to stop: the ranks were ended, nothing is kept
     if rc != 0:
         raise BertscopeError(f"distributed run failed (torchrun exit {rc}): "
                              f"{_failure(folder, nproc, log_path)}")

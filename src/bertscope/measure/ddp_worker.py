@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from bertscope.measure.ddp import (
     iteration_comm,
 )
 from bertscope.measure.profile import ProfileResult, profile
+from bertscope.stop import die_with_parent
 from bertscope.taxonomy import Category, Classifier
 from bertscope.trace.attribute import ITER, PHASE, numel
 
@@ -186,7 +188,9 @@ def run_rank(spec: dict[str, Any], rank: int, world: int, local_rank: int) -> Pr
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point under torchrun: run this rank, write its result (or its error) to the
-    spec's folder."""
+    spec's folder. The rank dies with torchrun (a parent-death signal, `stop`), so a
+    `kill -9` of bertscope, which ends torchrun, leaves no rank behind."""
+    die_with_parent(signal.SIGKILL)  # torchrun gone (killed with bertscope): so are we
     args = sys.argv[1:] if argv is None else argv
     spec = json.loads(Path(args[0]).read_text())
     folder = Path(spec["out_dir"])

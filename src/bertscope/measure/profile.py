@@ -8,8 +8,11 @@ Warm-up iterations run unprofiled; the measured ones run under torch.profiler wi
 scopes (see `attribution.py`). On a CPU keeping freed memory, profiled iterations that still
 fault in fresh pages (the profiler's first captures grow the heap) are thrown away first
 (`MAX_SETTLING`, `allocator.settled`); meta records how many ("settling_iterations") and the
-minor page faults of each measured iteration ("page_faults"). Ctrl-C during measurement
-stops cleanly: the iterations that completed make a valid result marked `partial`.
+minor page faults of each measured iteration ("page_faults"). The whole run is a measuring
+loop of the stop protocol (`bertscope.stop`): a stop request (SIGINT or SIGTERM under the
+CLI; Ctrl-C in a program) ends it after the iteration in progress; the measured iterations
+that completed make a valid result marked `partial`, and with none (a stop during warm-up or
+settling) it raises `Interrupted`.
 
 `bertscope.measure.ddp_worker` runs the same loop on every rank of a DistributedDataParallel
 job: `profile(..., wrap=DDP, data_seed=..., analyze=...)` wraps the model, gives each rank its
@@ -35,7 +38,7 @@ from torch import nn
 from bertscope.analytic import build
 from bertscope.analytic.memory import MemoryEstimate
 from bertscope.config import Attention, Checkpoint, Family, ModelConfig, Precision, RunConfig
-from bertscope.errors import STOP, BertscopeError, parse_enum
+from bertscope.errors import BertscopeError, parse_enum
 from bertscope.families import resolve
 from bertscope.io import atomic_path, write_or_rescue
 from bertscope.job import Job
@@ -51,6 +54,7 @@ from bertscope.measure.hf import build_hf_model, hf_layers, hf_sublayer
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.quiet import QuietProfiler
 from bertscope.optable import Extra, OpTable, ProfileFacts, Provenance
+from bertscope.stop import STOP, Interrupted
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
 
@@ -301,7 +305,7 @@ class _Session:
                 on_trace_ready=None if whole else cap.walk)
             quiet = QuietProfiler(cap.prof)
             try:
-                with STOP.graceful(), quiet:
+                with quiet:
                     while len(cap.done) < iters:
                         f0, t0 = minor_faults(), time.perf_counter()
                         with torch.autograd.profiler.record_function(f"{ITER}{len(cap.done)}"):
@@ -321,11 +325,11 @@ class _Session:
                             self.tell("measure", len(cap.done), iters)
                         if not whole:
                             quiet.step()
-                        if STOP and len(cap.done) < iters:  # SIGINT/SIGTERM under the CLI
+                        if STOP and len(cap.done) < iters:  # the stop protocol (`stop`)
                             cap.partial = True
                             break
-            except KeyboardInterrupt:
-                cap.partial = True
+            except KeyboardInterrupt:  # a second signal, or Ctrl-C without the CLI: the
+                cap.partial = True     # iteration in progress is abandoned
         if whole:
             cap.pending = cap.attr
             cap.walk(cap.prof)
@@ -399,11 +403,6 @@ def profile(
         keep_freed_memory()
     trainer = _Trainer(m, run, dev, hf=hf, seed=seed, wrap=wrap, data_seed=data_seed)
     tell = progress or (lambda *_: None)
-    for i in range(warmup):
-        trainer.step()
-        tell("warmup", i + 1, warmup)
-    trainer.sync()
-
     activities = [torch.profiler.ProfilerActivity.CPU]
     if dev.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -418,12 +417,19 @@ def profile(
     # `allocator`); only where freed memory is kept (else every iteration faults)
     settle = MAX_SETTLING if current_allocator() is HostAllocator.KEEP else 0
     try:
-        cap = session.capture(iters, whole=whole, settle=settle if dev.type == "cpu" else 0)
+        with STOP.graceful():  # warm-up, settling and measured iterations alike
+            for i in range(warmup):
+                trainer.step()
+                tell("warmup", i + 1, warmup)
+                STOP.check()  # nothing measured yet: nothing to keep
+            trainer.sync()
+            cap = session.capture(iters, whole=whole,
+                                  settle=settle if dev.type == "cpu" else 0)
     finally:
         trainer.hooks.remove()
     prof, attr, done, partial = cap.prof, cap.attr, cap.done, cap.partial
-    if not done:
-        raise BertscopeError("interrupted before any measured iteration completed")
+    if not done:  # stopped while settling: no measured iteration to keep
+        raise Interrupted()
     iter_time_us = sum(cap.walked_us)
     extra = analyze(prof.events(), len(done)) if analyze is not None else {}
     trace_error = None

@@ -23,6 +23,7 @@ from bertscope.perf.efficiency import (
     Overhead,
 )
 from bertscope.perf.fit import fit_from_microbench, fit_from_tables
+from bertscope.stop import STOP
 from bertscope.studies.measured import Measurement, config_name
 
 MICROBENCH_VERSION = 1
@@ -105,6 +106,7 @@ def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: 
         points = load_microbench(saved, quick=quick)
     else:
         points = run_microbench(dev, quick=quick, log=log)
+        STOP.check()  # an interrupted run's points are never saved (`bertscope.stop`)
         if saved is not None:
             save_microbench(points, saved, quick=quick)
     gemm, stream, overhead_s = points["gemm"], points["stream"], points["overhead_s"]

@@ -8,7 +8,9 @@ where the time goes, compute- vs memory-bound work, GEMM heterogeneity, the opti
 precision, scale, checkpointing, distributed training and what it all implies for hardware.
 Sections live in the `sections` package, one module each; every finding is computed from their
 tables. The folder is written beside its destination and renamed into place when complete,
-so a failed or interrupted study leaves nothing half-written.
+so a failed or interrupted study leaves nothing half-written: a stop request
+(`bertscope.stop`) during the measured part ends the study after the iteration in progress
+with `Interrupted` (exit 130), never a study finished as if nothing was asked.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from bertscope.config import ModelConfig, Precision, RunConfig, from_dict
 from bertscope.errors import BertscopeError, as_values, parse_enum, shown
 from bertscope.perf import DeviceProfile, load_profile
 from bertscope.presets import get_model
+from bertscope.stop import STOP
 from bertscope.studies import sections as s
 
 DEVICES = ("v100", "a100", "h100", "b200", "mi250x", "mi300x", "tpu-v3", "tpu-v4", "tpu-v5p")
@@ -166,6 +169,7 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
                              f"({e.strerror or e})") from None
     try:
         measured = _measure(cfg, models, tell)
+        STOP.check()  # asked to stop while measuring (even in its last iteration): no study
         ctx = s.Ctx(models=models, devices=devices, precisions=precisions,
                      phases=list(PHASES), measured=measured)
         steps: Sequence[Callable[[s.Ctx], s.Section]] = (
@@ -175,6 +179,7 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
             s.distributed, lambda c: s.implications(c, sweep))
         sections = []
         for i, step in enumerate(steps):
+            STOP.check()
             sections.append(step(ctx))
             tell("sections", i + 1, len(steps))
         settings = _settings(cfg, ctx, measured, time.perf_counter() - t0)

@@ -28,6 +28,7 @@ from bertscope.errors import BertscopeError
 from bertscope.hardware import Device, DeviceKind, catalog
 from bertscope.perf.efficiency import DeviceProfile, default_profile
 from bertscope.perf.fit import fit_gemm_per_format, fit_memory
+from bertscope.stop import STOP
 from bertscope.trace.shapes import TracePoints, trace_points
 
 _VENDOR_PREFIXES = ("nvidia-", "tesla-", "amd-instinct-", "amd-radeon-instinct-", "amd-",
@@ -108,7 +109,11 @@ def calibrate_from_traces(paths: Sequence[str | Path]) -> tuple[DeviceProfile, d
     shapes."""
     if not paths:
         raise BertscopeError("calibrate --from-trace: give at least one trace file")
-    points = [trace_points(p) for p in paths]
+    points = []
+    for p in paths:  # a stop request (`bertscope.stop`) is honoured between traces
+        STOP.check()
+        points.append(trace_points(p))
+    STOP.check()
     names = sorted({p.device for p in points})
     if len(names) > 1:
         raise BertscopeError(f"the traces ran on different devices ({', '.join(names)}); "

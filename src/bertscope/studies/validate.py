@@ -26,6 +26,7 @@ from bertscope.job import Job
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.fit import KEYS, join_keys, joined
 from bertscope.perf.predict import predict
+from bertscope.stop import STOP, Interrupted, partial_path
 from bertscope.studies.fresh import measure_fresh
 from bertscope.studies.local_calibration import calibrate_local
 from bertscope.studies.measured import (
@@ -95,7 +96,13 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
     again by `statistic` where it saved them per iteration: `retake`), and so are the
     calibration's microbenchmarks (microbench.json; microbench-quick.json with `quick`).
     A CPU measurement whose every iteration faulted pages in (`unsettled_faults`) is taken
-    again in a fresh process (`studies.fresh`) and that one is kept."""
+    again in a fresh process (`studies.fresh`) and that one is kept.
+
+    Stopping (`bertscope.stop`): a stop request ends the validation after the iteration in
+    progress with `Interrupted`; a partial measurement is kept in `results_dir` as
+    `NAME.partial.json` (never reused: a saved result marked partial is measured again),
+    the complete ones as they are (`kept`: the folder, exit 3); without `results_dir`
+    nothing is kept (exit 130)."""
     from bertscope.measure.profile import profile as run_profile  # torch
 
     overlap = {str(s) for s in calibrate} & {str(s) for s in check}
@@ -117,24 +124,42 @@ def validate(calibrate: Sequence[RunSpec], check: Sequence[RunSpec], *, device: 
         name = f"{stem}.json" if rounds == 1 else f"{stem}.round{i}.json"
         saved = Path(results_dir) / name if results_dir is not None else None
         if saved is not None and saved.is_file():
-            log(f"reusing {saved}")
-            return retake(load_result(saved), statistic)
+            reused = load_result(saved)
+            if not reused.facts.partial:
+                log(f"reusing {saved}")
+                return retake(reused, statistic)
+            log(f"{saved} holds a partial result (interrupted); measuring {spec} again")
         log(f"profiling {spec}" + (f" (round {i + 1} of {rounds})" if rounds > 1 else ""))
         m, run = spec.configs()
         result = run_profile(m, run, iters=iters, warmup=warmup, device=device,
                              statistic=statistic)
+        if result.facts.partial:  # stopped mid-measurement (`bertscope.stop`)
+            raise Interrupted(None if saved is None else result.write_json(partial_path(saved)))
         faults = unsettled_faults(result.facts) if device == "cpu" else None
         if faults is not None:  # this process's heap spoiled it: again in a clean one
             log(f"{spec} faulted {faults:,} pages per measured iteration in this process; "
                 f"measuring it again in a fresh process")
             with tempfile.TemporaryDirectory() as tmp:
-                path = measure_fresh(str(spec), saved or Path(tmp) / name, iters=iters,
-                                     warmup=warmup, device=device, statistic=statistic)
-                return load_result(path)
+                try:
+                    path = measure_fresh(str(spec), saved or Path(tmp) / name, iters=iters,
+                                         warmup=warmup, device=device, statistic=statistic)
+                except Interrupted as e:  # a partial result in `tmp` is not kept
+                    raise Interrupted(e.kept if saved is not None else None) from None
+                return _saved(load_result(path), saved)
         if saved is not None:
             result.write_json(saved)
+        return _saved(result, saved)
+
+    def _saved(result: Measurement, saved: Path | None) -> Measurement:
+        """A measurement just taken, its stale partial file gone; a stop asked during its
+        last iteration ends the validation here (the complete result is kept)."""
+        if saved is not None:
+            partial_path(saved).unlink(missing_ok=True)
+            kept.append(saved)
+        STOP.check(results_dir if kept else None)
         return result
 
+    kept: list[Path] = []
     specs = [*calibrate, *check]
     measured: dict[str, list[Measurement]] = {str(s): [] for s in specs}
     for i in range(rounds):

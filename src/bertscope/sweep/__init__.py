@@ -43,6 +43,7 @@ from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
 from bertscope.presets import get_model
+from bertscope.stop import STOP, blocked_signals, worker_initializer
 from bertscope.sweep import engine, multi
 from bertscope.sweep.grid import KNOB_AXES, MODEL_AXES, Grid, Group, run_axes
 from bertscope.taxonomy import Category
@@ -206,13 +207,19 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
     done = 0
     n_workers = max(1, min(workers or os.cpu_count() or 1, max(1, len(tasks)), 16))
     with _pool(n_workers, len(tasks), grid.size) as pool:
-        results = pool.map(_evaluate, [(piece, targets, sets) for _, piece in tasks],
-                           chunksize=max(1, len(tasks) // (8 * n_workers)))
-        for (group, piece), res in zip(tasks, results, strict=True):
-            labels = _labels(group)
-            parts += [(labels, target, cols) for target, cols in res]
-            done += piece.size * len(targets)
-            tell("sweep", done, grid.size)
+        try:
+            with blocked_signals():  # workers forked here start with SIGINT held
+                results = pool.map(_evaluate, [(piece, targets, sets) for _, piece in tasks],
+                                   chunksize=max(1, len(tasks) // (8 * n_workers)))
+            for (group, piece), res in zip(tasks, results, strict=True):
+                labels = _labels(group)
+                parts += [(labels, target, cols) for target, cols in res]
+                done += piece.size * len(targets)
+                tell("sweep", done, grid.size)
+                STOP.check()
+        except BaseException:  # Ctrl-C, SIGTERM, a failed piece: no worker outlives it
+            _stop_pool(pool)
+            raise
     for group in grid.groups() if combos else ():  # multi-device points: `multi`
         labels = _labels(group)
         parts += [(labels, target, {**cols, MULTI: np.ones(0)})
@@ -247,12 +254,28 @@ def _pool(n_workers: int, tasks: int, configs: int) -> Any:
     (`PROCESS_CONFIGS`), forked worker processes where forking is safe: a POSIX fork start
     method, no other thread running in this process and no torch loaded (a forked copy of a
     threaded runtime can deadlock). Never spawn or forkserver: they re-run the caller's main
-    module, which a script calling `sweep()` at top level does not guard."""
+    module, which a script calling `sweep()` at top level does not guard. Forked workers
+    follow the stop protocol (`stop.worker_initializer`, `_stop_pool`)."""
     if (n_workers > 1 and tasks >= PROCESS_PIECES * n_workers and configs >= PROCESS_CONFIGS
             and "fork" in multiprocessing.get_all_start_methods()
             and threading.active_count() == 1 and "torch" not in sys.modules):
-        return ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"))
+        return ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=worker_initializer, initargs=(os.getpid(),))
     return ThreadPoolExecutor(n_workers)
+
+
+def _stop_pool(pool: Any) -> None:
+    """End a pool the sweep leaves early (the stop protocol, `bertscope.stop`): pieces not
+    started are cancelled, worker processes (which ignore SIGINT and die with this process:
+    `stop.worker_initializer`) are terminated, so leaving the pool neither waits for the
+    grid nor breaks it (no BrokenProcessPool, no worker traceback); threads finish the
+    piece they hold."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        proc.terminate()
+    for proc in workers:
+        proc.join(timeout=10)
 
 
 def _labels(group: Group) -> dict[str, Any]:
