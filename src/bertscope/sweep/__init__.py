@@ -266,16 +266,23 @@ def _pool(n_workers: int, tasks: int, configs: int) -> Any:
 
 def _stop_pool(pool: Any) -> None:
     """End a pool the sweep leaves early (the stop protocol, `bertscope.stop`): pieces not
-    started are cancelled, worker processes (which ignore SIGINT and die with this process:
-    `stop.worker_initializer`) are terminated, so leaving the pool neither waits for the
-    grid nor breaks it (no BrokenProcessPool, no worker traceback); threads finish the
-    piece they hold."""
+    started are cancelled and each worker process (which ignores SIGINT and dies with this
+    process: `stop.worker_initializer`) finishes the piece it holds (bounded: `CHUNK`
+    entries) and exits; no worker traceback, no BrokenProcessPool. Workers are not
+    terminated mid-piece: one killed while sending its result leaves the pool's reader
+    thread waiting for the rest of the message forever (a hang at exit). Threads likewise
+    finish the piece they hold."""
     workers = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in workers:
-        proc.terminate()
-    for proc in workers:
-        proc.join(timeout=10)
+        proc.join(timeout=STOP_WAIT_S)
+    for proc in workers:  # a piece that would not end: the last resort
+        if proc.is_alive():
+            proc.kill()
+
+
+STOP_WAIT_S = 60.0
+"""How long a stopping sweep waits for each worker process to finish its piece."""
 
 
 def _labels(group: Group) -> dict[str, Any]:
