@@ -153,8 +153,9 @@ def test_cli_profile(tmp_path, capsys) -> None:
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_a_signal_keeps_a_marked_partial_result(sig, tmp_path, monkeypatch, capsys) -> None:
-    """SIGTERM is handled as Ctrl-C: the iterations finished are written, marked partial,
-    with one line on stderr and exit code 3 (cli.profile.PARTIAL_EXIT)."""
+    """SIGTERM is handled as Ctrl-C: the iterations finished are written, marked partial
+    in the content and the file name, with one line on stderr and exit code 3
+    (stop.PARTIAL_EXIT)."""
     import os
     import signal
 
@@ -180,7 +181,8 @@ def test_a_signal_keeps_a_marked_partial_result(sig, tmp_path, monkeypatch, caps
     lines = [ln for ln in err.splitlines() if ln.startswith("bertscope:")]
     # the signal arrives as the second measured iteration starts; it finishes, then stops
     assert len(lines) == 1 and "partial result of 2 measured iteration" in lines[0]
-    saved = json.loads(out.read_text())
+    assert not out.exists()  # a partial result never takes a complete result's name
+    saved = json.loads((tmp_path / "partial.partial.json").read_text())
     assert saved["meta"]["partial"] is True and saved["meta"]["iters"] == 2
     assert signal.getsignal(signal.SIGINT) is before  # the CLI put the handlers back
 

@@ -417,3 +417,85 @@ def test_ddp_launch_is_stopped_and_keeps_nothing(tmp_path: Path, monkeypatch) ->
         ddp._run_torchrun(tmp_path, 2, "cpu", 1)
     assert len(ended) == 1 and e.value.exit_code == 130
     assert not _alive(ended[0])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LINUX, reason="parent-death signals are Linux's (prctl)")
+def test_kill_9_of_a_ddp_parent_leaves_no_process(tmp_path: Path) -> None:
+    """`profile --nproc 2` killed with SIGKILL while its ranks run: torchrun and both ranks
+    end too (they kept running before #33)."""
+    pytest.importorskip("torch")
+    proc = subprocess.Popen([sys.executable, "-m", "bertscope.cli", *PROFILE, "--nproc", "2",
+                             "--iters", "1000", "--warmup", "1"], env=ENV, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120  # hang guards, not timings
+        while len(_launched(proc.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        launched = _launched(proc.pid)
+        assert len(launched) >= 3, "torchrun and 2 ranks never ran"
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while any(_alive(p) for p in launched) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in launched if _alive(p)]
+    finally:
+        for pid in _launched(proc.pid, any_parent=True):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _launched(parent: int, *, any_parent: bool = False) -> list[int]:
+    """torchrun (a child of `parent`) and the ranks it started (by their command lines);
+    with `any_parent`, every such process."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            cmd = stat.read_bytes()
+        except OSError:
+            continue
+        if b"torch.distributed.run" in cmd or b"bertscope.measure.ddp_worker" in cmd:
+            pid = int(stat.parent.name)
+            if _alive(pid) and (any_parent or _descends(pid, parent)):
+                found.append(pid)
+    return found
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    """Whether `ancestor` is `pid`'s parent or grandparent."""
+    for _ in range(2):
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        if pid == ancestor:
+            return True
+    return False
+
+
+@pytest.mark.slow
+def test_a_fresh_child_stopped_mid_measurement_writes_a_partial_result(
+        tmp_path: Path, monkeypatch) -> None:
+    """The fresh re-measure child's own loop (`fresh.main`, here in this process): SIGTERM
+    in its 2nd of 3 measured iterations -> exit 3, the result at PATH.partial.json."""
+    pytest.importorskip("torch")
+    from bertscope.measure import profile as prof
+    from bertscope.studies import fresh
+
+    monkeypatch.setattr(prof, "MAX_SETTLING", 0)
+    real, calls = prof._Trainer.step, []
+
+    def step(self: object) -> None:
+        calls.append(1)
+        if len(calls) == 2:  # warm-up 0, measured 1, then the signal in the 2nd
+            os.kill(os.getpid(), signal.SIGTERM)
+        real(self)
+
+    monkeypatch.setattr(prof._Trainer, "step", step)
+    with stop.handle_signals():
+        rc = fresh.main(["bert-tiny:1:8", str(tmp_path / "r.json"), "3", "0", "cpu", "min"])
+    assert rc == 3 and not (tmp_path / "r.json").exists()
+    meta = json.loads((tmp_path / "r.partial.json").read_text())["meta"]
+    assert meta["partial"] is True and meta["iters"] == 2 and meta["fresh_process"] is True
