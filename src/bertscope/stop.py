@@ -144,18 +144,32 @@ def is_partial_path(path: str | Path) -> bool:
 
 
 # -- children that die with the parent ---------------------------------------------------------
+def _prctl() -> Any:
+    """libc's prctl (Linux), looked up in the parent: a child between fork and exec must not
+    dlopen (another thread of the parent may have held the loader's lock at the fork)."""
+    global _PRCTL
+    if _PRCTL is None and sys.platform.startswith("linux"):
+        try:
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):  # no prctl: the parent's own clean-up must do
+            _PRCTL = False
+    return _PRCTL or None
+
+
+_PRCTL: Any = None
+
+
 def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> None:
     """Ask the kernel to send `sig` to this process when its parent dies (Linux; nothing
     elsewhere), then exit at once if the parent is already gone (`parent`: its pid, known
     before the fork; else only an orphan adopted by init counts). Call it in the child:
-    `spawn`'s preexec, a pool's initializer, a worker's first lines."""
-    if not sys.platform.startswith("linux"):
+    `spawn`'s preexec, a pool's initializer, a worker's first lines. The signal survives
+    exec; it fires when the parent *thread* that forked ends, so fork from a thread that
+    lives as long as the child should (bertscope forks from the main thread)."""
+    prctl = _prctl()
+    if prctl is None:
         return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except (OSError, AttributeError):  # no prctl: the parent's own clean-up must do
-        return
+    prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     ppid = os.getppid()
     if (parent is not None and ppid != parent) or ppid == 1:
         os._exit(INTERRUPTED_EXIT)  # the parent died before we asked: nobody reads our work
@@ -164,8 +178,12 @@ def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> Non
 def spawn(cmd: Sequence[str], *, death_signal: int = signal.SIGKILL,
           **popen: Any) -> subprocess.Popen[bytes]:
     """Start `cmd` in a process group of its own that gets `death_signal` when this process
-    dies (`die_with_parent`); `popen`: more `subprocess.Popen` arguments (env, stdout, ...)."""
+    dies (`die_with_parent`; POSIX only: elsewhere just the group); `popen`: more
+    `subprocess.Popen` arguments (env, stdout, ...)."""
     parent = os.getpid()
+    if os.name != "posix":
+        return subprocess.Popen(list(cmd), **popen)
+    _prctl()  # looked up here, before the fork
 
     def preexec() -> None:
         die_with_parent(death_signal, parent)
@@ -225,6 +243,7 @@ def blocked_signals() -> Iterator[None]:
     workers forked meanwhile start with them blocked until `worker_initializer` has set
     their handlers (a Ctrl-C during the fork then never runs the parent's handler in a
     worker). Nothing where the platform has no signal masks."""
+    _prctl()  # looked up before the workers fork (`die_with_parent` in their initializer)
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
