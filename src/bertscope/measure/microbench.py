@@ -2,6 +2,8 @@
 streaming bandwidth, per-op overhead; and the local device's `Device` description built from
 them (every figure's source says it was measured, where and with what). The fits made from
 these points: `bertscope.perf.fit`; the workflow: `bertscope.studies.local_calibration`.
+The point loops are stop points (`bertscope.stop`): a stop request raises `Interrupted` after
+the point in progress.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pandas as pd
 import torch
 
 from bertscope.hardware import Device, DeviceKind
+from bertscope.stop import STOP
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -57,6 +60,7 @@ def gemm_points(shapes: Iterable[tuple[int, int, int]], dev: torch.device,
         t = _best_time(lambda a=a, b=b: torch.mm(a, b), dev)
         rows.append({"m": m, "n": n, "k": k, "batch": 1, "flops": 2.0 * m * n * k, "count": 1,
                      "time_s": t})
+        STOP.check()  # a stop point of the stop protocol (`bertscope.stop`)
     return pd.DataFrame(rows)
 
 
@@ -68,6 +72,7 @@ def stream_points(sizes: Iterable[int], dev: torch.device) -> pd.DataFrame:
         dst = torch.empty_like(src)
         t = _best_time(lambda s=src, d=dst: d.copy_(s), dev)
         rows.append({"bytes": 2.0 * src.numel() * 4, "count": 1, "time_s": t})
+        STOP.check()
     return pd.DataFrame(rows)
 
 

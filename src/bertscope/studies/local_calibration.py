@@ -36,9 +36,17 @@ def run_microbench(dev: Any, *, quick: bool = False,
                    log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """The local microbenchmarks on torch device `dev`: points of the fp32 GEMM grid
     ("gemm"), streaming copies ("stream"), 16-bit GEMMs ("bf16", "fp16"), as DataFrames,
-    and the per-op overhead ("overhead_s")."""
+    and the per-op overhead ("overhead_s"). A stop request (`bertscope.stop`) ends it after
+    the point in progress with `Interrupted` (nothing is kept)."""
     from bertscope.measure import microbench as mb
 
+    with STOP.graceful():  # a measuring loop: a stop ends it after the point in progress
+        return _microbench(mb, dev, quick=quick, log=log)
+
+
+def _microbench(mb: Any, dev: Any, *, quick: bool, log: Callable[[str], None]
+                ) -> dict[str, Any]:
+    """`run_microbench`'s points, measured (its loop body)."""
     grid = mb.GEMM_GRID[:8] if quick else mb.GEMM_GRID
     log("GEMM microbenchmarks")
     gemm = mb.gemm_points(grid, dev)
