@@ -499,3 +499,23 @@ def test_a_fresh_child_stopped_mid_measurement_writes_a_partial_result(
     assert rc == 3 and not (tmp_path / "r.json").exists()
     meta = json.loads((tmp_path / "r.partial.json").read_text())["meta"]
     assert meta["partial"] is True and meta["iters"] == 2 and meta["fresh_process"] is True
+
+
+def test_calibrate_microbenchmarks_stop_after_the_point_in_progress(monkeypatch) -> None:
+    """A stop during the first GEMM point: that point finishes, no other starts, nothing is
+    returned (calibrate saves nothing)."""
+    pytest.importorskip("torch")
+    from bertscope.measure import microbench as mb
+    from bertscope.studies.local_calibration import run_microbench
+
+    timed: list[object] = []
+
+    def best_time(fn: object, dev: object, **kw: object) -> float:
+        timed.append(fn)
+        STOP.signal(signal.SIGTERM, None)  # inside the graceful loop: only asks
+        return 1.0
+
+    monkeypatch.setattr(mb, "_best_time", best_time)
+    with pytest.raises(Interrupted) as e:
+        run_microbench("cpu", quick=True)
+    assert len(timed) == 1 and e.value.exit_code == 130
