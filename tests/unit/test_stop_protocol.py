@@ -99,20 +99,30 @@ def test_partial_path(path: str, expected: str) -> None:
 
 
 # -- the command line ----------------------------------------------------------------------
+def _app(body: object) -> object:
+    """A typer app whose one command, `ops`, runs `body`."""
+    import typer
+
+    app = typer.Typer()
+    app.callback()(lambda: None)  # a group: `ops` names the command
+    app.command("ops")(body)
+    return app
+
+
 def test_cli_exit_codes_for_a_stopped_command(monkeypatch, capsys) -> None:
     import bertscope.cli as cli
 
-    def interrupted(args: object, standalone_mode: bool) -> int:
+    def interrupted() -> None:
         raise Interrupted()
 
-    monkeypatch.setattr(cli, "build_app", lambda modules=(): interrupted)
+    monkeypatch.setattr(cli, "build_app", lambda modules=(): _app(interrupted))
     assert cli.main(["ops"]) == 130
     assert capsys.readouterr().err == "bertscope: interrupted\n"
 
-    def kept(args: object, standalone_mode: bool) -> int:
+    def kept() -> None:
         raise Interrupted("r.partial.json")
 
-    monkeypatch.setattr(cli, "build_app", lambda modules=(): kept)
+    monkeypatch.setattr(cli, "build_app", lambda modules=(): _app(kept))
     assert cli.main(["ops"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "r.partial.json" in err
@@ -123,12 +133,11 @@ def test_cli_never_exits_0_once_asked_to_stop(monkeypatch, capsys) -> None:
     command with 130."""
     import bertscope.cli as cli
 
-    def lost(args: object, standalone_mode: bool) -> int:
+    def lost() -> None:
         with STOP.graceful():
             STOP.signal(signal.SIGINT, None)
-        return 0
 
-    monkeypatch.setattr(cli, "build_app", lambda modules=(): lost)
+    monkeypatch.setattr(cli, "build_app", lambda modules=(): _app(lost))
     assert cli.main(["ops"]) == 130
     assert capsys.readouterr().err == "bertscope: interrupted\n"
 

@@ -216,7 +216,7 @@ def _run(argv: list[str] | None) -> int:
         print(f"bertscope: error: {one_line(os_error_line(e))}", file=sys.stderr)
         return 2
     except Interrupted as e:
-        print(f"bertscope: {e}", file=sys.stderr)
+        print(f"bertscope: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
     except NoArgsIsHelpError:
         return 0
