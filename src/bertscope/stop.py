@@ -82,7 +82,7 @@ class StopRequest:
         try:
             yield
         finally:
-            self._depth -= 1
+            self._depth = max(0, self._depth - 1)
 
     def signal(self, signum: int, frame: object) -> None:
         """The signal handler (installed by `bertscope.cli.main` for SIGINT and SIGTERM):
@@ -101,7 +101,6 @@ class StopRequest:
     def reset(self) -> None:
         """Forget the request (a command's start and end)."""
         self._event.clear()
-        self._depth = 0
 
 
 STOP = StopRequest()
