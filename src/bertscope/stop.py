@@ -27,16 +27,17 @@ whatever the child starts in that group can be ended together (`kill_group`). Po
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where children are started: the CLI's start-up stays lean
+    import subprocess
 
 PARTIAL_EXIT = 3
 """Exit code of a command interrupted after it kept something measured (a result marked
@@ -148,6 +149,8 @@ def _prctl() -> Any:
     dlopen (another thread of the parent may have held the loader's lock at the fork)."""
     global _PRCTL
     if _PRCTL is None and sys.platform.startswith("linux"):
+        import ctypes
+
         try:
             _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
         except (OSError, AttributeError):  # no prctl: the parent's own clean-up must do
@@ -179,6 +182,8 @@ def spawn(cmd: Sequence[str], *, death_signal: int = signal.SIGKILL,
     """Start `cmd` in a process group of its own that gets `death_signal` when this process
     dies (`die_with_parent`; POSIX only: elsewhere just the group); `popen`: more
     `subprocess.Popen` arguments (env, stdout, ...)."""
+    import subprocess
+
     parent = os.getpid()
     if os.name != "posix":
         return subprocess.Popen(list(cmd), **popen)
@@ -205,6 +210,8 @@ def wait_child(proc: subprocess.Popen[bytes], *,
     iteration), and the wait goes on until it exits; a second signal or any error ends it by
     `on_error(proc)` (default: SIGKILL to its group) and re-raises. Returns its exit
     status."""
+    import subprocess
+
     told = False
     try:
         with STOP.graceful():
