@@ -528,3 +528,53 @@ def test_calibrate_microbenchmarks_stop_after_the_point_in_progress(monkeypatch)
     with pytest.raises(Interrupted) as e:
         run_microbench("cpu", quick=True)
     assert len(timed) == 1 and e.value.exit_code == 130
+
+
+@pytest.mark.slow
+def test_a_signal_while_profile_writes_keeps_the_result_whole(tmp_path: Path, monkeypatch,
+                                                              capsys) -> None:
+    """SIGTERM as the finished result is being written: the write completes (the complete
+    result under its own name), then the command honours the stop with exit 3."""
+    pytest.importorskip("torch")
+    from bertscope.cli import main
+    from bertscope.measure import profile as prof
+
+    real = prof.ProfileResult.write_json
+
+    def write_json(self: object, path: Path) -> Path:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prof.ProfileResult, "write_json", write_json)
+    out = tmp_path / "o.json"
+    assert main([*PROFILE, "--iters", "2", "--warmup", "0", "--output", str(out)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "complete result" in err[0]
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["partial"] is False and meta["iters"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.json"]  # no temporary left
+
+
+@pytest.mark.slow
+def test_a_stop_while_settling_keeps_nothing(monkeypatch) -> None:
+    """Profiled iterations thrown away while the heap settles are no measurement: a stop
+    among them is `Interrupted` with nothing kept (it was exit 2, "bad input")."""
+    pytest.importorskip("torch")
+    from bertscope.config import RunConfig
+    from bertscope.measure import profile as prof
+    from bertscope.presets import get_model
+
+    monkeypatch.setattr(prof, "settling", lambda faults: True)  # never settles
+    real, calls = prof._Trainer.step, []
+
+    def step(self: object) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        real(self)
+
+    monkeypatch.setattr(prof._Trainer, "step", step)
+    with stop.handle_signals(), pytest.raises(Interrupted) as e:
+        prof.profile(get_model("bert-tiny"), RunConfig(batch=1, seq=8), iters=2, warmup=0,
+                     host_allocator="keep")
+    assert len(calls) == 2 and e.value.exit_code == 130
