@@ -227,12 +227,13 @@ def test_ctrl_c_to_a_sweeps_process_group(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "bertscope.cli", *SWEEP], env=ENV,
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
-    deadline = time.monotonic() + 60  # a hang guard
+    deadline = time.monotonic() + 20  # workers fork within seconds (threads on 1 core)
     while proc.poll() is None and not _children(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.01)
     workers = _children(proc.pid)
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
+    if proc.poll() is not None:
+        pytest.skip("the sweep finished before it could be interrupted")
+    os.killpg(proc.pid, signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=120)
     finally:
