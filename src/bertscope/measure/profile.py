@@ -418,6 +418,7 @@ def profile(
     settle = MAX_SETTLING if current_allocator() is HostAllocator.KEEP else 0
     try:
         with STOP.graceful():  # warm-up, settling and measured iterations alike
+            STOP.check()  # asked already (while the model was built): nothing to keep
             for i in range(warmup):
                 trainer.step()
                 tell("warmup", i + 1, warmup)
