@@ -44,10 +44,20 @@ def is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+def is_finite_number(value: Any) -> bool:
+    """True for an int or float (not a bool) that is finite as a float: an int beyond
+    float's range (10**400) is not, and says so instead of raising OverflowError."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def is_positive_number(value: Any) -> bool:
     """True for a finite int or float (not a bool) above zero."""
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
+    return is_finite_number(value) and value > 0
 
 
 _SHORT = reprlib.Repr()
@@ -122,8 +132,7 @@ def expect(doc: dict[str, Any], key: str, kind: type, origin: str, default: Any 
     if value is None and nullable:
         return None
     if kind is float:
-        ok = (isinstance(value, int | float) and not isinstance(value, bool)
-              and math.isfinite(value))
+        ok = is_finite_number(value)
     elif kind is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
     else:
@@ -176,6 +185,7 @@ __all__ = [
     "check_path",
     "check_positive_ints",
     "expect",
+    "is_finite_number",
     "is_positive_int",
     "is_positive_number",
     "parse_enum",

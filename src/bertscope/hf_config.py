@@ -4,15 +4,14 @@ its reader here (`FamilySpec.config_reader`); `from_hf_config` finds it by `mode
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bertscope.bounded import read_json
 from bertscope.config import Activation, Family, ModelConfig
 from bertscope.errors import BertscopeError, expect, parse_enum
 from bertscope.families import by_model_type, resolve
-from bertscope.io import read_text
 
 Reader = Callable[[dict[str, Any], str, str], ModelConfig]
 """(the parsed config.json, its path for messages, the model's name) -> ModelConfig."""
@@ -23,13 +22,8 @@ def from_hf_config(path: str | Path) -> ModelConfig:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    text = read_text(p, missing="give a preset name (see `bertscope models`) or a path to a "
-                              "Hugging Face config.json")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BertscopeError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); "
-                             f"give a Hugging Face config.json") from None
+    raw = read_json(p, missing="give a preset name (see `bertscope models`) or a path to a "
+                               "Hugging Face config.json", fix="give a Hugging Face config.json")
     if not isinstance(raw, dict):
         raise BertscopeError(f"{p}: expected a JSON object, got {type(raw).__name__}")
     o = str(p)

@@ -7,7 +7,6 @@ All three are `StrEnum`s, so a DataFrame column of them compares equal to plain 
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from bertscope.bounded import loads_toml
 from bertscope.errors import BertscopeError, expect, parse_enum
 from bertscope.io import read_text
 from bertscope.lazyre import Regex
@@ -290,10 +290,7 @@ class Pattern:
 
 
 def _parse_patterns(text: str, origin: str, *, check: bool = True) -> tuple[Pattern, ...]:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise BertscopeError(f"{origin}: not valid TOML ({e})") from None
+    doc = loads_toml(text, origin)
     rows = doc.get("pattern")
     if not isinstance(rows, list) or not rows:
         raise BertscopeError(f"{origin}: expected [[pattern]] tables with regex and category")

@@ -36,11 +36,13 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "bertscope"
 
 GROUND = {"config", "family", "families", "presets", "hf_config", "job", "taxonomy", "optable",
-          "io", "errors", "lazyre", "stop"}
+          "io", "errors", "lazyre", "stop", "bounded", "paths"}
 ALLOWED: dict[str, set[str]] = {
     # the ground floor knows no producer, consumer or screen
     "errors": set(),
     "io": {"errors"},
+    "bounded": {"errors", "io"},
+    "paths": {"errors"},
     "lazyre": set(),
     "stop": set(),  # the stop protocol: signals, partial results, children
     # the family specs are data (the code they name is resolved on use); Family is built
@@ -48,11 +50,11 @@ ALLOWED: dict[str, set[str]] = {
     "families": {"errors"},
     "family": {"families"},
     "config": {"errors", "io", "family"},
-    "hf_config": {"config", "errors", "io", "families"},
+    "hf_config": {"config", "errors", "io", "bounded", "families"},
     "presets": {"config", "errors", "hf_config"},
     # the job: model + run + layout, declared once
     "job": {"config", "errors"},
-    "taxonomy": {"errors", "io", "lazyre"},
+    "taxonomy": {"errors", "io", "bounded", "lazyre"},
     "optable": {"config", "job", "taxonomy", "io", "errors"},
     "hardware": GROUND,
     # producers

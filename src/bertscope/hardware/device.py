@@ -27,8 +27,7 @@ Every numeric figure must have a source; the loader rejects a file where one is 
 from __future__ import annotations
 
 import difflib
-import json
-import tomllib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -36,6 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from bertscope.bounded import loads_json, loads_toml
 from bertscope.errors import BertscopeError, is_positive_number, parse_enum
 from bertscope.io import read_text
 
@@ -273,18 +273,10 @@ def read_device_file(path: str | Path) -> Device:
 
 def parse_device_text(text: str, *, json_format: bool = False, origin: str = "<text>") -> Device:
     """Parse one device from TOML (or JSON when `json_format`) text in the data-file schema."""
-    if json_format:
-        try:
-            raw: Any = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise BertscopeError(f"{origin}: not valid JSON ({e.msg} at line {e.lineno}); use "
-                                 f"the fields of bertscope/data/devices/*.toml") from None
-    else:
-        try:
-            raw = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise BertscopeError(f"{origin}: not valid TOML ({e}); see the catalog files in "
-                                 f"bertscope/data/devices/ for the format") from None
+    raw: Any = (loads_json(text, origin, "use the fields of bertscope/data/devices/*.toml")
+                if json_format else
+                loads_toml(text, origin, "see the catalog files in bertscope/data/devices/ for "
+                                         "the format"))
     if not isinstance(raw, dict):
         raise BertscopeError(f"{origin}: expected a table/object of device fields, "
                              f"got {type(raw).__name__}")
@@ -351,9 +343,11 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
         return f"{references[ref]}; {detail.strip()}" if detail.strip() else references[ref]
 
     def number(file_key: str, value: Any, scale: int | Decimal) -> float:
-        if not is_positive_number(value):
-            raise fail(f"{file_key} must be a positive number, got {value!r}")
-        return float(Decimal(str(value)) * scale)
+        scaled = float(Decimal(str(value)) * scale) if is_positive_number(value) else 0.0
+        if not 0 < scaled < math.inf:
+            raise fail(f"{file_key} must be a positive number within float range, got "
+                       f"{value!r}")
+        return scaled
 
     used: set[str] = set()
     peaks_raw = raw.get(_PEAKS_TABLE)

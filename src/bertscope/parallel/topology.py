@@ -26,7 +26,6 @@ reduce together), so they share the node's NICs.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from enum import StrEnum
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from bertscope.bounded import loads_toml
 from bertscope.errors import BertscopeError, is_positive_int, is_positive_number, parse_enum
 from bertscope.hardware import Device
 from bertscope.parallel.collectives import Algorithm, ArrayLike, Collective, collective_time
@@ -205,10 +205,7 @@ def parse_catalog(text: str, *, origin: str = "<text>") -> tuple[dict[str, Link]
     """Parse interconnect-catalog TOML into links and systems (see the data file's header).
 
     Raises `BertscopeError` when a figure lacks a source or a field is unknown."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise BertscopeError(f"{origin}: not valid TOML ({e})") from None
+    raw = loads_toml(text, origin)
     refs = raw.get("references", {})
     links = {name: _link(name, body, refs, origin)
              for name, body in raw.get("links", {}).items()}

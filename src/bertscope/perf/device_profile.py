@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 
 import numpy as np
 
+from bertscope.bounded import loads_json, read_json
 from bertscope.config import from_dict
 from bertscope.errors import BertscopeError, expect
 from bertscope.hardware import Device, device_from_dict
@@ -218,6 +219,8 @@ class DeviceProfile:
         if not isinstance(provenance, dict):
             raise BertscopeError(f"{origin}: provenance must be an object, got "
                                  f"{type(provenance).__name__}")
+        for key in ("device", "gemm", "bandwidth", "overhead"):
+            expect(raw, key, dict, origin)
         return cls(device=device_from_dict(raw["device"], origin=f"{origin}: device"),
                    gemm=model_from_dict(raw["gemm"], where=f"{origin}: gemm"),
                    bandwidth=model_from_dict(raw["bandwidth"], where=f"{origin}: bandwidth"),
@@ -227,12 +230,7 @@ class DeviceProfile:
     @classmethod
     def from_json(cls, text: str, *, origin: str = "<profile>") -> DeviceProfile:
         """Parse a profile from JSON text."""
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise BertscopeError(f"{origin}: not valid JSON ({e.msg} at line {e.lineno})") \
-                from None
-        return cls.from_dict(raw, origin=origin)
+        return cls.from_dict(loads_json(text, origin), origin=origin)
 
     def save(self, path: str | Path) -> Path:
         """Write the profile as JSON, atomically; on a failed write the profile goes to a
@@ -249,9 +247,9 @@ def read_profile_file(path: Path) -> DeviceProfile | None:
     """The profile in a JSON file written by `DeviceProfile.save`; None when the file is not
     one (not JSON, or no "bertscope_profile" key: a device file, say)."""
     try:
-        raw = json.loads(read_text(path))
-    except (BertscopeError, json.JSONDecodeError):
-        return None  # let the device loader give its own message
+        raw = read_json(path)
+    except BertscopeError:
+        return None  # let the device loader give its own message (or the same one)
     if isinstance(raw, dict) and "bertscope_profile" in raw:
         return DeviceProfile.from_dict(raw, origin=str(path))
     return None

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from bertscope.bounded import read_json
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write
 from bertscope.perf.efficiency import (
@@ -76,9 +77,9 @@ def load_microbench(path: str | Path, *, quick: bool) -> dict[str, Any]:
     """The points of a file `save_microbench` wrote, taken with the same `quick`."""
     p = Path(path)
     try:
-        doc = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise BertscopeError(f"{p}: not a readable microbenchmark file ({e}); delete it to "
+        doc = read_json(p)
+    except BertscopeError as e:
+        raise BertscopeError(f"not a readable microbenchmark file ({e}); delete it to "
                              f"re-measure") from None
     ok = (isinstance(doc, dict) and doc.get("bertscope_microbench") == MICROBENCH_VERSION
           and isinstance(doc.get("overhead_s"), int | float)

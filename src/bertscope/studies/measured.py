@@ -11,7 +11,6 @@ calibration (`studies.local_calibration`) and the DDP study; reading needs no to
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,9 +19,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from bertscope.analytic import build
+from bertscope.bounded import read_json
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError, expect
-from bertscope.io import read_text
 from bertscope.optable import Combine, OpTable, ProfileFacts, combine, table_from_doc
 from bertscope.presets import get_model
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
@@ -153,12 +152,8 @@ def config_name(result: Measurement) -> str:
 def load_result(path: str | Path) -> MeasuredRun:
     """A saved `bertscope profile` JSON result, with its analytic table rebuilt."""
     p = Path(path)
-    text = read_text(p, missing="give a JSON result written by `bertscope profile --output`")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BertscopeError(f"{p}: not valid JSON ({e.msg} at line {e.lineno}); give a "
-                             f"result written by `bertscope profile --output`") from None
+    doc = read_json(p, missing="give a JSON result written by `bertscope profile --output`",
+                    fix="give a result written by `bertscope profile --output`")
     try:
         saved = expect(dict(doc), "meta", dict, "result", {}) if isinstance(doc, dict) else {}
         expect(saved, "iteration_s", float, "meta", minimum=0)

@@ -11,11 +11,11 @@ is a layer of the stack.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
+from bertscope.bounded import loads_toml
 from bertscope.errors import BertscopeError, expect, parse_enum
 from bertscope.taxonomy import Category, Regex, Sublayer
 
@@ -100,10 +100,7 @@ def module_class(name: str) -> tuple[str, str] | None:
 
 
 def _parse(text: str, origin: str) -> ModuleMap:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise BertscopeError(f"{origin}: not valid TOML ({e})") from None
+    doc = loads_toml(text, origin)
     layers = doc.get("layer")
     rows = doc.get("module")
     if not isinstance(layers, list) or len(layers) != 1 or not isinstance(rows, list):

@@ -1,0 +1,150 @@
+"""Bounded parsing of the JSON and TOML documents bertscope reads (model configs, device
+files, calibrated profiles, pattern and module files, saved results, trace headers): one
+reader that refuses, in one line naming the file and the limit, a document nested deeper than
+`MAX_DEPTH` or holding a number longer than `MAX_NUMBER_CHARS` characters.
+
+The limits are checked so that no bad document costs more than its text: a number's length
+is checked on its characters before they are converted (the JSON parser's `parse_int` /
+`parse_float` hooks, TOML's `parse_float`; a TOML integer beyond Python's own digit limit is
+refused by `int` before conversion, and one below it is checked by its bit length); a
+document too deep for Python's parsers (which recurse) is caught as the `RecursionError` they
+raise and refused like one just past the limit, whose depth is measured by an iterative walk
+of the parsed value (never by recursion).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from bertscope.errors import BertscopeError
+from bertscope.io import read_text
+
+MAX_DEPTH = 100
+"""Deepest nesting of lists and objects (tables) accepted in any document bertscope reads:
+its own files nest fewer than ten levels, a Kineto trace header or event about five."""
+
+MAX_NUMBER_CHARS = 100
+"""Longest number accepted, in characters (sign, digits, point and exponent): an int64 id
+has 20, a float written in full about 25."""
+
+_MAX_INT_BITS = math.ceil(MAX_NUMBER_CHARS * math.log2(10))
+"""Bit length beyond which an int has more than `MAX_NUMBER_CHARS` digits."""
+
+
+class NumberTooLong(ValueError):
+    """A number longer than `MAX_NUMBER_CHARS` characters (raised before conversion)."""
+
+    def __init__(self, chars: int) -> None:
+        super().__init__(f"a number {chars:,} characters long (more than {MAX_NUMBER_CHARS}); "
+                         f"no real file has one")
+        self.chars = chars
+
+
+def _int(text: str) -> int:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise NumberTooLong(len(text))
+    return int(text)
+
+
+def _float(text: str) -> float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise NumberTooLong(len(text))
+    return float(text)
+
+
+JSON_DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float)
+"""A JSON decoder whose numbers are length-checked before conversion (`raw_decode` for a
+value inside a stream: the trace reader's header)."""
+
+
+def too_deep(origin: str) -> BertscopeError:
+    """The one-line error for a document nested deeper than `MAX_DEPTH`."""
+    return BertscopeError(f"{origin}: nested deeper than {MAX_DEPTH} levels (lists or objects "
+                          f"inside each other); not a file bertscope reads")
+
+
+def too_long(origin: str, e: ValueError | None = None) -> BertscopeError:
+    """The one-line error for a number longer than `MAX_NUMBER_CHARS` (`e`: the
+    `NumberTooLong`, or Python's own int digit-limit error, whose advice does not apply)."""
+    what = str(e) if isinstance(e, NumberTooLong) else (
+        f"a number longer than {MAX_NUMBER_CHARS} characters; no real file has one")
+    return BertscopeError(f"{origin}: {what}")
+
+
+def is_digit_limit(e: BaseException) -> bool:
+    """Whether `e` is Python's own refusal of an over-long integer string (a `ValueError`
+    raised by `int` before converting: "Exceeds the limit (4300 digits) ...")."""
+    return (isinstance(e, ValueError) and not isinstance(e, NumberTooLong)
+            and "integer string conversion" in str(e))
+
+
+def check_value(value: Any, origin: str) -> Any:
+    """`value` (a parsed document or part of one) if it nests at most `MAX_DEPTH` levels and
+    every int in it has at most `MAX_NUMBER_CHARS` digits; else a one-line error. Walked
+    with an explicit stack, so any depth is safe to check."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if type(v) is dict:
+            items: Any = v.values()
+        elif type(v) is list:
+            items = v
+        else:
+            if type(v) is int and v.bit_length() > _MAX_INT_BITS:
+                raise too_long(origin)
+            continue
+        if depth >= MAX_DEPTH:
+            raise too_deep(origin)
+        stack.extend((c, depth + 1) for c in items if type(c) in (dict, list, int))
+    return value
+
+
+def loads_json(text: str, origin: str, fix: str = "") -> Any:
+    """Parse JSON text within the limits; a one-line error (naming `origin`, then `fix`
+    after "; " when given) for invalid JSON, too deep a nesting or too long a number."""
+    try:
+        doc = json.loads(text, parse_int=_int, parse_float=_float)
+    except json.JSONDecodeError as e:
+        raise BertscopeError(f"{origin}: not valid JSON ({e.msg} at line {e.lineno})"
+                             + (f"; {fix}" if fix else "")) from None
+    except RecursionError:
+        raise too_deep(origin) from None
+    except NumberTooLong as e:
+        raise too_long(origin, e) from None
+    return check_value(doc, origin)
+
+
+def loads_toml(text: str, origin: str, fix: str = "") -> dict[str, Any]:
+    """Parse TOML text within the limits; one-line errors as `loads_json`'s."""
+    try:
+        doc = tomllib.loads(text, parse_float=_float)
+    except tomllib.TOMLDecodeError as e:
+        raise BertscopeError(f"{origin}: not valid TOML ({e})"
+                             + (f"; {fix}" if fix else "")) from None
+    except RecursionError:
+        raise too_deep(origin) from None
+    except ValueError as e:  # NumberTooLong, or int's own digit limit
+        if isinstance(e, NumberTooLong) or is_digit_limit(e):
+            raise too_long(origin, e) from None
+        raise
+    return check_value(doc, origin)
+
+
+def read_json(path: str | Path, *, missing: str = "", fix: str = "") -> Any:
+    """A JSON file's document, read with `io.read_text`'s size cap and parsed within the
+    limits (`missing`: the hint when the file does not exist; `fix`: after a parse error)."""
+    return loads_json(read_text(path, missing=missing), str(path), fix)
+
+
+def read_toml(path: str | Path, *, missing: str = "", fix: str = "") -> dict[str, Any]:
+    """A TOML file's document, read and parsed as `read_json`'s."""
+    return loads_toml(read_text(path, missing=missing), str(path), fix)
+
+
+__all__ = ["JSON_DECODER", "MAX_DEPTH", "MAX_NUMBER_CHARS", "NumberTooLong", "check_value",
+           "is_digit_limit", "loads_json", "loads_toml", "read_json", "read_toml", "too_deep",
+           "too_long"]
