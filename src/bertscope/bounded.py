@@ -38,25 +38,28 @@ _MAX_INT_BITS = math.ceil(MAX_NUMBER_CHARS * math.log2(10))
 class NumberTooLong(ValueError):
     """A number longer than `MAX_NUMBER_CHARS` characters (raised before conversion)."""
 
-    def __init__(self, chars: int) -> None:
-        super().__init__(f"a number {chars:,} characters long (more than {MAX_NUMBER_CHARS}); "
-                         f"no real file has one")
-        self.chars = chars
+    def __init__(self) -> None:
+        super().__init__(f"a number longer than {MAX_NUMBER_CHARS} characters; no real file "
+                         f"has one")
 
 
-def _int(text: str) -> int:
+def checked_int(text: str) -> int:
+    """`int(text)`, refused before conversion when longer than `MAX_NUMBER_CHARS`."""
     if len(text) > MAX_NUMBER_CHARS:
-        raise NumberTooLong(len(text))
+        raise NumberTooLong
     return int(text)
 
 
-def _float(text: str) -> float:
+def checked_float(text: str) -> float:
+    """`float(text)`, refused before conversion when longer than `MAX_NUMBER_CHARS` (as
+    json's `parse_float` hook it costs no more than the default: the trace reader's events
+    use it)."""
     if len(text) > MAX_NUMBER_CHARS:
-        raise NumberTooLong(len(text))
+        raise NumberTooLong
     return float(text)
 
 
-JSON_DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float)
+JSON_DECODER = json.JSONDecoder(parse_int=checked_int, parse_float=checked_float)
 """A JSON decoder whose numbers are length-checked before conversion (`raw_decode` for a
 value inside a stream: the trace reader's header)."""
 
@@ -67,12 +70,10 @@ def too_deep(origin: str) -> BertscopeError:
                           f"inside each other); not a file bertscope reads")
 
 
-def too_long(origin: str, e: ValueError | None = None) -> BertscopeError:
-    """The one-line error for a number longer than `MAX_NUMBER_CHARS` (`e`: the
-    `NumberTooLong`, or Python's own int digit-limit error, whose advice does not apply)."""
-    what = str(e) if isinstance(e, NumberTooLong) else (
-        f"a number longer than {MAX_NUMBER_CHARS} characters; no real file has one")
-    return BertscopeError(f"{origin}: {what}")
+def too_long(origin: str) -> BertscopeError:
+    """The one-line error for a number longer than `MAX_NUMBER_CHARS` (also for Python's own
+    int digit-limit error, whose advice does not apply)."""
+    return BertscopeError(f"{origin}: {NumberTooLong()}")
 
 
 def is_digit_limit(e: BaseException) -> bool:
@@ -107,21 +108,21 @@ def loads_json(text: str, origin: str, fix: str = "") -> Any:
     """Parse JSON text within the limits; a one-line error (naming `origin`, then `fix`
     after "; " when given) for invalid JSON, too deep a nesting or too long a number."""
     try:
-        doc = json.loads(text, parse_int=_int, parse_float=_float)
+        doc = json.loads(text, parse_int=checked_int, parse_float=checked_float)
     except json.JSONDecodeError as e:
         raise BertscopeError(f"{origin}: not valid JSON ({e.msg} at line {e.lineno})"
                              + (f"; {fix}" if fix else "")) from None
     except RecursionError:
         raise too_deep(origin) from None
-    except NumberTooLong as e:
-        raise too_long(origin, e) from None
+    except NumberTooLong:
+        raise too_long(origin) from None
     return check_value(doc, origin)
 
 
 def loads_toml(text: str, origin: str, fix: str = "") -> dict[str, Any]:
     """Parse TOML text within the limits; one-line errors as `loads_json`'s."""
     try:
-        doc = tomllib.loads(text, parse_float=_float)
+        doc = tomllib.loads(text, parse_float=checked_float)
     except tomllib.TOMLDecodeError as e:
         raise BertscopeError(f"{origin}: not valid TOML ({e})"
                              + (f"; {fix}" if fix else "")) from None
@@ -129,7 +130,7 @@ def loads_toml(text: str, origin: str, fix: str = "") -> dict[str, Any]:
         raise too_deep(origin) from None
     except ValueError as e:  # NumberTooLong, or int's own digit limit
         if isinstance(e, NumberTooLong) or is_digit_limit(e):
-            raise too_long(origin, e) from None
+            raise too_long(origin) from None
         raise
     return check_value(doc, origin)
 
@@ -146,5 +147,6 @@ def read_toml(path: str | Path, *, missing: str = "", fix: str = "") -> dict[str
 
 
 __all__ = ["JSON_DECODER", "MAX_DEPTH", "MAX_NUMBER_CHARS", "NumberTooLong", "check_value",
+           "checked_float", "checked_int",
            "is_digit_limit", "loads_json", "loads_toml", "read_json", "read_toml", "too_deep",
            "too_long"]

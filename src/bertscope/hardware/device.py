@@ -343,10 +343,12 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
         return f"{references[ref]}; {detail.strip()}" if detail.strip() else references[ref]
 
     def number(file_key: str, value: Any, scale: int | Decimal) -> float:
-        scaled = float(Decimal(str(value)) * scale) if is_positive_number(value) else 0.0
-        if not 0 < scaled < math.inf:
-            raise fail(f"{file_key} must be a positive number within float range, got "
-                       f"{value!r}")
+        if not is_positive_number(value):
+            raise fail(f"{file_key} must be a positive number, got {value!r}")
+        scaled = float(Decimal(str(value)) * scale)
+        if not math.isfinite(scaled):
+            raise fail(f"{file_key} {value!r} is beyond float range once in base units; "
+                       f"give the figure from the datasheet")
         return scaled
 
     used: set[str] = set()

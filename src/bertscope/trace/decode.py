@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from bertscope.bounded import check_value
 from bertscope.errors import MAX_SIZE, BertscopeError
 from bertscope.trace.events import (
     CANONICAL_CATEGORY,
@@ -159,10 +160,10 @@ class Columns:
             args = e.get("args", empty)
             if type(args) is not dict or type(ts) not in num or type(dur) not in num:
                 return odd(e, add)
-            nid = name_id(name)  # type: ignore[arg-type]
+            if type(name) is not str:
+                return odd(e, add)
+            nid = name_id(name)
             if nid is None:
-                if type(name) is not str:
-                    return odd(e, add)
                 nid = new_name(name)
             corr, seq = corr_none, seq_none
             numel = 0
@@ -288,28 +289,30 @@ def _plain(e: dict[str, Any], dur: Any) -> dict[str, Any] | None:
     name = e.get("name")
     plain = {f.key: f.parse(dur if f is DUR else e.get(f.key, f.default)) for f in EVENT_FIELDS}
     plain.update(ph="X", cat=CANONICAL_CATEGORY[kind],
-                 name=name if isinstance(name, str) else str(name),
+                 name=name if isinstance(name, str) else str(check_value(name, "an event's name")),
                  args={a.key: a.parse(args.get(a.key, a.default)) for a in EVENT_ARGS})
     return plain
 
 
 def _check_sizes(shapes: list[Any]) -> None:
-    """Refuse an Input Dims value with a negative size or a tensor of more than `MAX_SIZE`
-    elements (nested lists, as TensorList arguments record them, are checked each)."""
-    for x in shapes:
-        if type(x) is not list:
-            continue
+    """Refuse an Input Dims value nested deeper than `bounded.MAX_DEPTH`, with a negative
+    size or a tensor of more than `MAX_SIZE` elements (nested lists, as TensorList arguments
+    record them, are checked each; walked with a stack, not recursion)."""
+    check_value(shapes, "Input Dims")
+    todo = [x for x in shapes if type(x) is list]
+    while todo:
+        x = todo.pop()
         n = 1
         for d in x:
             if type(d) is list:
-                _check_sizes([d])
+                todo.append(d)
             elif type(d) in (int, float):
                 if not 0 <= d <= MAX_SIZE:
                     raise ValueError(f"Input Dims size {d:g} is out of range [0, 2^40]")
                 n *= d
         if n > MAX_SIZE:
-            raise ValueError(f"Input Dims {x} hold {n:.3g} elements, more than bertscope's "
-                             f"limit of 2^40; not a shape a profiler wrote")
+            raise ValueError(f"Input Dims {str(x)[:80]} hold {n:.3g} elements, more than "
+                             f"bertscope's limit of 2^40; not a shape a profiler wrote")
 
 
 def _numel(shape: Any) -> int:

@@ -16,6 +16,13 @@ kernels and would double count). The fields read and the columns are declared in
 `events.py`.
 Input shapes are kept only for the GEMM-like CPU ops of the registry (`gemm_ops.py`, what
 attribution sizes); other ops keep the element count of their first input.
+
+Bounds (`bertscope.bounded`): header values are decoded with numbers length-checked before
+conversion and their nesting checked; events, the hot path, with the plain decoder, whose
+own limits are turned into the same one-line errors (nesting beyond what Python's parser
+allows, an integer beyond Python's digit limit); a number cut by a chunk's end is refused once
+it is longer than `MAX_NUMBER_CHARS`, so a huge number is never read on to its end. The
+kept shapes are checked for depth where they are interned (`decode.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from bertscope.bounded import (
+    JSON_DECODER,
+    MAX_NUMBER_CHARS,
+    NumberTooLong,
+    check_value,
+    checked_float,
+    is_digit_limit,
+    too_deep,
+)
 from bertscope.errors import BertscopeError
 from bertscope.trace.decode import Columns
 from bertscope.trace.events import CPU_KINDS, DEVICE_KINDS, Events, Kind
@@ -54,6 +70,8 @@ an event cut by the buffer's end is decoded only after a JSONDecodeError, which 
 lines of the whole buffer (CPython's error position), ~6 ms per 4 Mi chunk: reading on first
 keeps that to events longer than this."""
 _WS = re.compile(r"[ \t\n\r]*")
+_NUMBER_RUN = re.compile(r"[-+.eE0-9]*")
+"""Characters a JSON number is written with (`_Stream.value` measures a cut number's run)."""
 _GAP = re.compile(r"[ \t\n\r,]*")
 
 
@@ -96,6 +114,13 @@ class _Stream:
             if not self.more():
                 return ""
 
+    def check_number_tail(self) -> None:
+        """Refuse a number that runs on to the buffer's end and is already longer than
+        `MAX_NUMBER_CHARS`, instead of reading on to its end."""
+        start = len(self.buf) - MAX_NUMBER_CHARS - 1
+        if start >= self.pos and _NUMBER_RUN.fullmatch(self.buf, start):
+            raise NumberTooLong
+
     def value(self, decode: Callable[[str, int], tuple[Any, int]]) -> Any:
         """Decode one JSON value at the cursor, reading on until it is complete."""
         grow, last = self.chunk, None
@@ -111,6 +136,8 @@ class _Stream:
                 # on is a real one (except inside a very long string, which starts there)
                 if (e.msg, e.pos) == last and not e.msg.startswith("Unterminated string"):
                     raise
+                if not e.msg.startswith("Unterminated string"):
+                    self.check_number_tail()
                 if len(self.buf) - self.pos > MAX_EVENT:
                     raise _Bad(f"a JSON value longer than {MAX_EVENT >> 20} Mi characters "
                                f"({e.msg}): malformed") from None
@@ -119,6 +146,8 @@ class _Stream:
                 grow *= 2  # one huge value: double the reads, not a read per retry
                 continue
             if end == len(self.buf) and not isinstance(v, dict | list | str) and not self.eof:
+                if end - self.pos > MAX_NUMBER_CHARS:
+                    raise NumberTooLong
                 self.more(grow)  # a number or literal may continue in the next chunk
                 continue
             self.pos = end
@@ -154,11 +183,15 @@ def read_events(path: str | Path, *, keep_dims: Callable[[str], bool] = has_gemm
                              ) from None
     except OSError as e:
         raise BertscopeError(f"{p}: cannot read ({e.strerror or e})") from None
+    except RecursionError:  # Python's parser recurses: an event nested ~1,000 deep
+        raise BertscopeError(f"{too_deep(str(p))} ({_count(cols)})") from None
     except json.JSONDecodeError as e:
         at = (s.offset if s is not None else 0) + e.pos
         raise BertscopeError(f"{p}: not valid JSON: {e.msg} at character {at:,} "
                              f"({_count(cols)})") from None
     except (_Bad, ValueError) as e:
+        if is_digit_limit(e):
+            e = NumberTooLong()
         raise BertscopeError(f"{p}: {e} ({_count(cols)})") from None
     except OverflowError:  # an id, count or shape beyond 64 bits
         raise BertscopeError(f"{p}: a number in the trace is beyond 64 bits (an id, a count "
@@ -176,7 +209,7 @@ def _count(cols: Columns) -> str:
 
 
 def _parse(s: _Stream, cols: Columns, header: dict[str, Any], header_only: bool) -> None:
-    decode = json.JSONDecoder().raw_decode
+    decode = json.JSONDecoder(parse_float=checked_float).raw_decode  # ints: Python's limit
     first = s.skip(_WS)
     if first == "":
         raise _Bad("empty file")
@@ -213,7 +246,7 @@ def _parse(s: _Stream, cols: Columns, header: dict[str, Any], header_only: bool)
             s.pos += 1
             _events(s, cols, decode)
         else:
-            header[key] = s.value(decode)
+            header[key] = check_value(s.value(JSON_DECODER.raw_decode), f"header {key[:40]!r}")
     if not found:
         keys = ", ".join(sorted(header)[:6]) or "none"
         raise _Bad(f"not a trace: no traceEvents array (top-level keys: {keys})")
