@@ -7,6 +7,13 @@ attribute events with the same code, and the trace reader runs without torch.
 The `Attributor` works on any objects that look like torch's `FunctionEvent`: `name`,
 `cpu_children` (time order), `sequence_nr`, `input_shapes`, `cpu_time_total`,
 `device_time_total` (us) and `flops`; the trace reader builds such nodes from trace JSON.
+
+The walk is iterative, whatever the nesting (a trace of ops nested 1,200 deep is read like
+any other): an event with children to walk is a step, a generator that yields the walk of a
+child (another such generator) and receives its result, and `Attributor.walk` runs them
+from one explicit stack (`_run`), so Python's recursion limit never applies; an op (most
+events) is attributed at once, without a generator. The helpers that look below an event
+(`_seqs`, `_flops`, `_copies`, `_node_ops`) use explicit stacks too.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -152,16 +159,30 @@ def numel(shape: Any) -> int:
 
 
 def _flops(evt: Any) -> float:
-    total = float(getattr(evt, "flops", 0) or 0)
-    return total + sum(_flops(c) for c in evt.cpu_children)
+    """FLOPs of `evt` and everything below it."""
+    total, todo = 0.0, [evt]
+    while todo:
+        e = todo.pop()
+        total += float(getattr(e, "flops", 0) or 0)
+        todo.extend(e.cpu_children)
+    return total
 
 
 def _seqs(evt: Any) -> Iterable[tuple[int, Any]]:
-    seq = getattr(evt, "sequence_nr", -1)
-    if seq is not None and seq >= 0:
-        yield seq, evt
-    for c in evt.cpu_children:
-        yield from _seqs(c)
+    """(sequence number, event) of `evt` and every event below it that has one, in
+    pre-order (parents before children, children in time order)."""
+    todo = [evt]
+    while todo:
+        e = todo.pop()
+        seq = getattr(e, "sequence_nr", -1)
+        if seq is not None and seq >= 0:
+            yield seq, e
+        todo.extend(reversed(e.cpu_children))
+
+
+Step = Generator[Any, Any, Any]
+"""One step of the walk: yields the steps of its children (generators of the same kind) and
+receives what each returns; returns its own result (`Attributor._run`)."""
 
 
 @dataclass
@@ -197,28 +218,48 @@ class Attributor:
         return float(evt.device_time_total if self.use_device_time else evt.cpu_time_total)
 
     def walk(self, evt: Any, phase: Phase = Phase.FORWARD, where: _Where | None = None) -> float:
-        """Emit rows for `evt` and below; returns the time emitted (us)."""
+        """Emit rows for `evt` and below; returns the time emitted (us). Iterative: any
+        nesting depth is walked (see the module docs)."""
+        done = self._walk(evt, phase, where)
+        return done if type(done) is float else float(_run(done))
+
+    def _children(self, evt: Any, phase: Phase, where: _Where | None) -> Step:
+        """Walk each child of `evt` in `phase` and `where`; their total time."""
+        total = 0.0
+        for c in evt.cpu_children:
+            done = self._walk(c, phase, where)
+            total += done if type(done) is float else (yield done)
+        return total
+
+    def _walk(self, evt: Any, phase: Phase, where: _Where | None) -> float | Step:
+        """`walk` of one event: the time emitted (an op, attributed at once), or the step
+        that walks its children (a subclass overrides this, not `walk`)."""
         name = evt.name
         if name.startswith(PHASE):
             ph = parse_enum(Phase, name[len(PHASE):], f"phase of a {PHASE} scope")
-            return sum(self.walk(c, ph, None) for c in evt.cpu_children)
+            return self._children(evt, ph, None)
         m = _SCOPE_RE.match(name)
         if m:
             layer, tag = int(m.group(1)), m.group(2)
             inner = (_Where(layer, Sublayer.ATTN_SCORE, core=id(evt)) if tag == ATTN_CORE
                      else _Where(layer, parse_enum(Sublayer, tag, f"sublayer of a {SCOPE} scope")))
             ph = Phase.RECOMPUTE if phase.is_backward or phase is Phase.RECOMPUTE else phase
-            return sum(self.walk(c, ph, inner) for c in evt.cpu_children)
+            return self._children(evt, ph, inner)
         if name.startswith(_EVAL):
             return self._backward_node(evt)
         if name.startswith("Optimizer."):
-            return sum(self.walk(c, Phase.OPTIMIZER, where) for c in evt.cpu_children)
+            return self._children(evt, Phase.OPTIMIZER, where)
         if name.startswith(ITER) or name in _TRANSPARENT:
-            return sum(self.walk(c, phase, where) for c in evt.cpu_children)
+            return self._children(evt, phase, where)
         scope = self.scope_of(evt)
         if scope is not None:
-            return self._scope(evt, phase, where or _NOWHERE, *scope, 0)[0]
+            return self._scope_time(evt, phase, where or _NOWHERE, *scope)
         return self._add(evt, phase, where or _NOWHERE)[1]
+
+    def _scope_time(self, evt: Any, phase: Phase, where: _Where, display: str,
+                    cls: str) -> Step:
+        """A module call walked from outside a module call: its time."""
+        return (yield self._scope(evt, phase, where, display, cls, 0))[0]
 
     def scope_of(self, evt: Any) -> tuple[str, str] | None:
         """(display name, class) of an event that is a scope of the module path (a module
@@ -226,13 +267,13 @@ class Attributor:
         return module_class(evt.name)
 
     def _scope(self, evt: Any, phase: Phase, where: _Where, display: str, cls: str,
-               ordinal: int, first: int = 0) -> tuple[float, int]:
+               ordinal: int, first: int = 0) -> Step:
         """Walk a module call (or annotation): its children get the path, the layer index of
         a layer class (`first` + its ordinal among its parent's calls), and each op the
         module its module called last before it. Returns the time emitted and the number of
         layer calls made directly in it (a stack's layers): a later stack under the same
         parent numbers its layers after an earlier one's, as the analytic op table numbers
-        T5's decoder layers after the encoder's."""
+        T5's decoder layers after the encoder's. A step of the walk (`Step`)."""
         token = f"{cls}#{ordinal}"
         layer = where.layer
         if where.sublayer is Sublayer.OTHER and where.core is None:
@@ -248,18 +289,20 @@ class Attributor:
         for c in evt.cpu_children:
             sc = self.scope_of(c)
             if sc is None:
-                total += self.walk(c, phase, inner)
+                done = self._walk(c, phase, inner)
+                total += done if type(done) is float else (yield done)
                 continue
             n = counts.get(sc[1], 0)
             counts[sc[1]] = n + 1
-            spent, stacked = self._scope(c, phase, inner, *sc, n, offset)
+            spent, stacked = yield self._scope(c, phase, inner, *sc, n, offset)
             total += spent
             offset += stacked
             direct += self.modules.is_layer(sc[1])
             inner = replace(inner, last=f"{sc[1]}#{n}")
         return total, direct
 
-    def _backward_node(self, evt: Any) -> float:
+    def _backward_node(self, evt: Any) -> Step:
+        """A backward node's rows (a step of the walk); returns the time emitted."""
         node = evt.name[len(_EVAL):]
         seq = evt.sequence_nr
         if seq is None or seq < 0:  # linked by a fwdbwd flow: the node's own op holds it
@@ -281,7 +324,8 @@ class Attributor:
             if c.name.startswith(SCOPE) or c.name.startswith(_EVAL):
                 # checkpointing: unpacking a saved tensor reran the forward inside this node
                 recomputed |= c.name.startswith(SCOPE)
-                total += self.walk(c, Phase.BACKWARD, None)
+                done = self._walk(c, Phase.BACKWARD, None)
+                total += done if type(done) is float else (yield done)
                 continue
             phase = _backward_phase(node, c.name, c, fwd_shape, self.classify, gemms)
             gemms += self.classify(c.name).is_gemm
@@ -305,9 +349,14 @@ class Attributor:
         looked through, so their ops are the rows, with the node's place and phases (an
         annotation is not an op); bertscope's own scopes stay (a checkpoint's recompute)."""
         out = []
-        for c in evt.cpu_children:
-            if c.name == node or (not c.name.startswith(SCOPE) and self.scope_of(c) is not None):
-                out += self._node_ops(c, node)
+        todo = [iter(evt.cpu_children)]  # depth first, in time order, without recursion
+        while todo:
+            c = next(todo[-1], None)
+            if c is None:
+                todo.pop()
+            elif c.name == node or (not c.name.startswith(SCOPE)
+                                    and self.scope_of(c) is not None):
+                todo.append(iter(c.cpu_children))
             else:
                 out.append(c)
         return out
@@ -405,11 +454,32 @@ class Attributor:
 _CAST_OPS = ("aten::to", "aten::_to_copy")
 
 
+def _run(step: Step) -> Any:
+    """Run a walk step and every step it yields from one explicit stack; its result."""
+    stack, value = [step], None
+    while stack:
+        try:
+            child = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            value = done.value
+            continue
+        stack.append(child)
+        value = None
+    return value
+
+
 def _copies(evt: Any) -> bool:
     """A dtype cast that copies (`aten::to` that reached `aten::_to_copy`; a cast to the
     dtype a tensor already has returns it and copies nothing)."""
-    return evt.name == "aten::_to_copy" or (
-        evt.name in _CAST_OPS and any(_copies(c) for c in evt.cpu_children))
+    todo = [evt]
+    while todo:
+        e = todo.pop()
+        if e.name == "aten::_to_copy":
+            return True
+        if e.name in _CAST_OPS:
+            todo.extend(e.cpu_children)
+    return False
 
 
 def _fwd_shape(fwd_evt: Any) -> tuple[int, int, int] | None:
@@ -447,5 +517,5 @@ def _backward_phase(node: str, op: str, evt: Any, fwd: tuple[int, int, int] | No
     return Phase.BACKWARD_DATA
 
 
-__all__ = ["ATTN_CORE", "ITER", "PHASE", "SCOPE", "Attributor", "Statistic", "gemm_shape",
+__all__ = ["ATTN_CORE", "ITER", "PHASE", "SCOPE", "Attributor", "Statistic", "Step", "gemm_shape",
            "numel"]

@@ -28,7 +28,7 @@ import numpy as np
 
 from bertscope.optable import Combine, Op, OpTable, Provenance, Record, combine
 from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Regex, Sublayer
-from bertscope.trace.attribute import ITER, PHASE, SCOPE, Attributor
+from bertscope.trace.attribute import ITER, PHASE, SCOPE, Attributor, Step
 from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
 
 _STEP = "ProfilerStep#"
@@ -79,14 +79,14 @@ class _Placer(Attributor):
         self.steps = 0
         """ProfilerStep#N annotations walked."""
 
-    def walk(self, evt: Any, phase: Phase = Phase.FORWARD, where: Any = None) -> float:
-        """As the `Attributor`'s walk; a ProfilerStep#N annotation (wherever it sits: a
-        user's annotation may wrap it) starts an iteration and is transparent."""
+    def _walk(self, evt: Any, phase: Phase, where: Any) -> float | Step:
+        """As the `Attributor`'s; a ProfilerStep#N annotation (wherever it sits: a user's
+        annotation may wrap it) starts an iteration and is transparent."""
         if evt.kind == Kind.ANNOTATION and evt.name.startswith(_STEP):
             self.new_iteration()
             self.steps += 1
-            return sum(self.walk(c, phase, where) for c in evt.cpu_children)
-        return super().walk(evt, phase, where)
+            return self._children(evt, phase, where)
+        return super()._walk(evt, phase, where)
 
     def scope_of(self, evt: Any) -> tuple[str, str] | None:
         """Module calls, and record_function annotations other than the profiler's own
