@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from bertscope.cli.options import need_torch
+from bertscope.cli.options import check_command_paths, need_torch
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write, check_output
@@ -40,6 +40,7 @@ def calibrate_cmd(
     if more_traces and not from_trace:
         raise BertscopeError(f"unexpected argument {more_traces[0]}; trace files go after "
                              f"--from-trace")
+    check_command_paths({"--from": from_results, "--from-trace": traces}, {"--output": output})
     if traces:
         if from_results:
             raise BertscopeError("--from and --from-trace: give one (profile results or "
@@ -105,6 +106,8 @@ def validate_cmd(
     check_output(output)
     if results_dir is not None and not results_dir.is_dir():
         raise BertscopeError(f"--results-dir {results_dir}: no such folder; create it first")
+    check_command_paths({}, {"--output": output, "--results-dir": results_dir}, store,
+                        no_store)
     st = open_store(store, no_store)
     from bertscope.report.studies import print_validation
     from bertscope.studies.measured import parse_specs

@@ -31,7 +31,7 @@ _SEARCHED = ("batch", "micro_batches", "checkpoint")
 """Run settings a layout search chooses when they are not pinned."""
 
 
-@job_command(layout=True)
+@job_command(layout=True, inputs=("device",), outputs=("output", "timeline"))
 def distributed_cmd(
     model: ModelConfig,
     run: dict[str, Any],

@@ -23,7 +23,7 @@ def models_cmd() -> None:
     print_models([(m, parameter_count(m)) for m in PRESETS.values()], make_console())
 
 
-@job_command()
+@job_command(outputs=("output",))
 def ops_cmd(
     job: Job,
     top: TopOpt = 10,

@@ -29,7 +29,8 @@ import bertscope.config as config
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, check_output, output_format
 from bertscope.job import Job, Layout
-from bertscope.presets import get_model
+from bertscope.paths import check_paths
+from bertscope.presets import PRESETS, get_model
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,17 +43,45 @@ TopOpt = Annotated[int, typer.Option(help="Show the N largest entries.")]
 _MARK = "__job_command__"
 
 
-def job_command(*, layout: bool = False, **defaults: Any) -> Callable[[F], F]:
+def job_command(*, layout: bool = False, inputs: tuple[str, ...] = (),
+                outputs: tuple[str, ...] = (), **defaults: Any) -> Callable[[F], F]:
     """Mark a command that takes a job; `add_job_command` gives it the job's options.
     `defaults` override a run field's default for this command (`batch=4`). With
     `layout=False` the command is called as `f(job=Job, ...)`; with `layout=True` as
     `f(model=ModelConfig, run={field: value or None}, layout={field: value or None}, ...)`:
-    None where the user did not pin a setting (a layout search chooses it)."""
+    None where the user did not pin a setting (a layout search chooses it). `inputs` and
+    `outputs` name the command's parameters that are input files (besides the model) and
+    output paths: they, the model and the runs store are checked as a set
+    (`paths.check_paths`) before anything else."""
     def mark(f: F) -> F:
-        setattr(f, _MARK, (layout, defaults))
+        setattr(f, _MARK, (layout, inputs, outputs, defaults))
         return f
 
     return mark
+
+
+def flag_of(name: str) -> str:
+    """The command-line spelling of parameter `name` (--trace-out)."""
+    return "--" + name.replace("_", "-")
+
+
+def store_file(store: Path | None, no_store: bool) -> Path | None:
+    """The runs store file a command will record into, or None when it records nothing (an
+    output like any other for `check_paths`)."""
+    if no_store:
+        return None
+    from bertscope.store import default_path, recording
+
+    if store is None and not recording():
+        return None
+    return store if store is not None else default_path()
+
+
+def check_command_paths(inputs: dict[str, Any], outputs: dict[str, Any],
+                        store: Path | None = None, no_store: bool = True) -> None:
+    """`paths.check_paths` of a command's inputs and outputs, the runs store it records into
+    (unless `no_store`) among the outputs."""
+    check_paths(inputs, {**outputs, "the runs store": store_file(store, no_store)})
 
 
 def _flag(f: Field[Any]) -> str:
@@ -99,7 +128,7 @@ def field_parameters(cls: type, defaults: dict[str, Any], unpinned: bool = False
 def add_job_command(app: typer.Typer, name: str, f: Callable[..., Any]) -> None:
     """Register the `@job_command` `f` as `name` on `app`, with the model argument and the
     job's options generated from `config.RunConfig` (and `job.Layout`) as they are now."""
-    layout, defaults = getattr(f, _MARK)
+    layout, inputs, outputs, defaults = getattr(f, _MARK)
     run_cls = config.RunConfig
     unknown = set(defaults) - {fl.name for fl in fields(run_cls)}
     if unknown:
@@ -119,6 +148,10 @@ def add_job_command(app: typer.Typer, name: str, f: Callable[..., Any]) -> None:
 
     @functools.wraps(f)
     def command(**kw: Any) -> Any:
+        check_command_paths({"the model": model_file(kw["model"]),
+                             **{flag_of(n): kw[n] for n in inputs}},
+                            {flag_of(n): kw[n] for n in outputs}, kw.get("store"),
+                            kw.get("no_store", "store" not in kw))
         settings = {n: kw.pop(n) for n in run_names}
         m = get_model(kw.pop("model"))
         if layout:
@@ -131,6 +164,14 @@ def add_job_command(app: typer.Typer, name: str, f: Callable[..., Any]) -> None:
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
     app.command(name)(command)
+
+
+def model_file(model: str) -> Path | None:
+    """The file a model argument reads: a config.json (a folder's), None for a preset."""
+    if model in PRESETS:
+        return None
+    p = Path(model)
+    return p / "config.json" if p.is_dir() else p
 
 
 def need_torch(what: str) -> None:
@@ -166,10 +207,14 @@ __all__ = [
     "ModelArg",
     "TopOpt",
     "add_job_command",
+    "check_command_paths",
     "check_export",
     "check_suffix",
     "check_top",
     "field_parameters",
+    "flag_of",
     "job_command",
+    "model_file",
     "need_torch",
+    "store_file",
 ]

@@ -23,7 +23,7 @@ from bertscope.job import Job
 from bertscope.report.tables import make_console
 
 
-@job_command()
+@job_command(inputs=("device",), outputs=("plot", "output", "timeline"))
 def predict_cmd(
     job: Job,
     device: DeviceOpt,

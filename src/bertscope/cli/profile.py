@@ -41,7 +41,7 @@ StatisticOpt = Annotated[Statistic, typer.Option(
          "iteration on a shared machine) or min (the least: noise only adds time).")]
 
 
-@job_command(batch=4)
+@job_command(batch=4, outputs=("output", "trace_out"))
 def profile_cmd(
     job: Job,
     iters: Annotated[int, typer.Option(help="Measured iterations.")] = 3,
@@ -76,13 +76,11 @@ def profile_cmd(
     """Run real pretraining iterations under torch.profiler and break them down."""
     check_top(top)
     # fail before minutes of work, not after: the JSON result and the trace (a folder with
-    # --nproc: one trace per rank), which must not be the same path
+    # --nproc: one trace per rank), which must not be the same path (`job_command` checks)
     check_suffix(output, (".json",), "the result")
     check_output(output)
     check_output(trace_out, folder=nproc > 1)
     st = open_store(store, no_store)
-    if output is not None and trace_out is not None and output.resolve() == trace_out.resolve():
-        raise BertscopeError(f"{output}: --output and --trace-out are the same file; give two")
     if threads is not None and threads < 1:
         raise BertscopeError(f"--threads must be >= 1, got {threads}")
     if nproc < 1:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from bertscope.cli.options import check_command_paths, model_file
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.cli.sweep import parse_words
 
@@ -40,6 +41,9 @@ def study_cmd(
                       devices=tuple(parse_words(devices, "devices")),
                       precisions=tuple(parse_words(precisions, "precisions")), quick=quick,
                       measure=measure, from_trace=from_trace)
+    check_command_paths({"--models": [model_file(m) for m in models.split(",")],
+                         "--devices": devices.split(","), "--from-trace": from_trace},
+                        {"--output": output}, store, no_store)
     st = open_store(store, no_store)
     with progress_bar() as tell:
         result = study(cfg, progress=tell)

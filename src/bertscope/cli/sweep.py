@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bertscope.cli.options import check_suffix, check_top
+from bertscope.cli.options import check_command_paths, check_suffix, check_top, model_file
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
@@ -187,6 +187,8 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
     check_top(top, 0)
     check_sort(sort)
     check_suffix(output, (".csv", ".parquet"), "--output")
+    check_command_paths({"MODELS": [model_file(m) for m in models.split(",")],
+                         "--device": device.split(",")}, {"--output": output}, store, no_store)
     if output is not None:
         check_output(output)
     st = open_store(store, no_store)

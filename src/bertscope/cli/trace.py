@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from bertscope.cli.options import TopOpt, check_top
+from bertscope.cli.options import TopOpt, check_command_paths, check_top
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, atomic_write, check_output, export_format
@@ -57,6 +57,8 @@ def trace_cmd(
     if by is not None and file_format is not None:
         raise BertscopeError("--by shapes the terminal report (--format table); exported rows "
                              "carry every column, module included")
+    check_command_paths({"the trace": path, "--patterns": patterns}, {"--output": output},
+                        store, no_store)
     check_output(output)
     st = open_store(store, no_store)
     result = analyze_trace(path, rank=rank, patterns=patterns)
