@@ -1,13 +1,23 @@
 """File output in one place: folder checks before work starts, atomic writes (a reader sees
-the old file or the whole new one), and the export formats of every table bertscope writes."""
+the old file or the whole new one), and the export formats of every table bertscope writes.
+
+Every file bertscope writes goes through `atomic_path` (or `atomic_write`, which writes
+bytes through it): the data is written into a private temporary folder beside the target
+(so a foreign writer's own temporary files, such as Kineto's `<name>.tmp`, land there too),
+checked (its size equal to the bytes given, or a caller's completeness check: an exported
+trace must be whole JSON), synced and renamed over the target; on any failure the folder
+and everything in it are removed and the target is left as it was. A full disk is a
+one-line `BertscopeError`, never a 0-byte or truncated file."""
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -98,33 +108,100 @@ def _temp_beside(p: Path, suffix: str) -> str:
     return tmp
 
 
+Check = Callable[[Path], str | None]
+"""A check of a written file: None when it is whole, else what is wrong (`atomic_path`)."""
+
+
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[str]:
-    """A temporary path beside `path` to write into; on success it replaces `path` whole,
-    on failure it is removed. Readers see the old file or the whole new one, never half.
-    A failure of the file system (full disk, no permission) is a one-line `BertscopeError`."""
+def atomic_path(path: str | Path, *, size: int | None = None,
+                check: Check | None = None) -> Iterator[str]:
+    """A path to write `path`'s new content into (in a private temporary folder beside it);
+    when the block ends it must be a file, of `size` bytes when given, that passes `check`
+    when given; it is then synced and replaces `path` whole. On any failure the temporary
+    folder and all in it are removed and `path` is untouched: readers see the old file or
+    the whole new one, never half. A failure of the file system (full disk, no permission)
+    or a file that is not whole is a one-line `BertscopeError`."""
     path = Path(path)
-    tmp = _temp_beside(path, ".tmp")
+    parent = _parent(path)
+    if path.is_dir():
+        raise BertscopeError(f"{path}: is a folder; give a file path")
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
+        folder = tempfile.mkdtemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise BertscopeError(f"{path}: cannot create a file in {parent} ({e.strerror or e}); "
+                             f"choose a writable folder") from None
+    tmp = os.path.join(folder, path.name)
+    try:
         yield tmp
+        _settle(tmp, size, check)
         os.replace(tmp, path)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise BertscopeError(f"{path}: cannot write ({e.strerror or e})") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        raise BertscopeError(f"{path}: cannot write ({e.strerror or e}); nothing was "
+                             f"written") from None
+    except _Incomplete as e:
+        raise BertscopeError(f"{path}: {e}; nothing was written") from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class _Incomplete(Exception):
+    """A written file that is not whole (`atomic_path`)."""
+
+
+def _settle(tmp: str, size: int | None, check: Check | None) -> None:
+    """Check and sync a file written into `atomic_path`'s folder."""
+    if not os.path.isfile(tmp):
+        raise _Incomplete("the writer wrote no file (a full disk?)")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+        got = os.fstat(f.fileno()).st_size
+    if size is not None and got != size:
+        raise _Incomplete(f"{got:,} of {size:,} bytes written (a full disk?)")
+    problem = check(Path(tmp)) if check is not None else None
+    if problem:
+        raise _Incomplete(problem)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to the file descriptor `fd`, however many calls it takes; a write
+    that takes nothing is a full disk (ENOSPC)."""
+    view, done = memoryview(data), 0
+    while done < len(view):
+        n = os.write(fd, view[done:])
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        done += n
 
 
 def atomic_write(path: str | Path, data: bytes) -> None:
-    """Write bytes to `path` atomically (see `atomic_path`)."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    """Write bytes to `path` atomically, the file's size checked against them (see
+    `atomic_path`)."""
+    with atomic_path(path, size=len(data)) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+
+
+def whole_json(p: Path) -> str | None:
+    """`atomic_path`'s check of an exported JSON document (a trace): not empty, and ending
+    where a JSON object or array ends (a writer stopped by a full disk leaves it open).
+    Gzipped files (.gz) are checked for being non-empty only."""
+    try:
+        size = p.stat().st_size
+        if not size:
+            return "the writer wrote an empty file (a full disk?)"
+        if p.suffix == ".gz":
+            return None
+        with open(p, "rb") as f:
+            f.seek(max(0, size - 64))
+            tail = f.read().rstrip()
+    except OSError as e:
+        return f"cannot read back what was written ({e.strerror or e})"
+    if not tail.endswith((b"}", b"]")):
+        return "the writer stopped before the end of the JSON (a full disk?)"
+    return None
 
 
 def write_or_rescue(path: str | Path, data: bytes) -> Path:
@@ -136,10 +213,19 @@ def write_or_rescue(path: str | Path, data: bytes) -> Path:
         return Path(path)
     except BertscopeError as e:
         p = Path(path)
-        fd, rescue = tempfile.mkstemp(prefix=f"bertscope-rescued-{p.stem}-",
-                                      suffix=p.suffix or ".json")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:
+            fd, rescue = tempfile.mkstemp(prefix=f"bertscope-rescued-{p.stem}-",
+                                          suffix=p.suffix or ".json")
+        except OSError as r:
+            raise BertscopeError(f"{e}; no rescue file either ({r.strerror or r})") from None
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except OSError as r:
+            Path(rescue).unlink(missing_ok=True)
+            raise BertscopeError(f"{e}; no rescue file either ({r.strerror or r})") from None
+        finally:
+            os.close(fd)
         raise BertscopeError(f"{e}; the result was saved to {rescue} instead") from None
 
 
@@ -171,5 +257,6 @@ def read_text(path: str | Path, *, limit: int = MAX_INPUT_BYTES, missing: str = 
         raise BertscopeError(f"{p}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
 
 
-__all__ = ["MAX_INPUT_BYTES", "Format", "atomic_path", "atomic_write", "check_output",
-           "export_format", "frame_bytes", "output_format", "read_text", "write_or_rescue"]
+__all__ = ["MAX_INPUT_BYTES", "Check", "Format", "atomic_path", "atomic_write", "check_output",
+           "export_format", "frame_bytes", "output_format", "read_text", "whole_json",
+           "write_all", "write_or_rescue"]

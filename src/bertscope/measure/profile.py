@@ -40,7 +40,7 @@ from bertscope.analytic.memory import MemoryEstimate
 from bertscope.config import Attention, Checkpoint, Family, ModelConfig, Precision, RunConfig
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.families import resolve
-from bertscope.io import atomic_path, write_or_rescue
+from bertscope.io import atomic_path, whole_json, write_or_rescue
 from bertscope.job import Job
 from bertscope.measure.allocator import (
     HostAllocator,
@@ -509,7 +509,7 @@ def walk_capture(attr: Attributor, events: Any, completed: int) -> float:
 
 
 def _export_trace(prof: torch.profiler.profile, path: Path) -> None:
-    with atomic_path(path) as tmp:
+    with atomic_path(path, check=whole_json) as tmp:  # a full disk is an error, not 0 bytes
         prof.export_chrome_trace(tmp)
 
 
