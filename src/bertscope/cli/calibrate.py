@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from bertscope.cli.options import check_command_paths, need_torch
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
@@ -55,10 +56,10 @@ def calibrate_cmd(
     results = [load_result(p) for p in from_results or []]
     out = make_console()
     profile, report = calibrate_local(device, results, quick=quick,
-                                      log=lambda s: out.print(f"[dim]{s}[/]"))
+                                      log=lambda s: out.print(f"[dim]{escape(s)}[/]"))
     profile.save(output)
     print_calibration(profile, report, out)
-    out.print(f"wrote {output}")
+    out.print(f"wrote {escape(str(output))}")
 
 
 def _calibrate_from_traces(traces: list[Path], output: Path) -> None:
@@ -70,7 +71,7 @@ def _calibrate_from_traces(traces: list[Path], output: Path) -> None:
     profile.save(output)
     out = make_console()
     print_trace_calibration(profile, report, out)
-    out.print(f"wrote {output}")
+    out.print(f"wrote {escape(str(output))}")
 
 
 def validate_cmd(
@@ -117,11 +118,11 @@ def validate_cmd(
     report = validate(parse_specs(calibrate), parse_specs(check), device=device, iters=iters,
                       warmup=warmup, statistic=statistic, rounds=rounds,
                       results_dir=results_dir,
-                      log=lambda s: out.print(f"[dim]{s}[/]"))
+                      log=lambda s: out.print(f"[dim]{escape(s)}[/]"))
     print_validation(report, out)
     if output is not None:
         atomic_write(output, json.dumps(report, indent=1, default=str).encode())
-        out.print(f"wrote {output}")
+        out.print(f"wrote {escape(str(output))}")
     record(st, out, "validate", device=device,
            inputs={"calibrate": calibrate, "validate": check, "iters": iters,
                    "rounds": rounds},

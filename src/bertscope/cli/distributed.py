@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from bertscope.cli.options import (
     DeviceOpt,
@@ -107,7 +108,7 @@ def distributed_cmd(
                              "written)")
     if output is not None:
         path = result.export(output)
-        out.print(f"wrote {result.evaluated} layouts to {path}")
+        out.print(f"wrote {result.evaluated} layouts to {escape(str(path))}")
     if best is not None:
         _write_timeline(timeline, best, cluster, out)
 
@@ -118,7 +119,8 @@ def _write_timeline(path: Path | None, job: Job, cluster: Cluster, out: Console)
     from bertscope.parallel.schedule_trace import write_layout_timeline
 
     written = write_layout_timeline(job, cluster, path)
-    out.print(f"wrote the per-device timeline to {written} (open it in ui.perfetto.dev)")
+    out.print(f"wrote the per-device timeline to {escape(str(written))} (open it in "
+              f"ui.perfetto.dev)")
 
 
 def register(app: typer.Typer) -> None:

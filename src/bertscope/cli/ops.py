@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from bertscope.cli.options import TopOpt, add_job_command, check_export, check_top, job_command
 from bertscope.errors import BertscopeError
@@ -48,7 +49,7 @@ def ops_cmd(
     print_optable(table, console, top=top)
     if output is not None:
         path = table.export(output, fmt)
-        console.print(f"wrote {len(table)} rows to {path}")
+        console.print(f"wrote {len(table)} rows to {escape(str(path))}")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from bertscope.cli.options import (
     DeviceOpt,
@@ -60,14 +61,15 @@ def predict_cmd(
     if plot is not None:
         from bertscope.report.roofline import plot_roofline
 
-        out.print(f"wrote roofline plot to {plot_roofline(result, plot)}")
+        out.print(f"wrote roofline plot to {escape(str(plot_roofline(result, plot)))}")
     if output is not None:
         path = result.export(output)
-        out.print(f"wrote {len(result)} rows with predictions to {path}")
+        out.print(f"wrote {len(result)} rows with predictions to {escape(str(path))}")
     if timeline is not None:
         from bertscope.perf.iteration_trace import write_timeline
 
-        out.print(f"wrote the predicted timeline to {write_timeline(result, timeline)}")
+        written = write_timeline(result, timeline)
+        out.print(f"wrote the predicted timeline to {escape(str(written))}")
     pred = Prediction.of(result)
     record(st, out, "predict", result, device=pred.device,
            inputs={**job.as_dict(), "device": device},

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from bertscope.cli.options import (
     TopOpt,
@@ -175,7 +176,7 @@ def _finish(result: ProfileResult, output: Path | None, console: Console, *,
     if traces and not trace_error:
         wrote.append(traces)
     if wrote:
-        console.print("wrote " + " and ".join(wrote))
+        console.print("wrote " + " and ".join(map(escape, wrote)))
     record()
     if trace_error:
         raise BertscopeError(f"{trace_error} (the measurement itself was "

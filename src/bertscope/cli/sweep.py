@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from bertscope.cli.options import check_command_paths, check_suffix, check_top, model_file
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
@@ -202,7 +203,7 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
     print_sweep(result, ranked, console, sort=sort)
     if output is not None:
         result.export(output)
-        console.print(f"wrote {result.evaluated:,} rows to {output}")
+        console.print(f"wrote {result.evaluated:,} rows to {escape(str(output))}")
     # the grid's axes and its best rows (the full frame stays in --output)
     record(st, console, "sweep", model=models, device=device,
            inputs={"models": models, "devices": device, **axes},
