@@ -6,7 +6,7 @@ reader that refuses, in one line naming the file and the limit, a document neste
 The limits are checked so that no bad document costs more than its text: a number's length
 is checked on its characters before they are converted (the JSON parser's `parse_int` /
 `parse_float` hooks, TOML's `parse_float`; a TOML integer beyond Python's own digit limit is
-refused by `int` before conversion, and one below it is checked by its bit length); a
+refused by `int` before conversion, and one below it is compared with 10**100); a
 document too deep for Python's parsers (which recurse) is caught as the `RecursionError` they
 raise and refused like one just past the limit, whose depth is measured by an iterative walk
 of the parsed value (never by recursion).
@@ -15,7 +15,6 @@ of the parsed value (never by recursion).
 from __future__ import annotations
 
 import json
-import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,8 @@ MAX_NUMBER_CHARS = 100
 """Longest number accepted, in characters (sign, digits, point and exponent): an int64 id
 has 20, a float written in full about 25."""
 
-_MAX_INT_BITS = math.ceil(MAX_NUMBER_CHARS * math.log2(10))
-"""Bit length beyond which an int has more than `MAX_NUMBER_CHARS` digits."""
+_INT_LIMIT = 10 ** MAX_NUMBER_CHARS
+"""The least int with more than `MAX_NUMBER_CHARS` digits."""
 
 
 class NumberTooLong(ValueError):
@@ -85,7 +84,8 @@ def is_digit_limit(e: BaseException) -> bool:
 
 def check_value(value: Any, origin: str) -> Any:
     """`value` (a parsed document or part of one) if it nests at most `MAX_DEPTH` levels and
-    every int in it has at most `MAX_NUMBER_CHARS` digits; else a one-line error. Walked
+    every int in it has at most `MAX_NUMBER_CHARS` digits (a TOML integer, converted by
+    tomllib itself within Python's own digit limit); else a one-line error. Walked
     with an explicit stack, so any depth is safe to check."""
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
@@ -95,7 +95,7 @@ def check_value(value: Any, origin: str) -> Any:
         elif type(v) is list:
             items = v
         else:
-            if type(v) is int and v.bit_length() > _MAX_INT_BITS:
+            if type(v) is int and not -_INT_LIMIT < v < _INT_LIMIT:
                 raise too_long(origin)
             continue
         if depth >= MAX_DEPTH:
