@@ -190,7 +190,7 @@ def test_a_huge_header_number_is_refused_after_one_chunk(tmp_path: Path, monkeyp
 @pytest.mark.parametrize("value, says", [
     ("1" * 5000, "a number longer than 100"),  # beyond Python's own int digit limit
     ("2." + "1" * 5000, "a number longer than 100"),  # a float: refused before conversion
-    ("1" * 300, "beyond 1e+18 us"),  # an int within Python's limit: the time check
+    ("1" * 300, r"beyond 1e\+18 us"),  # an int within Python's limit: the time check
 ])
 def test_a_long_number_in_an_event_is_one_line(value: str, says: str, tmp_path: Path) -> None:
     p = tmp_path / "t.json"
