@@ -100,6 +100,11 @@ FILES: dict[str, str] = {
     "bad_result.json": json.dumps({"meta": {"model": {"name": "x"}}, "rows": [
         {"name": "a", "layer": 0, "sublayer": "qkv", "category": "gemm", "phase": "forward",
          "time_s": "fast"}]}),
+    # parse helper (#33): nesting and number limits
+    "deep_config.json": json.dumps(_BERT)[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "deep_header.json": _trace().replace('{"traceEvents"', '{"x": ' + "[" * 100_000
+                                         + "]" * 100_000 + ', "traceEvents"', 1),
+    "long_device.toml": _device(memory_GB="1" + "0" * 400),
 }
 TINY = ("bert-tiny", "--seq", "16")
 DIST = ("distributed", "bert-tiny", "--seq", "16", "--devices", "2", "--global-batch", "4")
@@ -235,6 +240,14 @@ BAD: dict[str, tuple[str, ...]] = {
     "S-predict-store-under-file": (*PRED, "--device", "a100", "--store",
                                    "{d}/keep.csv/runs.sqlite"),
     "S-runs-list-store-dev-zero": ("runs", "list", "--store", "/dev/zero"),
+    # parse helper (#33): nesting and number limits; outputs that clobber inputs or each other
+    "D-ops-deep-config": ("ops", "{d}/deep_config.json", "--output", "{d}/keep.csv"),
+    "D-trace-deep-header": ("trace", "{d}/deep_header.json", "--output", "{d}/keep.json"),
+    "D-predict-memory-10-400": (*PRED, "--device", "{d}/long_device.toml"),
+    "A-trace-output-is-input": ("trace", "{d}/stream_list.json", "--output",
+                                "{d}/stream_list.json", "--format", "json"),
+    "A-predict-output-is-timeline": (*PRED, "--device", "a100", "--output", "{d}/keep.json",
+                                     "--timeline", "{d}/keep.json"),
 }
 
 
