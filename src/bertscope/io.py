@@ -72,8 +72,9 @@ def frame_bytes(d: pd.DataFrame, fmt: Format, *, meta: dict[str, Any] | None = N
 
 def check_output(path: str | Path | None, *, folder: bool = False) -> None:
     """Refuse, in one line, an output path bertscope could not write, before any work starts:
-    its folder missing, the path an existing folder (or, with `folder`, an existing file), or
-    a place where no file can be created (read-only, /proc). Nothing is left behind."""
+    its folder missing, the path an existing folder (or, with `folder`, an existing file), a
+    device, pipe or socket (/dev/stdout: replacing it is no way to write to it), or a place
+    where no file can be created (read-only, /proc). Nothing is left behind."""
     if path is None:
         return
     p = Path(path)
@@ -82,7 +83,20 @@ def check_output(path: str | Path | None, *, folder: bool = False) -> None:
         if p.exists() and not p.is_dir():
             raise BertscopeError(f"{p}: exists and is not a folder; give a folder path")
         return
+    _regular(p)
     Path(_temp_beside(p, ".probe")).unlink(missing_ok=True)
+
+
+def _regular(p: Path) -> None:
+    """Refuse an output path that exists and is neither a regular file nor a folder (those
+    have their own messages): a device, a pipe, a socket."""
+    try:
+        special = p.exists() and not p.is_file() and not p.is_dir()
+    except OSError:
+        special = False
+    if special:
+        raise BertscopeError(f"{p}: not a regular file (a device, pipe or socket); give the "
+                             f"path of a file to write")
 
 
 def _parent(p: Path) -> Path:
@@ -125,6 +139,7 @@ def atomic_path(path: str | Path, *, size: int | None = None,
     parent = _parent(path)
     if path.is_dir():
         raise BertscopeError(f"{path}: is a folder; give a file path")
+    _regular(path)
     try:
         folder = tempfile.mkdtemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as e:

@@ -249,3 +249,13 @@ def test_markup_in_output_paths_is_printed_as_written(tmp_path: Path, monkeypatc
     assert main(["ops", "bert-tiny", "--seq", "16", "--output", "[red]o.csv"]) == 0
     assert " rows to [red]o.csv" in capsys.readouterr().out
     assert (tmp_path / "[red]o.csv").is_file()
+
+
+def test_a_pipe_or_device_is_not_replaced_by_a_file(tmp_path: Path, capsys) -> None:
+    fifo = tmp_path / "out.csv"
+    os.mkfifo(fifo)
+    assert main(["ops", "bert-tiny", "--output", str(fifo)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+    assert fifo.is_fifo() and _only(tmp_path) == ["out.csv"]
+    with pytest.raises(BertscopeError, match="not a regular file"):
+        atomic_write(fifo, b"x")
