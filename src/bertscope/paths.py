@@ -52,7 +52,7 @@ def _place(label: str, path: PathLike) -> _Place:
     p = Path(path)
     try:
         real = p.resolve()
-    except (OSError, RuntimeError):  # a symbolic-link loop: compare it as written
+    except (OSError, RuntimeError, ValueError):  # a link loop, a NUL: compare it as written
         real = p.absolute()
     try:
         st = p.stat()

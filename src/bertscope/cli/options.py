@@ -70,11 +70,12 @@ def store_file(store: Path | None, no_store: bool) -> Path | None:
     output like any other for `check_paths`)."""
     if no_store:
         return None
-    from bertscope.store import default_path, recording
+    from bertscope.store import recording
+    from bertscope.store.access import store_path
 
     if store is None and not recording():
         return None
-    return store if store is not None else default_path()
+    return store_path(store)
 
 
 def check_command_paths(inputs: dict[str, Any], outputs: dict[str, Any],
@@ -171,7 +172,10 @@ def model_file(model: str) -> Path | None:
     if model in PRESETS:
         return None
     p = Path(model)
-    return p / "config.json" if p.is_dir() else p
+    try:
+        return p / "config.json" if p.is_dir() else p
+    except (OSError, ValueError):  # a name too long or with a NUL: no file (the loader says)
+        return None
 
 
 def need_torch(what: str) -> None:
