@@ -48,6 +48,9 @@ def _measured(m: ModelConfig, run: RunConfig, monkeypatch: pytest.MonkeyPatch) -
         return key, t
 
     monkeypatch.setattr(Attributor, "_add", add)
+    # every attributed event is counted, the thrown-away settling iterations' too (a fresh
+    # process's first profile settles its allocator once): profile the one iteration only
+    monkeypatch.setattr("bertscope.measure.profile.MAX_SETTLING", 0)
     profile(m, run, iters=1, warmup=0)
     return seen
 
