@@ -471,5 +471,5 @@ def test_a_truncated_store_is_one_line_and_export_never_overwrites_the_store(
     same = tmp_path / "runs.json"
     path.rename(same)
     assert main(["runs", "export", rid, str(same), "--store", str(same)]) == 2
-    assert "the runs store itself" in _one_line(capsys.readouterr().err)
+    assert "(the runs store)" in _one_line(capsys.readouterr().err)
     assert same.read_bytes() == before

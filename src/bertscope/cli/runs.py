@@ -156,14 +156,14 @@ def export_cmd(run_id: Annotated[str, typer.Argument(metavar="ID")],
                store: StoreOpt = None) -> None:
     """Write a run's op rows to a file."""
     from bertscope.io import atomic_write, frame_bytes, output_format
-    from bertscope.store.access import check_run_id, quoted
+    from bertscope.paths import check_paths
+    from bertscope.store.access import check_run_id
 
     check_run_id(run_id)
     check_export(output)
     s = _read(store)
-    if output.resolve() == s.path.resolve():
-        raise BertscopeError(f"{quoted(output, 120)} is the runs store itself; give another "
-                             f"FILE to export to")
+    # the store (or a hard link to it, or a folder holding it) is never the export
+    check_paths({"the runs store": s.path}, {"FILE": output})
     df = s.ops(run_id)
     atomic_write(output, frame_bytes(df, output_format(output), meta=s.get(run_id)))
     typer.echo(f"wrote {len(df)} rows of run {run_id} to {output}")
