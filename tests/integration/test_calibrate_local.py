@@ -10,12 +10,28 @@ from bertscope.config import Family, RunConfig
 from tests.conftest import tiny
 
 pytest.importorskip("torch")
-from bertscope.measure.profile import profile
-from bertscope.studies.local_calibration import calibrate_local
+from bertscope.measure.profile import profile, resolve_device
+from bertscope.studies import local_calibration
+from bertscope.studies.local_calibration import calibrate_local, run_microbench
 from bertscope.studies.validate import compare
 
 
-def test_calibrate_from_profiles_then_compare(tmp_path, capsys) -> None:
+@pytest.fixture(scope="module")
+def quick_points() -> dict:
+    """This machine's quick microbenchmark points, measured once for the module (about two
+    minutes on 2 cores: each calibration below would otherwise measure them again)."""
+    return run_microbench(resolve_device("cpu"), quick=True)
+
+
+@pytest.fixture
+def measured_once(quick_points, monkeypatch) -> dict:
+    """Every calibration in the test (the API's and the CLI's) fits to `quick_points`."""
+    monkeypatch.setattr(local_calibration, "run_microbench",
+                        lambda dev, *, quick=False, log=None: quick_points)
+    return quick_points
+
+
+def test_calibrate_from_profiles_then_compare(tmp_path, capsys, measured_once) -> None:
     runs = [profile(tiny(Family.BERT), RunConfig(batch=b, seq=s), iters=1, warmup=1)
             for b, s in ((2, 16), (4, 32))]
     prof, report = calibrate_local("cpu", runs, quick=True)
@@ -52,7 +68,8 @@ def test_calibrate_from_profiles_then_compare(tmp_path, capsys) -> None:
     assert "not a bertscope profile result" in capsys.readouterr().err
 
 
-def test_calibrate_from_a_result_saved_before_the_role_columns(tmp_path) -> None:
+def test_calibrate_from_a_result_saved_before_the_role_columns(tmp_path, measured_once
+                                                               ) -> None:
     """`bertscope calibrate --from` reads results written before rows had tp_split and
     pp_stage (tests/data/measured/validate_cpu)."""
     from bertscope.cli import main
