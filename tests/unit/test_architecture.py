@@ -135,6 +135,38 @@ def test_no_source_file_over_600_lines(path: Path) -> None:
     assert lines <= 600, f"{path.relative_to(SRC)} has {lines} lines: look again"
 
 
+EDGES = {"cli", "studies"}
+"""Packages whose functions may import bertscope modules on use: each command imports its
+heavy modules when it runs (start-up time; `bertscope trace` and `ops` stay free of pandas and
+torch, tests/unit/test_lazy_imports.py), and the studies import the torch side (measure/)
+only when they measure."""
+
+
+def _function_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of the imports inside functions of a file."""
+    out = []
+    for fn in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    out += [(node.lineno, a.name) for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    out.append((node.lineno, node.module or ""))
+    return out
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if _package(p) not in EDGES],
+                         ids=lambda p: str(p.relative_to(SRC)))
+def test_bertscope_modules_are_imported_at_module_level(path: Path) -> None:
+    # a function-level import of a bertscope module hides the graph (and usually a circle):
+    # outside the package edges (EDGES) every bertscope import is at module level; lazy
+    # imports of heavy optional libraries (torch, matplotlib, pyarrow, transformers, pandas)
+    # stay allowed everywhere
+    hidden = [f"line {line}: {module}" for line, module in _function_imports(path)
+              if module == "bertscope" or module.startswith("bertscope.")]
+    assert not hidden, f"{path.relative_to(SRC)}: " + "; ".join(hidden)
+
+
 def test_no_module_named_for_a_line_cap() -> None:
     # a file named for where another one ran out of lines (`hf_more.py`, `sections_more.py`)
     # is no concept: fold it into its concept's module or a package of named modules
