@@ -87,6 +87,15 @@ def check_output(path: str | Path | None, *, folder: bool = False) -> None:
     Path(_temp_beside(p, ".probe")).unlink(missing_ok=True)
 
 
+def usual_mode(folder: str | Path) -> None:
+    """Give a folder made by `tempfile.mkdtemp` (private, 0700) the mode an ordinary
+    `mkdir` would have given it under the current umask (0755 under umask 022), so a
+    folder built aside and renamed into place is like any other."""
+    mask = os.umask(0o077)  # read the umask (no call reads it without setting it) ...
+    os.umask(mask)  # ... and put it back at once
+    os.chmod(folder, 0o777 & ~mask)
+
+
 def _regular(p: Path) -> None:
     """Refuse an output path that exists and is neither a regular file nor a folder (those
     have their own messages): a device, a pipe, a socket."""
@@ -273,5 +282,5 @@ def read_text(path: str | Path, *, limit: int = MAX_INPUT_BYTES, missing: str = 
 
 
 __all__ = ["MAX_INPUT_BYTES", "Check", "Format", "atomic_path", "atomic_write", "check_output",
-           "export_format", "frame_bytes", "output_format", "read_text", "whole_json",
-           "write_all", "write_or_rescue"]
+           "export_format", "frame_bytes", "output_format", "read_text", "usual_mode",
+           "whole_json", "write_all", "write_or_rescue"]

@@ -1,11 +1,19 @@
 """The study's folder: report.html (self-contained: figures inline as SVG, no scripts, no
 network), every figure as PNG and SVG, every table as CSV and Parquet. Every string that
-comes from an input (model, device and file names, findings) is HTML-escaped."""
+comes from an input (model, device and file names, findings) is HTML-escaped.
+
+Each table in the page shows its first rows and says how many of how many ("12 of 13,212
+rows"); the whole table is one click away in the page itself (the CSV embedded as a data:
+link, so a moved folder or a report.html mailed alone keeps it) up to `EMBED_LIMIT` bytes per
+table, beyond which the page says so and links the CSV by its path in the folder. Long text
+repeated down a column is written once per table as a note (`report.table_notes`). Inline
+SVGs get figure-scoped element ids (`report.svg_ids`), so every id in the page is unique."""
 
 from __future__ import annotations
 
 import html
 import io
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +21,16 @@ from typing import Any
 import pandas as pd
 
 from bertscope.report.study_figures import RENDERERS
+from bertscope.report.svg_ids import scope_ids
+from bertscope.report.table_notes import NotedTable, factor_notes, note_lines
+
+ROWS_SHOWN = 12
+"""Rows of each table shown in the page (the whole table is one click away)."""
+EMBED_LIMIT = 4 * 2**20
+"""Largest embedded table (bytes of its data: link) in report.html; a larger one is linked
+by its path in the folder."""
+PAGE_EMBED_LIMIT = 24 * 2**20
+"""Most bytes of embedded tables in one report.html; the tables after are linked by path."""
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;
@@ -27,17 +45,43 @@ nav a{margin-right:.8em}
 """
 
 
-def _svg(fig: Any) -> str:
+def _svg(fig: Any, prefix: str) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})  # same input, same bytes
     text = buf.getvalue()
-    return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: inline SVG
+    # drop the XML prolog and DOCTYPE (inline SVG); ids scoped to this figure
+    return scope_ids(text[text.index("<svg"):], prefix)
 
 
-def _table_html(df: pd.DataFrame, rows: int = 12) -> str:
+def _table_html(df: pd.DataFrame, rows: int = ROWS_SHOWN) -> str:
     shown = df.head(rows)
     return shown.to_html(index=False, escape=True, float_format=lambda x: f"{x:.4g}",
                          border=0)
+
+
+def _table_block(name: str, stem: str, noted: NotedTable, csv: str, room: int
+                 ) -> tuple[str, int]:
+    """One table's `<details>`: what it shows of how many rows, the whole table (embedded
+    when its link is at most `EMBED_LIMIT` and `room` bytes, else linked by path), its first
+    rows and its notes; and the bytes embedded."""
+    df = noted.table
+    total = len(df)
+    shown = min(total, ROWS_SHOWN)
+    count = (f"all {total:,} rows" if shown == total else
+             f"first {shown:,} of {total:,} rows")
+    path = f"tables/{stem}.csv"
+    uri = "data:text/csv;charset=utf-8," + urllib.parse.quote(csv, safe=",;:()")
+    size = len(uri) if len(uri) <= min(EMBED_LIMIT, room) else 0
+    if size:
+        whole = (f'<a download="{html.escape(stem)}.csv" href="{html.escape(uri)}">'
+                 f"full table (csv, in this page)</a>; also {html.escape(path)} beside it")
+    else:
+        whole = (f"full table too big to embed in this page ({len(uri) / 2**20:.1f} MiB): "
+                 f'<a href="{html.escape(path)}">{html.escape(path)}</a> in the report '
+                 f"folder")
+    notes = "".join(f'<p class="meta">{html.escape(n)}</p>' for n in note_lines(noted.notes))
+    return (f"<details><summary>table {html.escape(name)}: {count} shown; {whole}"
+            f"</summary>{_table_html(df)}{notes}</details>", size)
 
 
 def write_report(folder: Path, sections: list[Any], settings: dict[str, Any],
@@ -50,6 +94,10 @@ def write_report(folder: Path, sections: list[Any], settings: dict[str, Any],
     (folder / "tables").mkdir()
     files: list[str] = []
     parts = []
+    room = PAGE_EMBED_LIMIT
+    readme = ["# Tables of this study", "",
+              "One CSV (and Parquet) per table of report.html; a column's long text that "
+              "repeats is written once, below, and its rows say which note (\"note 1\").", ""]
     for i, sec in enumerate(sections, 1):
         body = [f'<section id="{html.escape(sec.key)}"><h2>{i}. {html.escape(sec.title)}</h2>',
                 '<ul class="findings">', *(f"<li>{html.escape(f)}</li>" for f in sec.findings),
@@ -61,19 +109,23 @@ def write_report(folder: Path, sections: list[Any], settings: dict[str, Any],
                 fig.savefig(folder / "figures" / f"{sec.key}.{ext}", dpi=110,
                             metadata={"Date": None} if ext == "svg" else None)
                 files.append(f"figures/{sec.key}.{ext}")
-            body.append(f'<figure class="figure" id="fig-{html.escape(sec.key)}">{_svg(fig)}'
-                        f"</figure>")
+            body.append(f'<figure class="figure" id="fig-{html.escape(sec.key)}">'
+                        f'{_svg(fig, f"fig{i}")}</figure>')
             plt.close(fig)
         for name, df in sec.tables.items():
             if df is None or df.empty:
                 continue
             stem = f"{sec.key}_{name}"
-            df.to_csv(folder / "tables" / f"{stem}.csv", index=False)
-            df.to_parquet(folder / "tables" / f"{stem}.parquet", index=False)
+            noted = factor_notes(df)
+            csv = noted.table.to_csv(index=False)
+            (folder / "tables" / f"{stem}.csv").write_text(csv, encoding="utf-8")
+            noted.table.to_parquet(folder / "tables" / f"{stem}.parquet", index=False)
             files += [f"tables/{stem}.csv", f"tables/{stem}.parquet"]
-            body.append(f'<details><summary>table {html.escape(name)} ({len(df):,} rows: '
-                        f'<a href="tables/{html.escape(stem)}.csv">csv</a>)</summary>'
-                        f"{_table_html(df)}</details>")
+            block, used = _table_block(name, stem, noted, csv, room)
+            room -= used
+            body.append(block)
+            readme += [f"- {stem}.csv: {len(df):,} rows", *(f"  - {n}" for n in
+                                                           note_lines(noted.notes))]
         body += [f'<p class="meta">{html.escape(n)}</p>' for n in sec.notes]
         parts.append("\n".join(body) + "</section>")
         tell("report", i, len(sections))
@@ -91,8 +143,9 @@ def write_report(folder: Path, sections: list[Any], settings: dict[str, Any],
             f"<title>bertscope study</title><style>{_CSS}</style></head><body>{head}"
             + "\n".join(parts) + "</body></html>")
     (folder / "report.html").write_text(page, encoding="utf-8")
-    files.append("report.html")
+    (folder / "tables" / "README.md").write_text("\n".join(readme) + "\n", encoding="utf-8")
+    files += ["report.html", "tables/README.md"]
     return files
 
 
-__all__ = ["write_report"]
+__all__ = ["EMBED_LIMIT", "PAGE_EMBED_LIMIT", "ROWS_SHOWN", "write_report"]

@@ -28,8 +28,10 @@ from typing import Any
 
 from bertscope.config import ModelConfig, Precision, RunConfig, from_dict
 from bertscope.errors import BertscopeError, as_values, parse_enum, shown
+from bertscope.io import usual_mode
 from bertscope.perf import DeviceProfile, load_profile
 from bertscope.presets import get_model
+from bertscope.report.table_notes import factor_notes
 from bertscope.stop import STOP
 from bertscope.studies import sections as s
 
@@ -185,14 +187,12 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
         settings = _settings(cfg, ctx, measured, time.perf_counter() - t0)
         sections.append(s.method(ctx, measured, settings))
         files = write_report(tmp, sections, settings, tell)
-        doc = {"settings": settings, "sections": [
-            {"key": s.key, "title": s.title, "findings": s.findings, "notes": s.notes,
-             "tables": {k: json.loads(v.to_json(orient="records")) for k, v in
-                        s.tables.items()}} for s in sections]}
+        doc = {"settings": settings, "sections": [_section_doc(s) for s in sections]}
         (tmp / "study.json").write_text(json.dumps(doc, indent=1, default=str))
         files.append("study.json")
         if out.exists():
             out.rmdir()  # empty (checked above)
+        usual_mode(tmp)  # mkdtemp made it private (0700); a study folder is an ordinary one
         os.replace(tmp, out)
     except OSError as e:  # a full disk, a folder that appeared meanwhile: nothing is left
         shutil.rmtree(tmp, ignore_errors=True)
@@ -203,6 +203,16 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
         raise
     return StudyResult(folder=out, sections=sections, settings=settings,
                        seconds=time.perf_counter() - t0, files=files)
+
+
+def _section_doc(sec: s.Section) -> dict[str, Any]:
+    """A section as study.json holds it: its tables as records, with the long text a column
+    repeats said once per table in `table_notes` (as the CSVs and report.html write them)."""
+    noted = {k: factor_notes(v) for k, v in sec.tables.items()}
+    return {"key": sec.key, "title": sec.title, "findings": sec.findings, "notes": sec.notes,
+            "tables": {k: json.loads(v.table.to_json(orient="records"))
+                       for k, v in noted.items()},
+            "table_notes": {k: v.notes for k, v in noted.items() if v.notes}}
 
 
 def _settings(cfg: StudyConfig, ctx: s.Ctx, measured: list[s.MeasuredPart], seconds: float
