@@ -23,8 +23,8 @@ INSTALL: dict[str, str] = {
     "pyarrow": "pip install pyarrow",
 }
 """Import name of each library a feature may need -> the pip command that installs it (the
-real package index names: bertscope itself is installed from its source, so an extra such as
-`bertscope[plot]` is no command a user can run)."""
+real package index names: bertscope itself is installed from its source, so a hint naming
+one of its extras is no command a user can run)."""
 
 FORMATS: dict[str, str] = {"parquet": "pyarrow"}
 """Export format -> the library that writes it (pandas writes Parquet through pyarrow)."""
