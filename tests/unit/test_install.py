@@ -9,10 +9,12 @@ everything is installed."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -195,8 +197,15 @@ def _third_party_imports(folder: Path) -> dict[str, str]:
     return found
 
 
+@functools.cache
+def _packages() -> Mapping[str, list[str]]:
+    """Import name -> the installed distributions that provide it (read once: ~1 s)."""
+    return importlib.metadata.packages_distributions()
+
+
 def _distributions_of(module: str) -> set[str]:
-    dists = importlib.metadata.packages_distributions().get(module, [module])
+    """The normalized names of the distributions that provide the import `module`."""
+    dists = _packages().get(module, [module])
     return {_distribution(d) for d in dists}
 
 
