@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bertscope.errors import BertscopeError, parse_enum
+from bertscope.requirements import require_format
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,11 +59,7 @@ def frame_bytes(d: pd.DataFrame, fmt: Format, *, meta: dict[str, Any] | None = N
         rows = json.loads(d.to_json(orient="records"))
         return (json.dumps({"meta": meta or {}, "rows": rows}, indent=1,
                            default=json_default) + "\n").encode()
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise BertscopeError("parquet export needs pyarrow: pip install "
-                             "'bertscope[parquet]'; or use --format csv") from None
+    require_format(fmt)
     buf = io.BytesIO()
     d = d.copy()
     d.attrs = {}

@@ -36,11 +36,13 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "bertscope"
 
 GROUND = {"config", "family", "families", "presets", "hf_config", "job", "taxonomy", "optable",
-          "io", "errors", "lazyre", "stop", "bounded", "paths"}
+          "io", "errors", "lazyre", "stop", "bounded", "paths", "requirements"}
 ALLOWED: dict[str, set[str]] = {
     # the ground floor knows no producer, consumer or screen
     "errors": set(),
-    "io": {"errors"},
+    # which optional library a feature needs, and the pip command (checked before work)
+    "requirements": {"errors"},
+    "io": {"errors", "requirements"},
     "bounded": {"errors", "io"},
     "paths": {"errors"},
     "lazyre": set(),

@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -78,7 +78,30 @@ def build_app(modules: tuple[str, ...] = MODULES) -> typer.Typer:
     return built
 
 
-def _group() -> None:
+def installed_version() -> str:
+    """The installed bertscope's version (its package metadata); the source tree's
+    `bertscope.__version__` when run from a checkout that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bertscope")
+    except PackageNotFoundError:
+        import bertscope
+
+        return bertscope.__version__
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"bertscope {installed_version()}")
+        raise typer.Exit(0)
+
+
+def _group(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_show_version,
+        help="Print the installed version and exit.")] = False,
+) -> None:
     """Where the time, bytes and FLOPs of Transformer training go."""
 
 
@@ -205,7 +228,11 @@ def _run(argv: list[str] | None) -> int:
     if args and args[0] in BLAS_FREE and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
-        runner = build_app((module,)) if module is not None else __getattr__("app")
+        if args[:1] == ["--version"]:  # no command module to import
+            module = None
+            runner = build_app(())
+        else:
+            runner = build_app((module,)) if module is not None else __getattr__("app")
         if module is not None:
             check_repeated(typer.main.get_command(runner), args)
         rv = runner(args=args, standalone_mode=False)
@@ -239,4 +266,4 @@ def _run(argv: list[str] | None) -> int:
     return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
 
 
-__all__ = ["app", "main"]
+__all__ = ["app", "installed_version", "main"]

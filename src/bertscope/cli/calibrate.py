@@ -10,11 +10,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from bertscope.cli.options import check_command_paths, need_torch
+from bertscope.cli.options import check_command_paths
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write, check_output
 from bertscope.report.tables import make_console
+from bertscope.requirements import require
 from bertscope.trace.attribute import Statistic
 
 
@@ -47,7 +48,8 @@ def calibrate_cmd(
             raise BertscopeError("--from and --from-trace: give one (profile results or "
                                  "traces)")
         return _calibrate_from_traces(traces, output)
-    need_torch("this command")
+    require("calibrate (measuring this machine)", "torch",
+            otherwise="or calibrate --from-trace TRACE")
     check_output(output)
     from bertscope.report.studies import print_calibration
     from bertscope.studies.local_calibration import calibrate_local
@@ -103,7 +105,7 @@ def validate_cmd(
 ) -> None:
     """Profile calibration configs, fit the model, then predict held-out configs and compare:
     per-config error, MAPE, per-category share error, per-op error."""
-    need_torch("this command")
+    require("validate (measuring this machine)", "torch")
     check_output(output)
     if results_dir is not None and not results_dir.is_dir():
         raise BertscopeError(f"--results-dir {results_dir}: no such folder; create it first")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import importlib.util
 import inspect
 import types
 import typing
@@ -31,6 +30,7 @@ from bertscope.io import Format, check_output, output_format
 from bertscope.job import Job, Layout
 from bertscope.paths import check_paths
 from bertscope.presets import PRESETS, get_model
+from bertscope.requirements import require_format
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -178,19 +178,13 @@ def model_file(model: str) -> Path | None:
         return None
 
 
-def need_torch(what: str) -> None:
-    """Refuse a command that measures when PyTorch is not installed (without importing it:
-    the CLI itself stays torch-free)."""
-    if importlib.util.find_spec("torch") is None:
-        raise BertscopeError(f"{what} needs PyTorch: pip install 'bertscope[torch]'")
-
-
 def check_export(output: Path | None, fmt: Format | str | None = None) -> None:
     """Refuse an export path before work starts: its format (from `fmt` or the suffix) must
-    be csv, json or parquet, and the place writable (`io.check_output`)."""
+    be csv, json or parquet, its library installed (`requirements.require_format`: Parquet
+    needs pyarrow), and the place writable (`io.check_output`)."""
     if output is None:
         return
-    output_format(output, fmt)
+    require_format(output_format(output, fmt), f"{output}: parquet output")
     check_output(output)
 
 
@@ -219,6 +213,5 @@ __all__ = [
     "flag_of",
     "job_command",
     "model_file",
-    "need_torch",
     "store_file",
 ]

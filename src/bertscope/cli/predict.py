@@ -22,6 +22,7 @@ from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.io import check_output
 from bertscope.job import Job
 from bertscope.report.tables import make_console
+from bertscope.requirements import require
 
 
 @job_command(inputs=("device",), outputs=("plot", "output", "timeline"))
@@ -46,6 +47,8 @@ def predict_cmd(
 
     check_top(top)
     check_suffix(plot, (".png", ".svg"), "the plot")
+    if plot is not None:
+        require("predict --plot", "matplotlib")
     check_output(plot)
     check_export(output)
     check_suffix(timeline, (".json",), "the timeline")

@@ -19,7 +19,6 @@ from bertscope.cli.options import (
     check_suffix,
     check_top,
     job_command,
-    need_torch,
 )
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.config import HostAllocator
@@ -28,6 +27,7 @@ from bertscope.io import check_output
 from bertscope.job import Job
 from bertscope.report.progress import progress_bar
 from bertscope.report.tables import make_console
+from bertscope.requirements import require
 from bertscope.stop import PARTIAL_EXIT, STOP, partial_path
 from bertscope.trace.attribute import Statistic
 
@@ -75,6 +75,7 @@ def profile_cmd(
     no_store: NoStoreOpt = False,
 ) -> None:
     """Run real pretraining iterations under torch.profiler and break them down."""
+    require("profile --hf" if hf else "profile", "torch", *(("transformers",) if hf else ()))
     check_top(top)
     # fail before minutes of work, not after: the JSON result and the trace (a folder with
     # --nproc: one trace per rank), which must not be the same path (`job_command` checks)
@@ -93,7 +94,6 @@ def profile_cmd(
                              f"it anyway")
     if nproc == 1 and link is not None:
         raise BertscopeError("--link needs --nproc 2 or more")
-    need_torch("profile")
     console = make_console()
     # the measurement and its output are one measuring loop of the stop protocol
     # (`bertscope.stop`): a stop while the result is printed or written keeps it whole

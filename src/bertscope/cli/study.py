@@ -10,6 +10,7 @@ import typer
 from bertscope.cli.options import check_command_paths, model_file
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.cli.sweep import parse_words
+from bertscope.requirements import install_command, installed, require
 
 
 def study_cmd(
@@ -24,8 +25,10 @@ def study_cmd(
     "fp32,bf16",
     quick: Annotated[bool, typer.Option("--quick", help="A small measured model and one "
                                                         "iteration (under a minute).")] = False,
-    measure: Annotated[bool, typer.Option("--measure/--no-measure", help="Profile this "
-                                          "machine for the measured part.")] = True,
+    measure: Annotated[bool | None, typer.Option(
+        "--measure/--no-measure", help="Profile this machine for the measured part (needs "
+        "torch). Default: measure when torch is installed; without it the study writes its "
+        "predicted sections and says how to add the measured part.")] = None,
     from_trace: Annotated[Path | None, typer.Option(help="Use this trace as the measured "
                                                          "part instead of profiling.")] = None,
     store: StoreOpt = None,
@@ -35,8 +38,13 @@ def study_cmd(
     an HTML report with figures, tables and findings computed from the data."""
     from bertscope.report.progress import progress_bar
     from bertscope.report.tables import make_console
-    from bertscope.studies.study import StudyConfig, study
+    from bertscope.studies.study import REPORT_LIBRARIES, StudyConfig, study
 
+    require("study", *REPORT_LIBRARIES)  # before any work: the measured part takes minutes
+    if measure and from_trace is None:
+        require("study --measure", "torch", otherwise="or pass --no-measure")
+    skipped = measure is None and from_trace is None and not installed("torch")
+    measure = not skipped if measure is None else measure
     cfg = StudyConfig(output=output, models=tuple(parse_words(models, "models")),
                       devices=tuple(parse_words(devices, "devices")),
                       precisions=tuple(parse_words(precisions, "precisions")), quick=quick,
@@ -51,6 +59,9 @@ def study_cmd(
     from bertscope.report.study_text import print_study
 
     print_study(result, console)
+    if skipped:  # one line, after the report, on stderr: what is missing and how to add it
+        typer.echo(f"note: no measured part (torch is not installed): {install_command('torch')}"
+                   f", then run the study again to add it", err=True)
     record(st, console, "study", model=models, device=devices,
            inputs={"output": str(output), "models": models, "devices": devices,
                    "precisions": precisions, "quick": quick, "measure": measure,

@@ -26,10 +26,15 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from bertscope.cli.options import check_command_paths, check_suffix, check_top, model_file
+from bertscope.cli.options import (
+    check_command_paths,
+    check_export,
+    check_suffix,
+    check_top,
+    model_file,
+)
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
-from bertscope.io import check_output
 from bertscope.job import Layout
 from bertscope.sweep.grid import KNOB_AXES, LAYOUT_AXES, MODEL_AXES, run_axes
 
@@ -190,8 +195,7 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
     check_suffix(output, (".csv", ".parquet"), "--output")
     check_command_paths({"MODELS": [model_file(m) for m in models.split(",")],
                          "--device": device.split(",")}, {"--output": output}, store, no_store)
-    if output is not None:
-        check_output(output)
+    check_export(output)
     st = open_store(store, no_store)
     with progress_bar() as tell:
         result = sweep(parse_words(models, "models"), parse_words(device, "device"),

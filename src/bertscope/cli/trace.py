@@ -13,6 +13,7 @@ from bertscope.cli.options import TopOpt, check_command_paths, check_top
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, atomic_write, check_output, export_format
+from bertscope.requirements import require_format
 
 TABLE = "table"
 """`--format table`: the terminal report (the default without a file-format suffix)."""
@@ -54,6 +55,8 @@ def trace_cmd(
     file_format = None if fmt.lower() == TABLE else export_format(fmt, where)
     if file_format is Format.PARQUET and output is None:
         raise BertscopeError("parquet is binary: give --output FILE.parquet")
+    if file_format is not None:
+        require_format(file_format, f"{where}: parquet output")
     if by is not None and file_format is not None:
         raise BertscopeError("--by shapes the terminal report (--format table); exported rows "
                              "carry every column, module included")

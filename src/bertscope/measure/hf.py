@@ -16,6 +16,7 @@ from bertscope.errors import BertscopeError
 from bertscope.families import resolve
 from bertscope.measure.attribution import Patterns
 from bertscope.measure.models.layers import DROPOUT_PROB
+from bertscope.requirements import require
 from bertscope.taxonomy import Sublayer
 
 
@@ -46,11 +47,9 @@ def hf_layers(m: ModelConfig, model: nn.Module) -> list[nn.Module]:
 def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
     """The transformers model of `m`'s family (its spec's `hf_class`), randomly initialised
     (no download), eager attention, dropout and checkpointing as `run` says."""
-    try:
-        import transformers
-    except ImportError:
-        raise BertscopeError("--hf needs Hugging Face transformers: pip install "
-                             "'bertscope[hf]'") from None
+    require("--hf (Hugging Face models)", "transformers")
+    import transformers
+
     if run.masked_lm_only:
         raise BertscopeError("Hugging Face models compute MLM logits on every position; "
                              "drop --masked-lm-only with --hf")

@@ -6,8 +6,8 @@ both log scale. The roofs are the memory slope (bandwidth x intensity) and the c
 Ops are colored by category and sized by predicted time. Rows without FLOPs (copies, gathers)
 have no place on a log axis; the caption says how much time they take.
 
-matplotlib is imported lazily (it is the optional `plot` extra) and used without pyplot, so
-no global backend is touched: the figure renders with Agg.
+matplotlib (a dependency, checked by `requirements.require`) is imported lazily and used
+without pyplot, so no global backend is touched: the figure renders with Agg.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write, check_output
 from bertscope.optable import OpTable
 from bertscope.perf.predict import Prediction
+from bertscope.requirements import require
 from bertscope.taxonomy import Category
 
 SUFFIXES = (".png", ".svg")
@@ -30,12 +31,10 @@ SUFFIXES = (".png", ".svg")
 
 
 def _matplotlib() -> tuple[Any, Any]:
-    try:
-        from matplotlib.figure import Figure
-        from matplotlib.lines import Line2D
-    except ImportError:
-        raise BertscopeError("the roofline plot needs matplotlib: pip install "
-                             "'bertscope[plot]'") from None
+    require("the roofline plot", "matplotlib")
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
     return Figure, Line2D
 
 

@@ -32,12 +32,16 @@ from bertscope.io import usual_mode
 from bertscope.perf import DeviceProfile, load_profile
 from bertscope.presets import get_model
 from bertscope.report.table_notes import factor_notes
+from bertscope.requirements import require
 from bertscope.stop import STOP
 from bertscope.studies import sections as s
 
 DEVICES = ("v100", "a100", "h100", "b200", "mi250x", "mi300x", "tpu-v3", "tpu-v4", "tpu-v5p")
 """The catalog devices a study projects on by default."""
 MODELS = ("bert-base", "bert-large")
+REPORT_LIBRARIES = ("matplotlib", "pyarrow")
+"""What the report folder's writer needs (figures: matplotlib; tables: Parquet through
+pyarrow): dependencies of the package, checked before any work all the same."""
 PHASES = (s.PhaseSpec("phase 1", 128, 32), s.PhaseSpec("phase 2", 512, 8))
 """BERT pretraining's two phases (Devlin et al. 2019: 90% of steps at seq 128, the rest at
 512), with per-device micro-batches that fit a 16 GB V100 for bert-large in bf16."""
@@ -117,11 +121,6 @@ def _measure(cfg: StudyConfig, models: list[ModelConfig], tell: Progress
                                note=f"measured part read from {cfg.from_trace}")]
     if not cfg.measure:
         return []
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        raise BertscopeError("the measured part needs PyTorch (pip install 'bertscope[torch]')"
-                             "; or pass --no-measure")
     from bertscope.measure.profile import profile, resolve_device
 
     name = "bert-mini" if cfg.quick else "bert-base"
@@ -159,6 +158,9 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
     t0 = time.perf_counter()
     out = Path(cfg.output)
     _check_output(out)
+    require("the study's report", *REPORT_LIBRARIES)
+    if cfg.measure and cfg.from_trace is None:
+        require("the study's measured part", "torch", otherwise="or pass --no-measure")
     tell = progress or (lambda *_: None)
     models = [get_model(m) for m in cfg.models]
     devices: list[DeviceProfile] = [load_profile(d) for d in cfg.devices]
