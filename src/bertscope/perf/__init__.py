@@ -34,7 +34,7 @@ from bertscope.perf.efficiency import (
 from bertscope.perf.gemm_models import FormatGemmEfficiency
 from bertscope.perf.kernel_fusion import FusionStats, fuse
 from bertscope.perf.predict import Bound, BoundShare, Prediction, by_bound, predict
-from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
+from bertscope.perf.roofline import Knobs, Peaks, roofline, run_format, select_peaks, study_format
 
 __all__ = [
     "ASSUMED",
@@ -60,5 +60,7 @@ __all__ = [
     "predict",
     "register_model",
     "roofline",
+    "run_format",
     "select_peaks",
+    "study_format",
 ]

@@ -14,15 +14,13 @@ Multicore Architectures, CACM 52(4), 2009.) The peak depends on the row:
 - Every other row (softmax, layernorm, GELU, optimizer...) runs on the vector units in fp32
   arithmetic, so it uses the fp32 peak.
 
-Where the chip publishes no peak for the wanted format, a stand-in is used and recorded:
-
-- fp32 GEMM -> bf16, then fp16: TPUs, where XLA's default matmul precision runs fp32
-  matmuls as single bf16 passes.
-- bf16 GEMM -> fp32, then fp16: chips without bf16 units (V100, MI50) take the fp32 path.
-- fp16 GEMM -> bf16, then fp32: TPUs have no fp16 units; 16-bit matmuls run in bf16.
-- vector (fp32) -> the GEMM format: TPUs publish no vector-unit rate; these rows are
-  memory-bound at any plausible one.
-
+A run's GEMMs are priced only at its own format's peak (`run_format`): a device without it
+(bf16 or tf32 on a V100, fp16 or fp32 on a TPU, fp8 before Hopper) refuses the run in one
+line naming the formats it has and the precision to pass instead, never pricing it at
+another format's peak. The one stand-in left is for the vector rate: TPUs publish no
+vector-unit rate, so other rows are held to the GEMM format's peak (they are memory-bound at
+any plausible one) and the prediction notes it. `study_format` is the study's per-device
+choice: its "16-bit" column runs bf16 where a device has it and fp16 where it does not.
 A chip with no floating-point peak at all (TPU v1: int8 only) cannot train; that raises.
 Communication rows are held to the interconnect bandwidth (NaN where the device has none).
 """
@@ -45,29 +43,52 @@ if TYPE_CHECKING:
     import pandas as pd
 
 F = NumberFormat
-_GEMM_FORMATS: dict[Precision, tuple[NumberFormat, ...]] = {
-    Precision.FP32: (F.FP32, F.BF16, F.FP16),
-    Precision.TF32: (F.TF32,),  # no stand-in: a chip without TF32 units refuses the run
-    Precision.BF16: (F.BF16, F.FP32, F.FP16),
-    Precision.FP16: (F.FP16, F.BF16, F.FP32),
-    Precision.FP8: (F.FP8,),  # no stand-in: a chip without FP8 tensor math refuses the run
+_GEMM_FORMAT: dict[Precision, NumberFormat] = {
+    Precision.FP32: F.FP32, Precision.TF32: F.TF32, Precision.BF16: F.BF16,
+    Precision.FP16: F.FP16, Precision.FP8: F.FP8,
 }
 _ACTIVATION_FORMATS: dict[Precision, NumberFormat] = {
     Precision.FP32: F.FP32, Precision.TF32: F.FP32, Precision.BF16: F.BF16,
     Precision.FP16: F.FP16, Precision.FP8: F.BF16,  # fp8 runs keep bf16 activations
 }
-_REFUSED = {  # precision -> (who has the format, what to run instead)
-    Precision.TF32: ("TF32 tensor math: NVIDIA Ampere and newer, AMD MI300", "fp32 or bf16"),
-    Precision.FP8: ("FP8 tensor math: NVIDIA Hopper and newer, AMD MI300, TPU v5p", "bf16"),
+_INSTEAD: dict[Precision, tuple[Precision, ...]] = {  # what to suggest, nearest first
+    Precision.FP32: (Precision.BF16, Precision.FP16),
+    Precision.TF32: (Precision.FP32, Precision.BF16, Precision.FP16),
+    Precision.BF16: (Precision.FP16, Precision.FP32),
+    Precision.FP16: (Precision.BF16, Precision.FP32),
+    Precision.FP8: (Precision.BF16, Precision.FP16),
 }
-_WHY = {
-    (Precision.FP32, F.BF16): "no fp32 matrix peak: fp32 matmuls run as bf16 passes (XLA default)",
-    (Precision.FP32, F.FP16): "no fp32 matrix peak: fp32 matmuls assumed at the fp16 rate",
-    (Precision.BF16, F.FP32): "no bf16 units: bf16 matmuls take the fp32 path",
-    (Precision.BF16, F.FP16): "no bf16 or fp32 peak: bf16 matmuls assumed at the fp16 rate",
-    (Precision.FP16, F.BF16): "no fp16 units: 16-bit matmuls run in bf16",
-    (Precision.FP16, F.FP32): "no fp16 or bf16 peak: fp16 matmuls take the fp32 path",
-}
+_SIXTEEN = (Precision.BF16, Precision.FP16)
+"""The 16-bit formats, either of which a study's "16-bit" column runs."""
+
+
+def run_format(device: Device, precision: Precision | str) -> NumberFormat:
+    """The GEMM format a run in `precision` uses on `device`: always the precision's own
+    (fp32 -> fp32, tf32 -> tf32, bf16 -> bf16, fp16 -> fp16, fp8 -> fp8). A device without a
+    peak for it raises `BertscopeError` in one line ("v100-sxm2-32gb has no bf16 (it has
+    fp32, fp16); pass --precision fp16"): no run is priced at another format's peak."""
+    prec = parse_enum(Precision, precision, "precision")
+    fmt = _GEMM_FORMAT[prec]
+    if device.has(fmt):
+        return fmt
+    formats = ", ".join(f.value for f in device.formats)
+    instead = next((p for p in _INSTEAD[prec] if device.has(_GEMM_FORMAT[p])), None)
+    if instead is None:
+        raise BertscopeError(f"{device.name} has no floating-point peak (it has {formats}); "
+                             f"it cannot run training: pick another --device")
+    raise BertscopeError(f"{device.name} has no {fmt.value} (it has {formats}); pass "
+                         f"--precision {instead.value}")
+
+
+def study_format(device: Device, precision: Precision | str) -> Precision | None:
+    """The precision a study runs on `device` for its column `precision`: a 16-bit column
+    (bf16 or fp16) runs the named format where the device has it and the other 16-bit format
+    where it does not (fp16 on a V100, bf16 on a TPU); any other column runs its own format.
+    None: the device has neither (the column is skipped there, with a note)."""
+    prec = parse_enum(Precision, precision, "precision")
+    order = ((prec, *(p for p in _SIXTEEN if p is not prec)) if prec in _SIXTEEN
+             else (prec,))
+    return next((p for p in order if device.has(_GEMM_FORMAT[p])), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,19 +172,8 @@ def select_peaks(device: Device, precision: Precision | str,
         gemm = device.peak_flops(gemm_format)  # raises naming the formats the device has
         g = NumberFormat(str(gemm_format).lower())
     else:
-        chain = _GEMM_FORMATS[prec]
-        have = [f for f in chain if device.has(f)]
-        if not have and prec in _REFUSED:
-            who, instead = _REFUSED[prec]
-            raise BertscopeError(f"{device.sku} ({device.name}) has no {prec.value} peak "
-                                 f"({who}); use --precision {instead}")
-        if not have:
-            formats = ", ".join(f.value for f in device.formats)
-            raise BertscopeError(f"{device.sku} ({device.name}) has no floating-point peak "
-                                 f"(it has: {formats}); it cannot run training")
-        g, gemm = have[0], device.peak_flops(have[0])
-        if g is not chain[0]:
-            notes.append(f"GEMMs at the {g.value} peak: {_WHY[(prec, g)]}")
+        g = run_format(device, prec)  # raises where the device lacks the format
+        gemm = device.peak_flops(g)
     if device.has(F.FP32):
         v, vector = F.FP32, device.peak_flops(F.FP32)
     else:
@@ -171,7 +181,8 @@ def select_peaks(device: Device, precision: Precision | str,
         notes.append(f"other ops at the {g.value} peak: no published fp32 vector rate")
     batched = None
     if prec is Precision.FP8 and gemm_format is None:  # attention's batched GEMMs stay bf16
-        batched = select_peaks(device, Precision.BF16).gemm_flops
+        sixteen = study_format(device, Precision.BF16)
+        batched = device.peak_flops(_GEMM_FORMAT[sixteen]) if sixteen else gemm
     return Peaks(gemm_format=g, gemm_flops=gemm, vector_format=v, vector_flops=vector,
                  bandwidth=device.memory_bandwidth, interconnect=device.interconnect_bandwidth,
                  notes=tuple(notes), batched_gemm_flops=batched,
@@ -210,4 +221,5 @@ def roofline(rows: Mapping[str, Any] | pd.DataFrame,
     return out
 
 
-__all__ = ["Knobs", "Peaks", "activation_format", "roofline", "row_peaks", "select_peaks"]
+__all__ = ["Knobs", "Peaks", "activation_format", "roofline", "row_peaks", "run_format",
+           "select_peaks", "study_format"]
