@@ -15,12 +15,14 @@ def bound_share(ctx: Ctx) -> Section:
         for ph in ctx.phases:
             for prec in ctx.precisions:
                 run = ctx.run(ph, prec)
-                for dev in ctx.devices:
+                for dev in ctx.running(prec):
                     df = ctx.pred(m, run, dev).df
+                    fmt = ctx.on(dev, prec)
                     total = df["time_s"].sum()
                     by = df.groupby("bound", observed=True)["time_s"].sum() / total
                     non_gemm = df.loc[~df["category"].astype(str).isin(GEMM), "time_s"].sum()
-                    rows.append({"model": m.name, "phase": ph.name, "precision": prec.value,
+                    rows.append({"model": m.name, "phase": ph.name, "precision": ctx.label(prec),
+                                 "format": fmt.value if fmt else "",
                                  "device": dev.device.name,
                                  "memory_bound": float(by.get("memory", 0.0)),
                                  "compute_bound": float(by.get("compute", 0.0)),
@@ -30,18 +32,19 @@ def bound_share(ctx: Ctx) -> Section:
                         flops = df["flops"].to_numpy()
                         ok = (flops > 0) & (df["time_s"].to_numpy() > 0)
                         ops.append(pd.DataFrame({
-                            "device": dev.device.name, "category": df["category"].astype(str),
+                            "device": dev.device.name, "format": fmt.value if fmt else "",
+                            "category": df["category"].astype(str),
                             "intensity": df["intensity"], "achieved_flops":
                             np.where(ok, flops / np.maximum(df["time_s"], 1e-30), 0.0),
                             "time_s": df["time_s"]})[ok])
     df = pd.DataFrame(rows)
-    sel = df[(df["model"] == ctx.big.name) & (df["precision"] == ctx.low.value)
+    sel = df[(df["model"] == ctx.big.name) & (df["precision"] == ctx.label(ctx.low))
              & (df["phase"] == ctx.phases[-1].name)].set_index("device")["memory_bound"]
     heavy = [d for d, v in sel.items() if v >= MEMORY_BOUND_AT]
     light = [d for d, v in sel.items() if v < MEMORY_BOUND_AT]
     findings = []
     if heavy:
-        findings.append(f"{ctx.big.name}, {ctx.phases[-1].name}, {ctx.low.value}: at least "
+        findings.append(f"{ctx.big.name}, {ctx.phases[-1].name}, {ctx.label(ctx.low)}: at least "
                         f"{pct(MEMORY_BOUND_AT)} of the iteration is bound by memory bandwidth "
                         f"on {', '.join(heavy)} (up to {pct(sel[heavy].max())} on "
                         f"{sel[heavy].idxmax()}).")
@@ -49,8 +52,9 @@ def bound_share(ctx: Ctx) -> Section:
         findings.append(f"Under {pct(MEMORY_BOUND_AT)} on {', '.join(light)} "
                         f"({', '.join(f'{d} {pct(sel[d])}' for d in light)}).")
     if len(ctx.precisions) > 1:
-        lo, hi = ctx.precisions[0].value, ctx.precisions[-1].value
+        lo, hi = ctx.label(ctx.precisions[0]), ctx.label(ctx.precisions[-1])
         p = df.groupby(["device", "precision"], observed=True)["non_gemm_share"].mean().unstack()
+        p = p[[lo, hi]].dropna()  # devices that run both columns
         rises = [d for d in p.index if p.loc[d, hi] > p.loc[d, lo]]
         findings.append(f"Going from {lo} to {hi} the memory-bound (non-GEMM) share rises on "
                         f"{len(rises)} of {len(p)} devices (mean {pct(p[lo].mean())} -> "

@@ -11,10 +11,10 @@ from bertscope.studies.sections.context import Ctx, Section, pct
 
 def checkpointing(ctx: Ctx, sweep_fn: Any) -> Section:
     """7. Recompute overhead vs activation memory saved."""
-    res = sweep_fn([ctx.big], ctx.devices, batch=[ctx.phases[-1].batch],
-                   seq=[ctx.phases[-1].seq], precision=[ctx.low.value],
-                   optimizer=[ctx.optimizer.value], checkpoint=["none", "full"])
-    df = res.frame[["device", "checkpoint", "iteration_s", "memory_bytes", "fits"]]
+    res = ctx.sweep(sweep_fn, [ctx.big], ctx.devices, [ctx.low],
+                    batch=[ctx.phases[-1].batch], seq=[ctx.phases[-1].seq],
+                    optimizer=[ctx.optimizer.value], checkpoint=["none", "full"])
+    df = res[["device", "format", "checkpoint", "iteration_s", "memory_bytes", "fits"]]
     p = df.pivot_table(index="device", columns="checkpoint", values=["iteration_s",
                                                                      "memory_bytes"],
                        observed=True)
@@ -23,7 +23,7 @@ def checkpointing(ctx: Ctx, sweep_fn: Any) -> Section:
         "memory_saved": 1 - p[("memory_bytes", "full")] / p[("memory_bytes", "none")],
         "memory_none_gib": p[("memory_bytes", "none")] / 2**30,
         "memory_full_gib": p[("memory_bytes", "full")] / 2**30}).reset_index()
-    findings = [f"{ctx.big.name}, {ctx.phases[-1].name}, {ctx.low.value}: full checkpointing "
+    findings = [f"{ctx.big.name}, {ctx.phases[-1].name}, {ctx.label(ctx.low)}: full checkpointing "
                 f"costs {pct(out['overhead'].min())} to {pct(out['overhead'].max())} more time "
                 f"and saves {pct(out['memory_saved'].mean())} of the memory "
                 f"({out['memory_none_gib'].iloc[0]:.1f} -> {out['memory_full_gib'].iloc[0]:.1f} "

@@ -9,7 +9,7 @@ claim that fails for some device names that device instead of hiding it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -17,7 +17,7 @@ import pandas as pd
 from bertscope.analytic import build
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.optable import OpTable
-from bertscope.perf import DeviceProfile, predict
+from bertscope.perf import DeviceProfile, predict, run_format, study_format
 from bertscope.taxonomy import Category, Sublayer
 
 GEMM = {c.value for c in Category if c.is_gemm}
@@ -85,6 +85,66 @@ class Ctx:
         kw = {"batch": phase.batch, "seq": phase.seq, "optimizer": self.optimizer, **kw}
         return RunConfig(precision=precision, **kw)
 
+    def on(self, dev: DeviceProfile, precision: Precision) -> Precision | None:
+        """The precision column `precision` runs on `dev` (`perf.study_format`: a 16-bit
+        column is fp16 where the device has no bf16); None: the device cannot run it."""
+        return study_format(dev.device, precision)
+
+    def label(self, precision: Precision) -> str:
+        """A precision column's name in tables and findings: "16-bit" for a bf16 or fp16
+        column (the format differs per device; the tables' "format" column says which ran)
+        unless both are studied, else the precision's own name."""
+        sixteen = {Precision.BF16, Precision.FP16}
+        if precision in sixteen and not sixteen <= set(self.precisions):
+            return "16-bit"
+        return precision.value
+
+    def running(self, precision: Precision) -> list[DeviceProfile]:
+        """The studied devices that can run column `precision` (the rest are skipped)."""
+        return [d for d in self.devices if self.on(d, precision) is not None]
+
+    @property
+    def skipped(self) -> list[str]:
+        """One note per device and precision column the study skips, and per 16-bit column
+        the devices that run a different format than named."""
+        notes = []
+        for prec in self.precisions:
+            for d in self.devices:
+                fmt = self.on(d, prec)
+                if fmt is None:
+                    have = ", ".join(f.value for f in d.device.formats)
+                    notes.append(f"{d.device.name}: no {prec.value} (it has {have}); its "
+                                 f"{self.label(prec)} column is skipped")
+                elif fmt is not prec:
+                    notes.append(f"{d.device.name}: its {self.label(prec)} column runs "
+                                 f"{fmt.value} (no {prec.value})")
+        return notes
+
+    def sweep(self, sweep_fn: Any, models: list[ModelConfig], devices: list[DeviceProfile],
+              precisions: list[Precision], **axes: Any) -> pd.DataFrame:
+        """`sweep_fn` over `devices` with each precision column run in each device's own
+        format (one sweep per format); the frame's "precision" is the column's label and
+        "format" the format that ran. Devices that cannot run a column are left out."""
+        parts = []
+        for prec in precisions:
+            by: dict[Precision, list[DeviceProfile]] = {}
+            for d in devices:
+                fmt = self.on(d, prec)
+                if fmt is not None:
+                    by.setdefault(fmt, []).append(d)
+            for fmt, devs in by.items():
+                frame = sweep_fn(models, devs, precision=[fmt.value], **axes).frame.copy()
+                frame["precision"] = self.label(prec)
+                frame["format"] = fmt.value
+                parts.append(frame)
+        if not parts:
+            return pd.DataFrame()
+        names = [d.device.name for d in devices]
+        df = pd.concat(parts, ignore_index=True)
+        order = {n: i for i, n in enumerate(names)}
+        return df.sort_values("device", key=lambda c: c.astype(str).map(order),
+                              kind="stable").reset_index(drop=True)
+
     def table(self, m: ModelConfig, run: RunConfig) -> OpTable:
         """The analytic op table (cached)."""
         key = (m, run)
@@ -93,7 +153,12 @@ class Ctx:
         return self._tables[key]
 
     def pred(self, m: ModelConfig, run: RunConfig, dev: DeviceProfile) -> OpTable:
-        """The prediction on a device (cached)."""
+        """The prediction on a device (cached), in the format the device runs for the run's
+        precision column (`on`); a device that cannot run it raises (`perf.run_format`)."""
+        fmt = self.on(dev, run.precision)
+        if fmt is None:
+            run_format(dev.device, run.precision)  # raises, naming the formats it has
+        run = replace(run, precision=fmt)
         key = (m, run, dev.device.name, id(dev))
         if key not in self._preds:
             self._preds[key] = predict(self.table(m, run), dev)

@@ -11,7 +11,8 @@ from bertscope.taxonomy import Category, Phase
 
 def gemm_shapes(ctx: Ctx) -> Section:
     """3. The distinct GEMM shapes, their FLOP share, intensity and predicted efficiency."""
-    dev = next((d for d in ctx.devices if "a100" in d.device.name), ctx.devices[0])
+    devs = ctx.running(ctx.low) or ctx.devices
+    dev = next((d for d in devs if "a100" in d.device.name), devs[0])
     run = ctx.run(ctx.phases[0], ctx.low)
     t = ctx.pred(ctx.big, run, dev)
     df = t.df[t.df["category"].astype(str).isin(GEMM)].copy()
@@ -25,6 +26,7 @@ def gemm_shapes(ctx: Ctx) -> Section:
     g = df.groupby(["m", "n", "k", "batch", "kind", "pass"], observed=True).agg(
         count=("count", "sum"), flops=("flops", "sum"), time_s=("time_s", "sum"),
         intensity=("intensity", "mean")).reset_index()
+    g["format"] = Prediction.of(t).gemm_format.value  # the format that ran on `dev`
     g["flop_share"] = g["flops"] / g["flops"].sum()
     g["efficiency"] = g["flops"] / g["time_s"] / peak
     g = g.sort_values("flops", ascending=False).reset_index(drop=True)
@@ -34,7 +36,8 @@ def gemm_shapes(ctx: Ctx) -> Section:
     share_t = kinds["time_s"] / kinds["time_s"].sum()
     big = g[g["flop_share"] >= 0.01]
     worst = g.loc[g["efficiency"].idxmin()]
-    findings = [f"{ctx.big.name}, {ctx.phases[0].name}, {ctx.low.value} on {dev.device.name}: "
+    findings = [f"{ctx.big.name}, {ctx.phases[0].name}, {ctx.on(dev, ctx.low).value} on "
+                f"{dev.device.name}: "
                 f"{len(g)} distinct GEMM shapes; the {len(big)} with at least 1% of the GEMM "
                 f"FLOPs reach {pct(big['efficiency'].min())} to {pct(big['efficiency'].max())}"
                 f" of the GEMM peak, the least efficient "

@@ -47,24 +47,28 @@ def implications(ctx: Ctx, sweep_fn: Any, nm: NearMemory | None = None) -> Secti
     nm = nm or NearMemory()
     ph = ctx.phases[-1]
     run = ctx.run(ph, ctx.low)
-    table = ctx.table(ctx.big, run)
-    fused = fuse(table)
     flash = ctx.run(ph, ctx.low, attention=Attention.SDPA)
     rows = []
-    for dev in ctx.devices:
+    fused: dict[Any, Any] = {}  # the fused table per format that runs
+    for dev in ctx.running(ctx.low):
+        fmt = ctx.on(dev, ctx.low)
+        table = ctx.table(ctx.big, ctx.run(ph, fmt))
+        if fmt not in fused:
+            fused[fmt] = fuse(table)
         pred = ctx.pred(ctx.big, run, dev)
         base = Prediction.of(pred).time_s
-        f = Prediction.of(predict(fused, dev)).time_s
+        f = Prediction.of(predict(fused[fmt], dev)).time_s
         near, gains = _near_memory_time(table, pred, dev, nm)
         top = max(gains, key=gains.get) if gains else ""
         sdpa = Prediction.of(ctx.pred(ctx.big, flash, dev)).time_s
-        rows.append({"device": dev.device.name, "base_s": base, "fusion_speedup": base / f,
+        rows.append({"device": dev.device.name, "format": fmt.value,
+                     "base_s": base, "fusion_speedup": base / f,
                      "sdpa_speedup": base / sdpa, "near_memory_speedup": base / near,
                      "near_memory_top_category": top})
     df = pd.DataFrame(rows)
-    knobs = sweep_fn([ctx.big], ctx.devices, batch=[ph.batch], seq=[ph.seq],
-                     precision=[ctx.low.value], optimizer=[ctx.optimizer.value],
-                     gemm_peak=[1.0, 2.0], bandwidth=[1.0, 2.0], overhead=[1.0, 0.5]).frame
+    knobs = ctx.sweep(sweep_fn, [ctx.big], ctx.devices, [ctx.low], batch=[ph.batch],
+                      seq=[ph.seq], optimizer=[ctx.optimizer.value], gemm_peak=[1.0, 2.0],
+                      bandwidth=[1.0, 2.0], overhead=[1.0, 0.5])
     sens = []
     for dev, g in knobs.groupby("device", observed=True, sort=False):
         def time(gp: float, bw: float, oh: float, g: pd.DataFrame = g) -> float:
@@ -75,9 +79,9 @@ def implications(ctx: Ctx, sweep_fn: Any, nm: NearMemory | None = None) -> Secti
         gains = {"2x GEMM peak": t0 / time(2, 1, 1), "2x bandwidth": t0 / time(1, 2, 1),
                  "half launch overhead": t0 / time(1, 1, 0.5)}
         best = max(gains, key=gains.get)
-        sens.append({"device": dev, **gains, "best": best})
+        sens.append({"device": dev, "format": g["format"].iloc[0], **gains, "best": best})
     sens_df = pd.DataFrame(sens)
-    findings = [f"{ctx.big.name}, {ph.name}, {ctx.low.value}: fusing memory-bound chains and "
+    findings = [f"{ctx.big.name}, {ph.name}, {ctx.label(ctx.low)}: fusing memory-bound chains and "
                 f"the optimizer speeds the iteration up {df['fusion_speedup'].min():.2f}x "
                 f"({df.loc[df['fusion_speedup'].idxmin(), 'device']}) to "
                 f"{df['fusion_speedup'].max():.2f}x "

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bertscope.config import Precision
-from bertscope.errors import BertscopeError
-from bertscope.perf import Prediction, select_peaks
+from bertscope.perf import Prediction
 from bertscope.studies.sections.context import GEMM, Ctx, Section, shares
 
 
@@ -15,26 +14,24 @@ def mixed_precision(ctx: Ctx) -> Section:
     rows = []
     ph = ctx.phases[0]
     for dev in ctx.devices:
-        precs = list(ctx.precisions)
-        if Precision.FP32 in precs and Precision.TF32 not in precs:
-            try:  # tf32 beside fp32 where the device has TF32 units
-                select_peaks(dev.device, Precision.TF32)
-                precs.insert(precs.index(Precision.FP32) + 1, Precision.TF32)
-            except BertscopeError:
-                pass
+        precs = [p for p in ctx.precisions if ctx.on(dev, p) is not None]
+        if (Precision.FP32 in precs and Precision.TF32 not in ctx.precisions
+                and ctx.on(dev, Precision.TF32) is not None):  # tf32 where the device has it
+            precs.insert(precs.index(Precision.FP32) + 1, Precision.TF32)
         for prec in precs:
             t = ctx.pred(ctx.big, ctx.run(ph, prec), dev)
             s = shares(t, "category")
             for k, v in s.items():
-                rows.append({"device": dev.device.name, "precision": prec.value,
+                rows.append({"device": dev.device.name, "precision": ctx.label(prec),
+                             "format": Prediction.of(t).gemm_format.value,
                              "category": k, "share": float(v),
                              "iteration_s": Prediction.of(t).time_s})
     df = pd.DataFrame(rows)
     findings = []
     if len(ctx.precisions) > 1:
-        lo, hi = ctx.precisions[0].value, ctx.precisions[-1].value
+        lo, hi = ctx.label(ctx.precisions[0]), ctx.label(ctx.precisions[-1])
         it = df.groupby(["device", "precision"], observed=True)["iteration_s"].first().unstack()
-        speed = (it[lo] / it[hi]).sort_values()
+        speed = (it[lo] / it[hi]).dropna().sort_values()  # devices that run both columns
         findings.append(f"{ctx.big.name}, {ph.name}: {hi} runs the iteration "
                         f"{speed.iloc[0]:.1f}x ({speed.index[0]}) to {speed.iloc[-1]:.1f}x "
                         f"({speed.index[-1]}) faster than {lo}.")
@@ -48,6 +45,7 @@ def mixed_precision(ctx: Ctx) -> Section:
                            else "") + ".")
     else:
         findings.append("One precision studied: pass --precisions fp32,bf16 to compare.")
+    notes = ctx.skipped
     it = df.groupby(["device", "precision"], observed=True)["iteration_s"].first().unstack()
     if {"fp32", "tf32"} <= set(it.columns):
         tf = (it["fp32"] / it["tf32"]).dropna().sort_values()
@@ -57,7 +55,7 @@ def mixed_precision(ctx: Ctx) -> Section:
                             f"({tf.index[-1]}) faster than plain fp32 on the {len(tf)} "
                             f"device(s) that have TF32.")
     return Section("precision", "Mixed precision", findings, {"precision_shares": df},
-                   "precision")
+                   "precision", notes=notes)
 
 
 __all__ = ["mixed_precision"]
