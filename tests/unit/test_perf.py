@@ -178,24 +178,37 @@ def test_gemms_use_the_precision_peak_and_other_ops_fp32() -> None:
 
 
 @pytest.mark.parametrize(
-    ("device", "precision", "fmt", "peak", "note"),
+    ("device", "precision", "fmt", "peak"),
     [
-        ("a100", "fp32", "fp32", 19.5e12, None),  # PyTorch's default: no TF32 for matmuls
-        ("a100", "bf16", "bf16", 312e12, None),
-        ("h100", "fp16", "fp16", 989.4e12, None),
-        ("tpu-v3", "fp32", "bf16", 123e12, "bf16 passes"),
-        ("tpu-v3", "fp16", "bf16", 123e12, "no fp16 units"),
-        ("v100", "bf16", "fp32", 15.7e12, "no bf16 units"),
+        ("a100", "fp32", "fp32", 19.5e12),  # PyTorch's default: no TF32 for matmuls
+        ("a100", "bf16", "bf16", 312e12),
+        ("h100", "fp16", "fp16", 989.4e12),
+        ("v100", "fp16", "fp16", 125e12),
+        ("tpu-v3", "bf16", "bf16", 123e12),
     ],
 )
-def test_peak_selection_and_stand_ins(device, precision, fmt, peak, note) -> None:
+def test_peak_selection(device, precision, fmt, peak) -> None:
     peaks = select_peaks(load_device(device), precision)
     assert peaks.gemm_format == fmt
     assert peaks.gemm_flops == pytest.approx(peak)
-    if note is None:
-        assert not any("GEMMs" in n for n in peaks.notes)
-    else:
-        assert any(note in n for n in peaks.notes)
+    assert not any("GEMMs" in n for n in peaks.notes)
+
+
+@pytest.mark.parametrize(
+    ("device", "precision", "message"),
+    [  # no stand-in: a format the device lacks refuses the run (the catalog's peak tables)
+        ("tpu-v3", "fp32", "tpu-v3 has no fp32 (it has bf16); pass --precision bf16"),
+        ("tpu-v3", "fp16", "tpu-v3 has no fp16 (it has bf16); pass --precision bf16"),
+        ("v100", "bf16", "v100-sxm2-32gb has no bf16 (it has fp32, fp16); pass --precision fp16"),
+        ("v100", "tf32", "v100-sxm2-32gb has no tf32 (it has fp32, fp16); pass --precision fp32"),
+        ("mi250x", "tf32", "mi250x-oam has no tf32 (it has fp32, fp16, bf16, int8); pass "
+                           "--precision fp32"),
+    ],
+)
+def test_a_format_the_device_lacks_is_refused(device, precision, message) -> None:
+    with pytest.raises(BertscopeError) as e:
+        select_peaks(load_device(device), precision)
+    assert str(e.value) == message
 
 
 def test_tpu_vector_rows_fall_back_to_the_matrix_peak_and_tf32_can_be_forced() -> None:
@@ -474,10 +487,11 @@ def test_cli_predict_prints_a_prediction(capsys) -> None:
 def test_cli_predict_fusion_output_and_plot(capsys, tmp_path) -> None:
     csv, svg = tmp_path / "pred.csv", tmp_path / "roof.svg"
     rc, out, err = _run(capsys, "predict", "bert-tiny", "--device", "tpu-v4", "--batch", "2",
-                        "--seq", "16", "--fusion", "--output", str(csv), "--plot", str(svg))
+                        "--seq", "16", "--precision", "bf16", "--fusion", "--output", str(csv),
+                        "--plot", str(svg))
     assert rc == 0, err
     assert "fusion:" in out and "faster" in out
-    assert "note: GEMMs at the bf16 peak" in out  # fp32 run on a TPU
+    assert "note: other ops at the bf16 peak" in out  # a TPU publishes no fp32 vector rate
     got = pd.read_csv(csv)
     assert {"time_s", "bound", "roofline_s", FUSED_COLUMN} <= set(got.columns)
     assert "<svg" in svg.read_text()
