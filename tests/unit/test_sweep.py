@@ -102,7 +102,8 @@ def test_every_figure_equals_the_per_configuration_path(model, device, batch, se
     base = get_model(model)
     m = base if layers is None else dataclasses.replace(base, num_layers=layers)
     fits = [s for s in seq if s <= base.max_seq]
-    assert res.evaluated == len(batch) * len(fits) * len(micro)
+    runs = DEVICES[device].device.has(precision)  # else every config is skipped (tpu-v4 fp32)
+    assert res.evaluated == (len(batch) * len(fits) * len(micro) if runs else 0)
     assert res.skipped == res.grid_size - res.evaluated
     for row in res.frame.to_dict(orient="records"):
         run = RunConfig(batch=row["batch"], seq=row["seq"], micro_batches=row["micro_batches"],
