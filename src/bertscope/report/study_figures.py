@@ -32,6 +32,17 @@ def _short(name: str) -> str:
     return name.split("-sxm")[0].split("-hgx")[0].split("-oam")[0]
 
 
+def _names(df: pd.DataFrame) -> dict[str, str]:
+    """Each device's tick label: its short name and, where the table has a "format" column,
+    the format that ran on it (its last precision column's: "v100 (fp16)")."""
+    devices = list(dict.fromkeys(df["device"].astype(str)))
+    if "format" not in df.columns:
+        return {d: _short(d) for d in devices}
+    last = df if "precision" not in df.columns else df[df["precision"] == df["precision"].iloc[-1]]
+    fmt = dict(zip(last["device"].astype(str), last["format"].astype(str), strict=True))
+    return {d: _short(d) + (f" ({fmt[d]})" if fmt.get(d) else "") for d in devices}
+
+
 def _stacked(ax: Any, frame: pd.DataFrame, title: str) -> None:
     """Stacked category shares: one bar per row of `frame` (index: bar label)."""
     colors = _colors()
@@ -75,7 +86,8 @@ def fig_stacked(sec: Any) -> Any:
     for ax, ph in zip(axes[0], phases, strict=False):
         sel = pred[(pred["model"] == big) & (pred["precision"] == low) & (pred["phase"] == ph)]
         _stacked(ax, sel.pivot_table(index="device", columns="key", values="share",
-                                     sort=False).fillna(0), f"{big}, {ph}, {low} (predicted)")
+                                     sort=False).fillna(0).rename(index=_names(sel)),
+                 f"{big}, {ph}, {low} (predicted)")
     if len(meas):
         first = meas.iloc[0]
         _stacked(axes[0][-1], meas.pivot_table(index="device", columns="key", values="share",
@@ -101,14 +113,17 @@ def fig_bound(sec: Any) -> Any:
     for i, col in enumerate(p.columns):
         a.bar(np.arange(len(p)) + i * width, p[col], width, label=col)
     a.set_xticks(np.arange(len(p)) + width * (len(p.columns) - 1) / 2)
-    a.set_xticklabels([_short(d) for d in p.index], rotation=45, ha="right", fontsize=8)
+    names = _names(sel)
+    a.set_xticklabels([names.get(d, _short(d)) for d in p.index], rotation=45, ha="right",
+                      fontsize=8)
     a.set_ylabel("time in memory-bound ops")
     a.set_title(f"{big}, {ph}", fontsize=9)
     a.legend(fontsize=7)
     if len(ops):
+        names = _names(ops)
         for dev, g in ops.groupby("device", sort=False):
             b.scatter(g["intensity"].clip(lower=1e-3), g["achieved_flops"], s=6,
-                      label=_short(dev), alpha=0.6)
+                      label=names.get(dev, _short(dev)), alpha=0.6)
         b.set_xscale("log")
         b.set_yscale("log")
         b.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -153,7 +168,7 @@ def fig_precision(sec: Any) -> Any:
     for ax, prec in zip(axes[0], precs, strict=True):
         sel = df[df["precision"] == prec]
         _stacked(ax, sel.pivot_table(index="device", columns="category", values="share",
-                                     sort=False).fillna(0), prec)
+                                     sort=False).fillna(0).rename(index=_names(sel)), prec)
     fig.tight_layout()
     return fig
 
@@ -184,7 +199,9 @@ def fig_checkpointing(sec: Any) -> Any:
     ax.bar(x - 0.2, df["overhead"], 0.4, label="extra time")
     ax.bar(x + 0.2, df["memory_saved"], 0.4, label="memory saved")
     ax.set_xticks(x)
-    ax.set_xticklabels([_short(d) for d in df["device"]], rotation=45, ha="right", fontsize=8)
+    names = _names(df)
+    ax.set_xticklabels([names[str(d)] for d in df["device"]], rotation=45, ha="right",
+                       fontsize=8)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -196,8 +213,9 @@ def fig_distributed(sec: Any) -> Any:
     df = sec.tables["distributed"]
     dp = df[df["layout"].str.fullmatch(r"DP\d+")]
     fig, ax = plt.subplots(figsize=(6, 3.8))
+    names = _names(dp)
     for dev, g in dp.groupby("device", sort=False):
-        ax.plot(g["devices"], g["dp_comm_share"], marker="o", label=_short(dev))
+        ax.plot(g["devices"], g["dp_comm_share"], marker="o", label=names.get(dev, _short(dev)))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("devices (data parallel)")
     ax.set_ylabel("exposed all-reduce share")
@@ -213,14 +231,16 @@ def fig_implications(sec: Any) -> Any:
     s = sec.tables["sensitivity"].set_index("device")
     cols = {"fusion": a["fusion_speedup"], "sdpa attention": a["sdpa_speedup"],
             "near-memory": a["near_memory_speedup"],
-            **{k: s[k] for k in s.columns if k != "best"}}
+            **{k: s[k] for k in s.columns if k not in ("best", "format")}}
     fig, ax = plt.subplots(figsize=(8, 3.8))
     width = 0.8 / len(cols)
     for i, (k, v) in enumerate(cols.items()):
         ax.bar(np.arange(len(a)) + i * width, v.reindex(a.index), width, label=k)
     ax.axhline(1.0, color="black", lw=0.5)
     ax.set_xticks(np.arange(len(a)) + width * (len(cols) - 1) / 2)
-    ax.set_xticklabels([_short(d) for d in a.index], rotation=45, ha="right", fontsize=8)
+    names = _names(a.reset_index())
+    ax.set_xticklabels([names.get(d, _short(d)) for d in a.index], rotation=45, ha="right",
+                       fontsize=8)
     ax.set_ylabel("speedup of the iteration")
     ax.legend(fontsize=7)
     fig.tight_layout()

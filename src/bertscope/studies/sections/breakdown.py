@@ -35,8 +35,9 @@ def where_time_goes(ctx: Ctx) -> Section:
                              "share": float(v)})
     df = pd.DataFrame(rows)
     cat = df[df["by"] == "category"]
-    gemm = (cat[cat["key"].isin(GEMM)].groupby(["model", "phase", "precision", "device",
-                                                 "source"], observed=True)["share"].sum()
+    gemm = (cat[cat["key"].isin(GEMM)].groupby(["model", "phase", "precision", "format",
+                                                 "device", "source"],
+                                                observed=True, sort=False)["share"].sum()
             .rename("gemm_share").reset_index())
     big = gemm[(gemm["model"] == ctx.big.name) & (gemm["source"] == "predicted")
                & (gemm["precision"] == ctx.label(ctx.low))]

@@ -23,6 +23,8 @@ def checkpointing(ctx: Ctx, sweep_fn: Any) -> Section:
         "memory_saved": 1 - p[("memory_bytes", "full")] / p[("memory_bytes", "none")],
         "memory_none_gib": p[("memory_bytes", "none")] / 2**30,
         "memory_full_gib": p[("memory_bytes", "full")] / 2**30}).reset_index()
+    ran = dict(zip(df["device"].astype(str), df["format"], strict=True))
+    out.insert(1, "format", out["device"].astype(str).map(ran))  # the format that ran
     findings = [f"{ctx.big.name}, {ctx.phases[-1].name}, {ctx.label(ctx.low)}: full checkpointing "
                 f"costs {pct(out['overhead'].min())} to {pct(out['overhead'].max())} more time "
                 f"and saves {pct(out['memory_saved'].mean())} of the memory "
