@@ -60,7 +60,7 @@ def test_a_hundredfold_bandwidth_flips_the_memory_bound_finding(tmp_path) -> Non
     assert "a100-sxm4-80gb" in heavy and "a100-fast-memory" not in heavy
     assert "a100-fast-memory" in light
     table = sec.tables["bound_share"]
-    row = table[(table["device"] == "a100-fast-memory") & (table["precision"] == "16-bit")
+    row = table[(table["device"] == "a100-fast-memory") & (table["precision"] == "bf16")
                 & (table["format"] == "bf16")
                 & (table["phase"] == "phase 2")]
     assert float(row["memory_bound"].iloc[0]) < s1.MEMORY_BOUND_AT

@@ -87,17 +87,20 @@ class Ctx:
 
     def on(self, dev: DeviceProfile, precision: Precision) -> Precision | None:
         """The precision column `precision` runs on `dev` (`perf.study_format`: a 16-bit
-        column is fp16 where the device has no bf16); None: the device cannot run it."""
-        return study_format(dev.device, precision)
+        column is fp16 where the device has no bf16, unless both are studied); None: the
+        device cannot run it."""
+        fmt = study_format(dev.device, precision)
+        sixteen = {Precision.BF16, Precision.FP16}
+        if fmt is not precision and sixteen <= set(self.precisions):
+            return None  # bf16 and fp16 both studied: each column runs its own format only
+        return fmt
 
     def label(self, precision: Precision) -> str:
-        """A precision column's name in tables and findings: "16-bit" for a bf16 or fp16
-        column (the format differs per device; the tables' "format" column says which ran)
-        unless both are studied, else the precision's own name."""
-        sixteen = {Precision.BF16, Precision.FP16}
-        if precision in sixteen and not sixteen <= set(self.precisions):
-            return "16-bit"
-        return precision.value
+        """A precision column's name in tables and findings: its own name where every
+        device that runs it runs that format, else "16-bit" (a bf16 column with fp16 on a
+        V100: the tables' "format" column says which ran where)."""
+        ran = {self.on(d, precision) for d in self.devices} - {None}
+        return precision.value if ran <= {precision} else "16-bit"
 
     def running(self, precision: Precision) -> list[DeviceProfile]:
         """The studied devices that can run column `precision` (the rest are skipped)."""
