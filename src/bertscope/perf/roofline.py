@@ -106,7 +106,7 @@ class Peaks:
     interconnect: float | None
     """Link bytes/s for communication rows (None: not published)."""
     notes: tuple[str, ...] = field(default=())
-    """Stand-ins used where the chip lacks a format."""
+    """Stand-ins used (a TPU's vector rows at the GEMM format's peak) and what-if knobs."""
     batched_gemm_flops: float | None = None
     """FLOP/s of batched-GEMM rows where it differs from `gemm_flops` (fp8 runs: attention's
     batched GEMMs stay bf16); None: the same."""
@@ -163,9 +163,9 @@ class Knobs:
 
 def select_peaks(device: Device, precision: Precision | str,
                  gemm_format: NumberFormat | str | None = None) -> Peaks:
-    """The peaks for a run in `precision` on `device` (see the module docstring for the
-    stand-ins). `gemm_format` forces the GEMM format (e.g. "tf32" for a run with
-    `allow_tf32 = True`); it must be one the device has."""
+    """The peaks for a run in `precision` on `device` (its GEMMs in the precision's own
+    format, `run_format`: a device without it raises). `gemm_format` forces the GEMM format
+    (e.g. "tf32" for a run with `allow_tf32 = True`); it must be one the device has."""
     prec = parse_enum(Precision, precision, "precision")
     notes: list[str] = []
     if gemm_format is not None:
