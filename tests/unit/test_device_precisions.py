@@ -153,3 +153,21 @@ def test_no_finding_says_bf16_about_the_v100(study_sections) -> None:
     assert any("v100" in f for f in findings)
     for f in findings:
         assert not ("v100" in f and "bf16" in f), f
+
+
+@pytest.mark.parametrize(("devices", "precisions", "message"), [
+    (("tpu-v1",), ("fp32", "bf16"), "tpu-v1 runs none of the studied precisions (fp32, bf16; "
+                                     "it has int8)"),
+    (("tpu-v4",), ("fp32",), "tpu-v4 runs none of the studied precisions (fp32; it has bf16, "
+                             "int8)"),
+    (("a100", "tpu-v4"), ("fp8", "bf16"), "no studied device runs fp8"),
+])
+def test_a_study_no_device_can_run_is_refused_before_any_work(devices, precisions, message,
+                                                              tmp_path) -> None:
+    from bertscope.studies.study import study
+
+    with pytest.raises(BertscopeError) as e:
+        study(StudyConfig(output=tmp_path / "out", models=("bert-tiny",), devices=devices,
+                          precisions=precisions, measure=False))
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []  # nothing written

@@ -165,6 +165,8 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
     models = [get_model(m) for m in cfg.models]
     devices: list[DeviceProfile] = [load_profile(d) for d in cfg.devices]
     precisions = [parse_enum(Precision, p, "precision") for p in cfg.precisions]
+    s.Ctx(models=models, devices=devices, precisions=precisions,
+          phases=list(PHASES)).check()  # every device and column runs: before any work
     parent = out.resolve().parent
     try:  # the folder is built here and renamed into place when complete
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from bertscope.analytic import build
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
+from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable
 from bertscope.perf import DeviceProfile, predict, run_format, study_format
 from bertscope.taxonomy import Category, Sublayer
@@ -101,6 +102,22 @@ class Ctx:
         V100: the tables' "format" column says which ran where)."""
         ran = {self.on(d, precision) for d in self.devices} - {None}
         return precision.value if ran <= {precision} else "16-bit"
+
+    def check(self) -> None:
+        """Refuse, in one line and before any work, a device that runs none of the precision
+        columns and a column that no device runs (either would leave tables empty)."""
+        names = ", ".join(p.value for p in self.precisions)
+        for d in self.devices:
+            if all(self.on(d, p) is None for p in self.precisions):
+                have = ", ".join(f.value for f in d.device.formats)
+                raise BertscopeError(f"{d.device.name} runs none of the studied precisions "
+                                     f"({names}; it has {have}): drop it from --devices or "
+                                     f"add a format it has to --precisions")
+        for p in self.precisions:
+            if not self.running(p):
+                raise BertscopeError(f"no studied device runs {p.value} (the devices: "
+                                     f"{', '.join(d.device.name for d in self.devices)}): "
+                                     f"drop it from --precisions")
 
     def running(self, precision: Precision) -> list[DeviceProfile]:
         """The studied devices that can run column `precision` (the rest are skipped)."""
