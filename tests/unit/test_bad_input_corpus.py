@@ -97,6 +97,7 @@ FILES: dict[str, str] = {
                                                 1),
     "iter_huge.json": _result(meta={"iteration_s": float("inf")}),
     "time_negative.json": _result(row={"time_s": -1.0}),
+    "partial.json": _result(meta={"partial": True, "iters": 1}),
     "bad_result.json": json.dumps({"meta": {"model": {"name": "x"}}, "rows": [
         {"name": "a", "layer": 0, "sublayer": "qkv", "category": "gemm", "phase": "forward",
          "time_s": "fast"}]}),
@@ -216,6 +217,9 @@ BAD: dict[str, tuple[str, ...]] = {
     "F-sweep-dropout-word": ("sweep", "bert-tiny", "--dropout", "maybe"),
     "F-calibrate-negative-time": ("calibrate", "--from", "{d}/time_negative.json", "--output",
                                   "{d}/keep.json"),
+    # a partial result (a stopped measurement) is never taken as complete
+    "F-calibrate-partial-result": ("calibrate", "--quick", "--from", "{d}/partial.json",
+                                   "--output", "{d}/new-profile.json"),
     # api helper (#33): empty results, an option given two values, odd names
     "F-sweep-all-skipped": ("sweep", "bert-tiny", "--seq", "1024", "--output", "{d}/keep.csv"),
     "F-sweep-all-skipped-new-output": ("sweep", "bert-tiny", "--heads", "3", "--output",

@@ -56,6 +56,11 @@ def calibrate_cmd(
     from bertscope.studies.measured import load_result
 
     results = [load_result(p) for p in from_results or []]
+    for path, result in zip(from_results or [], results, strict=True):
+        if result.facts.partial:  # a stopped measurement (`bertscope.stop`): never complete
+            raise BertscopeError(f"{path}: a partial result (its measurement was stopped "
+                                 f"after {result.facts.iters or 0} iteration(s)); measure the "
+                                 f"config again with bertscope profile, or leave it out")
     out = make_console()
     profile, report = calibrate_local(device, results, quick=quick,
                                       log=lambda s: out.print(f"[dim]{escape(s)}[/]"))
