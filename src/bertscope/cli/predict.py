@@ -60,7 +60,8 @@ def predict_cmd(
     unfused = predict(table, profile)
     result = predict(fuse(table), profile) if fusion else unfused
     out = make_console()
-    print_prediction(result, out, top=top, unfused=unfused if fusion else None)
+    print_prediction(result, out, top=top, unfused=unfused if fusion else None,
+                     capacity=profile.device.memory_bytes)
     if plot is not None:
         from bertscope.report.roofline import plot_roofline
 

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bertscope.analytic.memory import MemoryEstimate
 from bertscope.optable import OpTable
 from bertscope.perf.kernel_fusion import FusionStats
 from bertscope.perf.predict import Bound, BoundShare, Prediction
@@ -18,11 +19,28 @@ def _time(seconds: float) -> str:
     return si(seconds, "s")
 
 
+def memory_verdict(table: OpTable, capacity: float) -> str | None:
+    """Whether the table's job fits one device of `capacity` bytes: needed vs available (the
+    analytic `MemoryEstimate`'s peak: weights, gradients and optimizer state, saved
+    activations and the largest transient buffer); None when the table carries no estimate."""
+    mem = MemoryEstimate.on(table)
+    if mem is None:
+        return None
+    parts = (f"weights+grads+optimizer {binary(mem.static)}, activations "
+             f"{binary(mem.activations)}")
+    if mem.peak <= capacity:
+        return f"memory: fits, {binary(mem.peak)} of {binary(capacity)} ({parts})"
+    return (f"memory: does not fit one device, needs {binary(mem.peak)} of "
+            f"{binary(capacity)} ({parts}); the time assumes it did: split it with "
+            f"`bertscope distributed` (tp, pp, zero), or lower --batch/--seq or add "
+            f"--checkpoint full")
+
+
 def print_prediction(table: OpTable, console: Console, *, top: int = 10,
-                     unfused: OpTable | None = None) -> None:
-    """Print a predicted table: headline, peaks used, breakdowns by category, sublayer group,
-    phase and bound, and the slowest ops with their bounds. With `unfused`, also what fusion
-    bought against it."""
+                     unfused: OpTable | None = None, capacity: float | None = None) -> None:
+    """Print a predicted table: headline, peaks used, whether it fits a device of `capacity`
+    bytes (when given), breakdowns by category, sublayer group, phase and bound, and the
+    slowest ops with their bounds. With `unfused`, also what fusion bought against it."""
     pred = Prediction.of(table)
     console.print(f"{job_line(table)} on [bold]{escape(pred.sku)}[/] "
                   f"({escape(pred.device)})")
@@ -38,6 +56,9 @@ def print_prediction(table: OpTable, console: Console, *, top: int = 10,
         f"{si(tps) if tps else '-'}   achieved {si(pred.achieved_flops, 'FLOP/s')} "
         f"({100 * pred.peak_fraction:.1f}% of {pred.gemm_format} peak)   roofline bound "
         f"{_time(pred.roofline_s)}")
+    verdict = None if capacity is None else memory_verdict(table, capacity)
+    if verdict is not None:
+        console.print(f"[bold red]{verdict}[/]" if "does not fit" in verdict else verdict)
     fu = FusionStats.on(table)
     if unfused is not None and fu is not None:
         before = Prediction.of(unfused).time_s
