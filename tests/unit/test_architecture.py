@@ -91,11 +91,14 @@ def _package(path: Path) -> str:
         else "__init__"
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of every import in a file, relative imports resolved."""
+def _imports(path: Path, *, in_functions: bool = False) -> list[tuple[int, str]]:
+    """(line, module) of every import in a file (with `in_functions`, of those inside
+    functions only), relative imports resolved."""
     tree = ast.parse(path.read_text(), str(path))
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    scopes = [f for f in ast.walk(tree) if isinstance(f, functions)] if in_functions else [tree]
     out = []
-    for node in ast.walk(tree):
+    for node in (n for scope in scopes for n in ast.walk(scope)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -144,19 +147,6 @@ torch, tests/unit/test_lazy_imports.py), and the studies import the torch side (
 only when they measure."""
 
 
-def _function_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of the imports inside functions of a file."""
-    out = []
-    for fn in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Import):
-                    out += [(node.lineno, a.name) for a in node.names]
-                elif isinstance(node, ast.ImportFrom):
-                    out.append((node.lineno, node.module or ""))
-    return out
-
-
 @pytest.mark.parametrize("path", [p for p in FILES if _package(p) not in EDGES],
                          ids=lambda p: str(p.relative_to(SRC)))
 def test_bertscope_modules_are_imported_at_module_level(path: Path) -> None:
@@ -164,7 +154,7 @@ def test_bertscope_modules_are_imported_at_module_level(path: Path) -> None:
     # outside the package edges (EDGES) every bertscope import is at module level; lazy
     # imports of heavy optional libraries (torch, matplotlib, pyarrow, transformers, pandas)
     # stay allowed everywhere
-    hidden = [f"line {line}: {module}" for line, module in _function_imports(path)
+    hidden = [f"line {line}: {module}" for line, module in _imports(path, in_functions=True)
               if module == "bertscope" or module.startswith("bertscope.")]
     assert not hidden, f"{path.relative_to(SRC)}: " + "; ".join(hidden)
 
