@@ -12,8 +12,10 @@ def test_the_verdict_turns_at_the_estimated_peak() -> None:
     table = ops("bert-tiny", batch=2, seq=16)
     peak = MemoryEstimate.of(table).peak
     assert peak > 0
-    assert memory_verdict(table, peak).startswith("memory: fits")
-    assert memory_verdict(table, peak - 1).startswith("memory: does not fit")
+    fits, line = memory_verdict(table, peak)
+    assert fits and line.startswith("memory: fits")
+    fits, line = memory_verdict(table, peak - 1)
+    assert not fits and line.startswith("memory: does not fit")
 
 
 def test_predict_says_llama2_70b_does_not_fit_an_a100_and_bert_base_does(capsys,

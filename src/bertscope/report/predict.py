@@ -19,21 +19,22 @@ def _time(seconds: float) -> str:
     return si(seconds, "s")
 
 
-def memory_verdict(table: OpTable, capacity: float) -> str | None:
-    """Whether the table's job fits one device of `capacity` bytes: needed vs available (the
-    analytic `MemoryEstimate`'s peak: weights, gradients and optimizer state, saved
-    activations and the largest transient buffer); None when the table carries no estimate."""
+def memory_verdict(table: OpTable, capacity: float) -> tuple[bool, str] | None:
+    """Whether the table's job fits one device of `capacity` bytes, and the line that says
+    so: needed vs available (the analytic `MemoryEstimate`'s peak: weights, gradients and
+    optimizer state, saved activations and the largest transient buffer); None when the
+    table carries no estimate."""
     mem = MemoryEstimate.on(table)
     if mem is None:
         return None
     parts = (f"weights+grads+optimizer {binary(mem.static)}, activations "
              f"{binary(mem.activations)}")
     if mem.peak <= capacity:
-        return f"memory: fits, {binary(mem.peak)} of {binary(capacity)} ({parts})"
-    return (f"memory: does not fit one device, needs {binary(mem.peak)} of "
-            f"{binary(capacity)} ({parts}); the time assumes it did: split it with "
-            f"`bertscope distributed` (tp, pp, zero), or lower --batch/--seq or add "
-            f"--checkpoint full")
+        return True, f"memory: fits, {binary(mem.peak)} of {binary(capacity)} ({parts})"
+    return False, (f"memory: does not fit one device, needs {binary(mem.peak)} of "
+                   f"{binary(capacity)} ({parts}); the time assumes it did: split it with "
+                   f"`bertscope distributed` (tp, pp, zero), or lower --batch/--seq or add "
+                   f"--checkpoint full")
 
 
 def print_prediction(table: OpTable, console: Console, *, top: int = 10,
@@ -58,7 +59,8 @@ def print_prediction(table: OpTable, console: Console, *, top: int = 10,
         f"{_time(pred.roofline_s)}")
     verdict = None if capacity is None else memory_verdict(table, capacity)
     if verdict is not None:
-        console.print(f"[bold red]{verdict}[/]" if "does not fit" in verdict else verdict)
+        fits, line = verdict
+        console.print(line if fits else f"[bold red]{escape(line)}[/]")
     fu = FusionStats.on(table)
     if unfused is not None and fu is not None:
         before = Prediction.of(unfused).time_s
