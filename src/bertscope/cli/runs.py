@@ -26,12 +26,11 @@ app = typer.Typer(help="Recorded runs: list, show, compare, export, rm.", no_arg
 
 @dataclass
 class StoreTarget:
-    """Where a command records its run: the store file, and the store itself when the file
-    existed before the work (opened and checked then); a new store is made only when the run
-    is recorded, so a command that fails leaves no store behind."""
+    """Where a command records its run: the store file (an existing one was opened and
+    checked before the work); a new store is made only when the run is recorded, so a
+    command that fails leaves no store behind."""
 
     path: Path
-    store: Store | None = None
 
 
 def open_store(store: Path | None, no_store: bool) -> StoreTarget | None:
@@ -55,7 +54,9 @@ def open_store(store: Path | None, no_store: bool) -> StoreTarget | None:
                 raise BertscopeError(f"the runs store {quoted(p, 120)} cannot be made: "
                                      f"{quoted(up, 120)} is not a folder; give another --store "
                                      f"FILE, or pass --no-store")
-    return StoreTarget(p, Store.open(p) if exists else None)
+    if exists:  # checked (and migrated) now, reopened to record: no connection is held
+        Store.open(p).close()  # through the work, which may fail before it records
+    return StoreTarget(p)
 
 
 def record(target: StoreTarget | None, console: Any, kind: str, table: object = None,
@@ -69,12 +70,8 @@ def record(target: StoreTarget | None, console: Any, kind: str, table: object = 
     if target is None:
         return None
     try:
-        st = target.store if target.store is not None else Store.open(target.path)
-        try:
+        with Store.open(target.path) as st:
             rid = st.record(kind, table, **fields)  # type: ignore[arg-type]
-        finally:
-            target.store = None
-            st.close()
     except Exception as e:
         why = getattr(e, "reason", None) or (
             str(e) if isinstance(e, BertscopeError) else f"{type(e).__name__}: {printable(e)}")
@@ -112,9 +109,9 @@ def list_cmd(store: StoreOpt = None,
     from bertscope.report.runs import print_runs
     from bertscope.report.tables import make_console
 
-    s = _read(store)
-    _check_kind(s, kind)
-    print_runs(s.list(kind=kind, model=model, device=device), s.path, make_console())
+    with _read(store) as s:
+        _check_kind(s, kind)
+        print_runs(s.list(kind=kind, model=model, device=device), s.path, make_console())
 
 
 @app.command("show")
@@ -126,8 +123,8 @@ def show_cmd(run_id: Annotated[str, typer.Argument(metavar="ID")], store: StoreO
     from bertscope.store.access import check_run_id
 
     check_run_id(run_id)
-    s = _read(store)
-    print_run(s.get(run_id), s.ops(run_id), make_console())
+    with _read(store) as s:
+        print_run(s.get(run_id), s.ops(run_id), make_console())
 
 
 @app.command("compare")
@@ -144,9 +141,9 @@ def compare_cmd(a: Annotated[str, typer.Argument(metavar="A")],
     check_run_id(b)
     if top < 0:
         raise BertscopeError(f"--top must be >= 0, got {top}")
-    s = _read(store)
-    ra, rb = s.get(a), s.get(b)
-    print_compare(ra, rb, compare_ops(s.ops(a), s.ops(b)), make_console(), top=top)
+    with _read(store) as s:
+        ra, rb = s.get(a), s.get(b)
+        print_compare(ra, rb, compare_ops(s.ops(a), s.ops(b)), make_console(), top=top)
 
 
 @app.command("export")
@@ -161,11 +158,12 @@ def export_cmd(run_id: Annotated[str, typer.Argument(metavar="ID")],
 
     check_run_id(run_id)
     check_export(output)
-    s = _read(store)
-    # the store (or a hard link to it, or a folder holding it) is never the export
-    check_paths({"the runs store": s.path}, {"FILE": output})
-    df = s.ops(run_id)
-    atomic_write(output, frame_bytes(df, output_format(output), meta=s.get(run_id)))
+    with _read(store) as s:
+        # the store (or a hard link to it, or a folder holding it) is never the export
+        check_paths({"the runs store": s.path}, {"FILE": output})
+        df = s.ops(run_id)
+        meta = s.get(run_id)
+    atomic_write(output, frame_bytes(df, output_format(output), meta=meta))
     typer.echo(f"wrote {len(df)} rows of run {run_id} to {output}")
 
 
@@ -177,7 +175,8 @@ def rm_cmd(run_id: Annotated[str, typer.Argument(metavar="ID")], store: StoreOpt
     from bertscope.store.access import check_run_id
 
     check_run_id(run_id)
-    Store.open(store, create=False).remove(run_id)
+    with Store.open(store, create=False) as s:
+        s.remove(run_id)
     typer.echo(f"removed run {run_id}")
 
 

@@ -267,9 +267,17 @@ class Store:
         return _transaction(self.conn)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (its write-ahead log files go with the last one)."""
         with self._guard():
             self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Closed on leaving the block, an error included: a connection left to the garbage
+        collector keeps the store's -wal and -shm files beside it until it is collected."""
+        self.close()
 
     def record(self, kind: str, table: Any = None, *, model: str | None = None,
                device: str | None = None, inputs: dict[str, Any] | None = None,
