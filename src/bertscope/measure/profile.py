@@ -419,11 +419,14 @@ def profile(
     try:
         with STOP.graceful():  # warm-up, settling and measured iterations alike
             STOP.check()  # asked already (while the model was built): nothing to keep
+            warm_times: list[float] = []  # unprofiled: each warm-up iteration to its end
             for i in range(warmup):
+                start = time.perf_counter()
                 trainer.step()
+                trainer.sync()
+                warm_times.append(time.perf_counter() - start)
                 tell("warmup", i + 1, warmup)
                 STOP.check()  # nothing measured yet: nothing to keep
-            trainer.sync()
             cap = session.capture(iters, whole=whole,
                                   settle=settle if dev.type == "cpu" else 0)
     finally:
@@ -473,7 +476,10 @@ def profile(
         unattributed_share=unattributed / op_time if op_time else 0.0,
         # profiled iteration time not covered by any op: Python, hooks, the profiler itself
         framework_share=max(0.0, 1 - op_time / (iter_time_us * 1e-6 / len(done)))
-        if iter_time_us else 0.0)
+        if iter_time_us else 0.0,
+        # the first warm-up iteration allocates, autotunes and compiles: left out
+        unprofiled_iteration_s=statistic.of(warm_times[1:]) if warmup > 1 else None,
+        unprofiled_iteration_times_s=tuple(warm_times[1:]) if warmup > 1 else None)
     table = table.with_records(facts, *((Extra(extra),) if extra else ()))
     return ProfileResult(table=table, analytic=analytic)
 

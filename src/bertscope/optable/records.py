@@ -119,7 +119,7 @@ class ProfileFacts(Record):
         "page_faults", "partial", "trace_error", "statistic", "host_allocator", "iteration_s",
         "iteration_times_s", "row_times_s", "gap_times_s", "tokens_per_s", "op_time_s",
         "unattributed_s", "unattributed_share", "framework_share", "rounds",
-        "fresh_process")
+        "fresh_process", "unprofiled_iteration_s", "unprofiled_iteration_times_s")
     device: str | None = None
     """"cpu" or the GPU's name."""
     torch: str | None = None
@@ -157,6 +157,13 @@ class ProfileFacts(Record):
     """Measurements combined into this one (`studies.validate.combine_rounds`)."""
     fresh_process: bool | None = None
     """Measured in a fresh process (`studies.fresh`)."""
+    unprofiled_iteration_s: float | None = None
+    """The iteration's wall time without the profiler: the statistic over the warm-up
+    iterations after the first (each timed to its end, the device synchronized). On a GPU the
+    profiler's per-op host cost can dominate a profiled eager iteration; this is the time a
+    prediction of the job should match. None with fewer than two warm-up iterations."""
+    unprofiled_iteration_times_s: tuple[float, ...] | None = None
+    """The warm-up iterations after the first, each timed (seconds)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The fields that are set (a result read back writes the keys it had), lists as

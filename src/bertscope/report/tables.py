@@ -195,6 +195,11 @@ def print_profile(result: Any, console: Console, top: int = 10) -> None:
         f"op time {si(facts.op_time_s, 's')}   unattributed "
         f"{100 * facts.unattributed_share:.2f}%   framework/profiler gaps "
         f"{100 * facts.framework_share:.1f}% of the profiled iteration")
+    if facts.unprofiled_iteration_s is not None:
+        n = len(facts.unprofiled_iteration_times_s or ())
+        console.print(f"without the profiler: iteration {si(facts.unprofiled_iteration_s, 's')}"
+                      f"   tokens/s {table.run.tokens / facts.unprofiled_iteration_s:,.0f}"
+                      f"   ({facts.statistic} of {n} warm-up iteration(s) after the first)")
     console.print(comparison_table(result.comparison()))
     print_breakdowns(table, console, categories=False)
     layers = table.df[table.df["layer"] >= 0]["time_s"].sum()

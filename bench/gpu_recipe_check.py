@@ -1,0 +1,128 @@
+"""Predicted vs measured for the GPU runs of bench/gpu_checks.sh (issue #31), without torch.
+
+Reads the profile results (`*.json`) and their shape-recorded traces (`*.trace.json.gz`) that
+the script recorded, then, through the public CLI:
+  1. `calibrate --from-trace` on every trace (one device profile fitted to all runs), and on
+     all runs but one (leave-one-out: the held-out run's prediction is out of sample);
+  2. `predict` of each run with the catalog device (`--device CATALOG`), the all-trace fit,
+     the leave-one-out fit and the device's own microbenchmark profile when present;
+  3. prints measured vs predicted iteration time per run and source, and the time shares of
+     GEMMs / batched GEMMs / the rest, measured vs predicted.
+
+Usage:  python bench/gpu_recipe_check.py DIR [--catalog h200] [--out FILE]
+(DIR holds what gpu_checks.sh wrote: unpack its gpu_checks.tar.gz.)"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+GEMM = {"gemm"}
+BATCHED = {"batched_gemm"}
+
+
+def _cli(*args: str) -> str:
+    """Run `bertscope ARGS` (this checkout's), returning stdout; fail loudly."""
+    done = subprocess.run([sys.executable, "-m", "bertscope.cli", *args], capture_output=True,
+                          text=True, env={"COLUMNS": "160", "BERTSCOPE_STORE": "off",
+                                          **_env()})
+    if done.returncode != 0:
+        raise SystemExit(f"bertscope {' '.join(args)} failed: {done.stderr.strip()[-400:]}")
+    return done.stdout
+
+
+def _env() -> dict[str, str]:
+    import os
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return {k: v for k, v in os.environ.items() if k not in ("COLUMNS",)} | {
+        "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _shares(rows: list[dict]) -> tuple[float, float, float]:
+    """(GEMM, batched GEMM, everything else) shares of the rows' summed time."""
+    t = {"g": 0.0, "b": 0.0, "o": 0.0}
+    for r in rows:
+        s = r.get("time_s")
+        if s is None or s != s:
+            continue
+        key = "g" if r["category"] in GEMM else "b" if r["category"] in BATCHED else "o"
+        t[key] += s
+    total = sum(t.values()) or 1.0
+    return t["g"] / total, t["b"] / total, t["o"] / total
+
+
+def _run_args(meta: dict) -> list[str]:
+    run = meta["run"]
+    return [meta["model"]["name"], "--batch", str(run["batch"]), "--seq", str(run["seq"]),
+            "--precision", run["precision"], "--attention", run["attention"],
+            "--dropout" if run["dropout"] else "--no-dropout", "--optimizer", run["optimizer"]]
+
+
+def _predict(meta: dict, device: str, tmp: Path, tag: str) -> tuple[float, list[dict]]:
+    out = tmp / f"{tag}.json"
+    _cli("predict", *_run_args(meta), "--device", device, "--top", "0", "--no-store",
+         "--output", str(out))
+    doc = json.loads(out.read_text())
+    return float(doc["meta"]["prediction"]["time_s"]), doc["rows"]
+
+
+def main() -> int:
+    """Calibrate from the traces in DIR, predict every run, print predicted vs measured."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--catalog", default="h200")
+    args = ap.parse_args()
+    runs = sorted(p for p in args.dir.glob("*.json")
+                  if not p.name.endswith(".trace.json") and p.name != "microbench-profile.json")
+    traces = {p: p.with_name(p.name[:-5] + ".trace.json.gz") for p in runs}
+    runs = [p for p in runs if traces[p].exists()]
+    if not runs:
+        raise SystemExit(f"no profile results with traces in {args.dir}")
+    micro = args.dir / "microbench-profile.json"
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        fit_all = tmp / "fit-all.json"
+        _cli("calibrate", "--from-trace", *map(str, traces.values()), "--output", str(fit_all))
+        print(f"# runs: {len(runs)}; fits: all traces, leave-one-out per run"
+              + ("; device microbenchmarks" if micro.exists() else ""))
+        print("# measured: the iteration's wall time without the profiler (mean of the warm-up\n"
+              "# iterations after the first); kernels: the profiled iteration's op (kernel) time")
+        print(f"{'run':36} {'measured':>9} {'kernels':>9} {'source':>10} {'predicted':>9} "
+              f"{'pred/meas':>9} {'pred/kern':>9}  shares gemm/bmm/rest: measured | predicted")
+        errors: dict[str, list[float]] = {}
+        for p in runs:
+            doc = json.loads(p.read_text())
+            meta = doc["meta"]
+            # the iteration without the profiler where the run kept it (the profiler's per-op
+            # host cost inflates a profiled eager GPU iteration), else the profiled one
+            measured = float(meta.get("unprofiled_iteration_s") or meta["iteration_s"])
+            kernels = float(meta["op_time_s"])
+            m_sh = _shares(doc["rows"])
+            sources = {"catalog": args.catalog, "fit-all": str(fit_all)}
+            others = [str(t) for q, t in traces.items() if q != p]
+            if others:
+                loo = tmp / f"loo-{p.stem}.json"
+                _cli("calibrate", "--from-trace", *others, "--output", str(loo))
+                sources["leave-out"] = str(loo)
+            if micro.exists():
+                sources["microbench"] = str(micro)
+            for tag, dev in sources.items():
+                t, rows = _predict(meta, dev, tmp, f"{p.stem}-{tag}")
+                sh = _shares(rows)
+                errors.setdefault(tag, []).append(t / measured - 1)
+                print(f"{p.stem:36} {measured * 1e3:7.1f}ms {kernels * 1e3:7.1f}ms {tag:>10} "
+                      f"{t * 1e3:7.1f}ms {t / measured:9.2f} {t / kernels:9.2f}  "
+                      f"{m_sh[0]:.2f}/{m_sh[1]:.2f}/{m_sh[2]:.2f} | "
+                      f"{sh[0]:.2f}/{sh[1]:.2f}/{sh[2]:.2f}")
+        for tag, errs in errors.items():
+            print(f"# {tag}: median |error| {statistics.median(abs(e) for e in errs):.1%}, "
+                  f"max {max(abs(e) for e in errs):.1%} over {len(errs)} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
