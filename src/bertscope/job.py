@@ -75,6 +75,7 @@ class Schedule(StrEnum):
 
 
 _SIZES = ("dp", "tp", "pp", "virtual_stages")
+_FLAGS = ("sequence_parallel", "overlap_tp_comm", "overlap_grad_reduce", "overlap_param_gather")
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -100,6 +101,26 @@ class Layout:
     virtual_stages: int = setting(1, "Model chunks per device for the interleaved schedule "
                                      "(>= 2 there, 1 otherwise).")
     """Model chunks per device for the interleaved schedule (>= 2 there, 1 otherwise)."""
+    overlap_tp_comm: bool = setting(False, "Overlap tensor-parallel communication with the "
+                                           "adjacent GEMMs (Transformer Engine userbuffers: "
+                                           "all-gather / reduce-scatter pipelined with the "
+                                           "GEMM they feed or drain, which needs --sp; the "
+                                           "backward data-gradient collective behind the "
+                                           "weight-gradient GEMM). No effect with tp = 1.")
+    """Overlap TP collectives with the adjacent GEMMs (`parallel.overlap`); no effect at tp 1."""
+    overlap_grad_reduce: bool = setting(False, "Megatron's --overlap-grad-reduce: gradient "
+                                               "buckets of max(40M, 1M x dp) parameters "
+                                               "reduced behind the last micro-batch's "
+                                               "backward and each pipeline stage's cool-down "
+                                               "(off: PyTorch DDP's 25 MiB buckets behind the "
+                                               "last backward). No effect with dp = 1.")
+    """Megatron's overlapped gradient reduce (`parallel.overlap`); no effect at dp 1."""
+    overlap_param_gather: bool = setting(False, "Megatron's --overlap-param-gather with the "
+                                                "distributed optimizer (ZeRO 1): the updated "
+                                                "parameters' all-gather bucket by bucket "
+                                                "behind the next forward (the first bucket "
+                                                "exposed). No effect without ZeRO 1.")
+    """All-gather of the updated parameters behind the next forward (ZeRO 1 only)."""
 
     def __post_init__(self) -> None:
         for f in _SIZES:  # numpy integers (a search frame's rows) become ints
@@ -109,12 +130,14 @@ class Layout:
         check_positive_ints(self, _SIZES, "layout: ")
         object.__setattr__(self, "zero", zero_stage(self.zero))
         object.__setattr__(self, "schedule", parse_enum(Schedule, self.schedule, "schedule"))
-        sp = self.sequence_parallel
-        if not isinstance(sp, bool):  # a numpy bool (a search frame's row) as bool; never a
-            if getattr(sp, "dtype", None) is None or sp.dtype.kind != "b" or sp.shape != ():
-                raise BertscopeError(f"sequence_parallel must be true or false (a bool), got "
-                                     f"{shown(sp)}")  # truthy string taken as on
-            object.__setattr__(self, "sequence_parallel", bool(sp))
+        for f in _FLAGS:
+            flag = getattr(self, f)
+            if not isinstance(flag, bool):  # a numpy bool (a search frame's row) as bool;
+                if (getattr(flag, "dtype", None) is None or flag.dtype.kind != "b"
+                        or flag.shape != ()):  # never a truthy string taken as on
+                    raise BertscopeError(f"{f} must be true or false (a bool), got "
+                                         f"{shown(flag)}")
+                object.__setattr__(self, f, bool(flag))
         if self.sequence_parallel and self.tp == 1:
             raise BertscopeError("sequence parallelism splits tensor-parallel regions: it needs "
                                  "tp > 1")
@@ -135,10 +158,12 @@ class Layout:
     def fill(cls, devices: int, *, dp: int | None = None, tp: int | None = None,
              pp: int | None = None, zero: ZeroStage | int | None = None,
              sequence_parallel: bool | None = None, schedule: Schedule | str | None = None,
-             virtual_stages: int | None = None) -> Layout:
+             virtual_stages: int | None = None, overlap_tp_comm: bool | None = None,
+             overlap_grad_reduce: bool | None = None,
+             overlap_param_gather: bool | None = None) -> Layout:
         """The layout on `devices` devices with the unpinned dimensions (None) filled in:
-        tp = pp = 1, dp = devices / (tp x pp), ZeRO 0, no sequence parallelism, 1F1B, and 2
-        virtual stages for the interleaved schedule."""
+        tp = pp = 1, dp = devices / (tp x pp), ZeRO 0, no sequence parallelism, 1F1B, 2
+        virtual stages for the interleaved schedule, no communication overlap."""
         t = 1 if tp is None else tp
         p = 1 if pp is None else pp
         if dp is None:
@@ -155,7 +180,12 @@ class Layout:
         return cls(dp=dp, tp=t, pp=p, zero=zero_stage(0 if zero is None else zero),
                    sequence_parallel=False if sequence_parallel is None else sequence_parallel,
                    schedule=sched,
-                   virtual_stages=v)
+                   virtual_stages=v,
+                   overlap_tp_comm=False if overlap_tp_comm is None else overlap_tp_comm,
+                   overlap_grad_reduce=False if overlap_grad_reduce is None
+                   else overlap_grad_reduce,
+                   overlap_param_gather=False if overlap_param_gather is None
+                   else overlap_param_gather)
 
     @property
     def devices(self) -> int:
@@ -163,13 +193,18 @@ class Layout:
         return self.dp * self.tp * self.pp
 
     def label(self) -> str:
-        """A short description, e.g. "dp8 tp4 sp pp2 1f1b zero1"."""
+        """A short description, e.g. "dp8 tp4 sp pp2 1f1b zero1" ("dp8 tp4 sp pp2 1f1b
+        overlap-tp+grad zero1" with communication overlap)."""
         parts = [f"dp{self.dp}", f"tp{self.tp}" + (" sp" if self.sequence_parallel else ""),
                  f"pp{self.pp}"]
         if self.pp > 1:
             parts.append(self.schedule.value + (f" v{self.virtual_stages}"
                                                 if self.virtual_stages > 1 else ""))
-        parts.append(f"zero{int(self.zero)}")
+        marks = [m for m, on in (("tp", self.overlap_tp_comm), ("grad", self.overlap_grad_reduce),
+                                 ("param", self.overlap_param_gather)) if on]
+        if marks:  # only when asked for: labels of layouts without overlap read as before
+            parts.append("overlap-" + "+".join(marks))
+        parts.append(f"zero{int(self.zero)}")  # last: `Job.label` puts its parts before it
         return " ".join(parts)
 
 

@@ -119,6 +119,27 @@ def collective_time(kind: Collective, nbytes: ArrayLike, p: ArrayLike, bandwidth
     return float(t) if np.ndim(t) == 0 else t
 
 
+def exposed_beyond(comm_s: ArrayLike, hideable_s: ArrayLike) -> np.ndarray:
+    """Communication left exposed when `comm_s` seconds run beside `hideable_s` seconds of
+    independent compute on another stream: max(0, comm - hideable). Overlap never hides more
+    than the compute it runs beside (contention, which slows the compute a little, is left
+    out)."""
+    c, h = (np.asarray(x, dtype=float) for x in (comm_s, hideable_s))
+    return np.maximum(0.0, c - h)
+
+
+def pipelined_exposed(comm_s: ArrayLike, gemm_s: ArrayLike, chunks: ArrayLike) -> np.ndarray:
+    """Exposed time of a collective pipelined with the GEMM it feeds or drains, both split
+    into `chunks` equal pieces (Transformer Engine's userbuffer ring-exchange overlap, one
+    chunk per tensor-parallel rank; `transformer_engine/common/userbuffers/
+    comm_gemm_overlap.h`, `SPLIT_PIPELINED_AG_P2P` / `SPLIT_PIPELINED_RS_P2P`, NVIDIA/
+    TransformerEngine): one GEMM chunk runs on local data with no transfer beside it (an
+    all-gather's own shard first, a reduce-scatter's own shard last), the other k - 1 hide
+    the transfers: exposed = max(0, comm - gemm (k - 1)/k)."""
+    k = np.maximum(np.asarray(chunks, dtype=float), 1.0)
+    return exposed_beyond(comm_s, np.asarray(gemm_s, dtype=float) * (k - 1.0) / k)
+
+
 def bucketed_exposed(total_s: ArrayLike, buckets: ArrayLike, window_s: ArrayLike) -> np.ndarray:
     """Communication left exposed when `buckets` equal buckets taking `total_s` in all are
     launched as backward produces them, evenly over `window_s` seconds (PyTorch DDP's gradient
@@ -126,11 +147,13 @@ def bucketed_exposed(total_s: ArrayLike, buckets: ArrayLike, window_s: ArrayLike
 
     Bucket i is ready at window x i/k and the link runs one bucket at a time, so with
     c = total/k the last bucket ends max(c, total - window (k-1)/k) after the window: the last
-    bucket is always exposed, and all that does not fit under the window is too."""
+    bucket is always exposed, and all that does not fit under the window is too. By symmetry
+    the same holds for buckets needed in turn by a window of compute (an all-gather of
+    parameters ahead of the forward that uses them): the first bucket is always exposed."""
     c_total, k, w = (np.asarray(x, dtype=float) for x in (total_s, buckets, window_s))
     k = np.maximum(k, 1.0)
-    return np.maximum(c_total / k, c_total - w * (k - 1.0) / k)
+    return np.maximum(c_total / k, exposed_beyond(c_total, w * (k - 1.0) / k))
 
 
-__all__ = ["Algorithm", "Collective", "bucketed_exposed", "collective_time", "ring_time",
-           "tree_time"]
+__all__ = ["Algorithm", "Collective", "bucketed_exposed", "collective_time", "exposed_beyond",
+           "pipelined_exposed", "ring_time", "tree_time"]

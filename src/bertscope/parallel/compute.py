@@ -40,7 +40,14 @@ from bertscope.parallel.job import Workload
 from bertscope.perf import DeviceProfile, Knobs, predict
 from bertscope.perf.kernel_fusion import fuse_records
 from bertscope.presets import with_changes
-from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
+from bertscope.taxonomy import (
+    Category,
+    Phase,
+    PipelineStage,
+    Sublayer,
+    SublayerGroup,
+    TensorSplit,
+)
 
 _ATTN_CORE = (Sublayer.ATTN_SCORE, Sublayer.ATTN_SOFTMAX, Sublayer.ATTN_CONTEXT,
               Sublayer.ATTN_FUSED, Sublayer.CROSS_CORE)
@@ -82,6 +89,29 @@ class _Section(IntEnum):
     """Heads, loss, the tied embedding's gradient sum (`PipelineStage.LAST`)."""
 
 
+class Block(IntEnum):
+    """A layer's tensor-parallel block: each has one column-parallel GEMM group (QKV; the
+    first feed-forward GEMMs) and one row-parallel GEMM (the output projections)."""
+
+    ATTENTION = 0
+    """Attention's linears (`SublayerGroup.ATTENTION_LINEAR`, cross-attention's too)."""
+    FFN = 1
+    """The feed-forward linears (`SublayerGroup.FEED_FORWARD`)."""
+
+
+class Split(IntEnum):
+    """Tensor-parallel split of a linear GEMM."""
+
+    COLUMN = 0
+    ROW = 1
+
+
+class Pass(IntEnum):
+    """The GEMM's pass: forward, data gradient, weight gradient."""
+
+    FORWARD = 0
+    DATA_GRAD = 1
+    WEIGHT_GRAD = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +148,11 @@ class ComputeTable:
     """Seconds of the optimizer update per parameter."""
     accumulate_per_param: float
     """Seconds per parameter of adding one micro-batch's gradient into .grad."""
+    gemm_windows: np.ndarray
+    """Seconds per micro-batch of one layer's linear GEMMs that tensor-parallel collectives
+    can overlap with, indexed [micro-batch size, tp, sequence parallel, block (`Block`),
+    split (`Split`), pass (`Pass`)]: e.g. [..., Block.FFN, Split.ROW, Pass.FORWARD] is the
+    row-parallel second feed-forward GEMM's forward (`parallel.overlap`)."""
 
     def index(self, micro_batch: ArrayLike, tp: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Indices of micro-batch sizes and tp sizes into the tables."""
@@ -315,6 +350,7 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
                                                _Section.HEAD))
     upd_time = time[n_rows:]
     n_params = parameter_count(workload.model)
+    windows = _gemm_windows(stacked, n_rows, layer, total)
     table = ComputeTable(
         batches=bs, tps=ts,
         layer_fwd=total(layer & fwd), layer_bwd=total(layer & ~fwd),
@@ -329,17 +365,41 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
         transient=transient.reshape(shape),
         optimizer_per_param=float(upd_time[:-1].sum()) / n_params,
         accumulate_per_param=float(upd_time[-1]) / n_params,
+        gemm_windows=windows,
     )
     # tp = 1 has no sequence-parallel variant: mirror it so lookups with sp = 0 or 1 agree
     one = ts == 1
     for arr in (table.layer_fwd, table.layer_bwd, table.attn_fwd, table.emb_fwd, table.emb_bwd,
                 table.head_fwd, table.head_bwd, table.layer_saved, table.core_saved,
-                table.emb_saved, table.head_saved, table.transient):
+                table.emb_saved, table.head_saved, table.transient, table.gemm_windows):
         arr[:, one, 1] = arr[:, one, 0]
     if len(_TABLES) > 64:
         _TABLES.clear()
     _TABLES[key] = table
     return table
+
+
+_BLOCK_OF = {SublayerGroup.ATTENTION_LINEAR: Block.ATTENTION,
+             SublayerGroup.FEED_FORWARD: Block.FFN}
+_SPLITS = (TensorSplit.COLUMN, TensorSplit.ROW)
+"""The `TensorSplit` of each `Split`, in its order."""
+_PASSES = (Phase.FORWARD, Phase.BACKWARD_DATA, Phase.BACKWARD_WEIGHT)
+"""The `Phase` of each `Pass`, in its order."""
+
+
+def _gemm_windows(stacked: Columns, n_rows: int, layer: np.ndarray,
+                  total: Any) -> np.ndarray:
+    """The layer's linear GEMM seconds per (block, split, pass) (`ComputeTable.
+    gemm_windows`), from the rows' roles: category GEMM (fp8 runs' GEMMs too, not their
+    casts), the sublayer's group, `tp_split` and phase."""
+    cat, sub = stacked["category"][:n_rows], stacked["sublayer"][:n_rows]
+    split, phase = stacked["tp_split"][:n_rows], stacked["phase"][:n_rows]
+    linear = layer & (cat == Category.GEMM)
+    block = np.array([_BLOCK_OF.get(x.group, -1) for x in sub], dtype=np.int64)
+    parts = [total(linear & (block == b) & (split == s) & (phase == ph))
+             for b in Block for s in _SPLITS for ph in _PASSES]
+    out = np.stack(parts, axis=-1)
+    return out.reshape(*out.shape[:3], len(Block), len(_SPLITS), len(_PASSES))
 
 
 def _update_ops(workload: Workload) -> tuple[list[Op], Op]:
@@ -354,4 +414,4 @@ def _update_ops(workload: Workload) -> tuple[list[Op], Op]:
     return _fused(optimizer_ops(m, run), workload), acc
 
 
-__all__ = ["ComputeTable", "clear_compute_tables", "compute_table"]
+__all__ = ["Block", "ComputeTable", "Pass", "Split", "clear_compute_tables", "compute_table"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from bertscope.config import config_dict
 from bertscope.job import Job, Layout, ZeroStage
-from bertscope.parallel.collectives import Collective, bucketed_exposed
+from bertscope.parallel.collectives import Collective, bucketed_exposed, exposed_beyond
 from bertscope.parallel.compute import ComputeTable, compute_table
 from bertscope.parallel.job import Cluster, Workload, check_layout
 from bertscope.parallel.memory import (
@@ -27,6 +27,7 @@ from bertscope.parallel.memory import (
     stage_params,
     zero_static_bytes,
 )
+from bertscope.parallel.overlap import tp_layer_comm
 from bertscope.parallel.pipeline import (
     bubble_fraction,
     edge_in_flight,
@@ -36,6 +37,15 @@ from bertscope.parallel.pipeline import (
 
 DDP_BUCKET_BYTES = 25 * 2**20
 """PyTorch DDP's default gradient bucket, bucket_cap_mb = 25."""
+MEGATRON_BUCKET_PARAMS = 40_000_000
+"""Megatron-Core's default gradient bucket with overlapped reduction: max(40M, 1M x dp)
+parameters (`DistributedDataParallelConfig.bucket_size`, megatron/core/distributed/
+distributed_data_parallel_config.py, NVIDIA/Megatron-LM)."""
+MEGATRON_BUCKET_PARAMS_PER_REPLICA = 1_000_000
+"""... and 1M parameters per data-parallel replica (larger DP groups, larger buckets)."""
+OVERLAP_KEYS = ("overlap_tp_comm", "overlap_grad_reduce", "overlap_param_gather")
+"""Layout flags of communication overlap, as optional bool arrays of `evaluate_arrays`
+(`job.Layout`'s fields of the same names; absent: off)."""
 
 TIME_KEYS = ("compute_s", "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s")
 """The parts an iteration's time splits into; they sum to iteration_s."""
@@ -48,7 +58,8 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     """Cost every layout given as equal-length arrays: dp, tp, pp, micro_batches, zero
     (0-3), checkpoint (codes, `Checkpoint.code`), sp (bool), schedule (codes,
     `Schedule.code`), virtual_stages, and optionally global_batch (sequences per step, one per
-    layout: a sweep varies it; default the workload's). Layouts must be valid
+    layout: a sweep varies it; default the workload's) and the overlap flags (`OVERLAP_KEYS`,
+    bool; default off; `parallel.overlap`). Layouts must be valid
     (`check_layout`, with each layout's global batch). Returns arrays of
     the time parts (`TIME_KEYS`), iteration_s, tokens_per_s, bubble_fraction, the memory
     parts of the peak stage (`MEMORY_KEYS`), memory_bytes, fits, micro_batch, recompute_s
@@ -64,6 +75,9 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     v = virtual_factor(sch, arrays["virtual_stages"])
     gb = np.asarray(arrays.get("global_batch", w.global_batch), dtype=np.int64)
     b = gb // (dp * mb)
+    n = len(dp)
+    o_tp, o_grad, o_param = (np.broadcast_to(np.asarray(arrays.get(k, False), dtype=bool), (n,))
+                             for k in OVERLAP_KEYS)
     if table is None:
         table = compute_table(w, cluster.profile, np.unique(b), np.unique(tp))
     bi, ti = table.index(b, tp)
@@ -82,13 +96,17 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     full = ck == FULL_CODE
     rec = np.where(full, lf, np.where(ck == SELECTIVE_CODE, la, 0.0))
 
-    # tensor parallel: two all-reduces (or RS + AG) per layer forward, two backward
+    # tensor parallel: two all-reduces (or RS + AG) per layer forward, two backward (with
+    # sequence parallelism two more all-gathers of the column-parallel GEMMs' inputs), each
+    # exposed or overlapped with the GEMMs beside it (`parallel.overlap`)
     act_bytes = b * w.seq * m.hidden * ab
     ar = topo.time(Collective.ALL_REDUCE, act_bytes, tp)
-    rsag = (topo.time(Collective.REDUCE_SCATTER, act_bytes, tp)
-            + topo.time(Collective.ALL_GATHER, act_bytes, tp))
-    one = np.where(sp, rsag, ar)
-    tp_layer = one * (4.0 + 2.0 * full)
+    rs = topo.time(Collective.REDUCE_SCATTER, act_bytes, tp)
+    ag = topo.time(Collective.ALL_GATHER, act_bytes, tp)
+    one = np.where(sp, rs + ag, ar)
+    tp_layer_fwd, tp_layer_bwd = tp_layer_comm(ar, rs, ag, sp, o_tp, tp,
+                                               table.gemm_windows[bi, ti, si])
+    tp_layer = tp_layer_fwd * (1.0 + full) + tp_layer_bwd
     # pipeline: activation forward and gradient back per micro-batch (and chunk)
     send = topo.time(Collective.SEND_RECV, act_bytes / tp, np.where(pp > 1, 2, 1), tp * dp)
     p2p = 2.0 * v * send
@@ -113,34 +131,60 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     fwd_last = lps * lf + hf + single * ef
     tied = np.where(pp > 1, topo.time(Collective.ALL_REDUCE, m.vocab_size * m.emb / tp * ab,
                                       2, (pp - 1) * tp * dp), 0.0)
+    # one micro-batch step of the slower stage, forward and backward (recompute runs in
+    # backward), each with its exposed communication: TP collectives (forward: the layers'
+    # forward ones and the embedding's; backward the rest) and half the send/recv each way
+    c_slow = np.where(first_slow, c_first, c_last)
+    tp_fwd = lps * tp_layer_fwd + np.where(first_slow | (pp == 1), one, 0.0)
+    step_fwd = np.where(first_slow, fwd_first, fwd_last)
+    step_bwd = c_slow - step_fwd + tp_stage - tp_fwd + p2p / 2
+    # Megatron's overlapped reduce starts on each stage after its own last backward: the
+    # last stage ends its last backward (p - 1)/v backward steps before the first stage
+    # (the pipeline's cool-down) and reduces in that idle time
+    cooldown = np.where(o_grad, (pp - 1) / v * step_bwd, 0.0)
+    meg_params = np.maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_REPLICA * dp)
 
-    def grad_sync(psi: np.ndarray, fwd: np.ndarray, bwd: np.ndarray) -> np.ndarray:
+    def grad_sync(psi: np.ndarray, fwd: np.ndarray, bwd: np.ndarray,
+                  idle: np.ndarray) -> np.ndarray:
         gbytes = psi * ab
         k = np.ceil(gbytes / DDP_BUCKET_BYTES)
         ar_all = k * topo.time(Collective.ALL_REDUCE, gbytes / k, dp, tp)
         rs_all = k * topo.time(Collective.REDUCE_SCATTER, gbytes / k, dp, tp)
         gather = topo.time(Collective.ALL_GATHER, gbytes, dp, tp)  # 16-bit weights
+        # Megatron's buckets (`overlap_grad_reduce`, `overlap_param_gather`): the reduce
+        # hides behind the last micro-batch's backward but its last bucket, then the stage's
+        # cool-down; the updated parameters' gather behind the first micro-batch's forward
+        # but its first bucket (`bucketed_exposed`)
+        km = np.maximum(np.ceil(psi / meg_params), 1.0)
+        ar_meg = exposed_beyond(bucketed_exposed(
+            km * topo.time(Collective.ALL_REDUCE, gbytes / km, dp, tp), km, bwd), idle)
+        rs_meg = exposed_beyond(bucketed_exposed(
+            km * topo.time(Collective.REDUCE_SCATTER, gbytes / km, dp, tp), km, bwd), idle)
+        ag_meg = bucketed_exposed(km * topo.time(Collective.ALL_GATHER, gbytes / km, dp, tp),
+                                  km, fwd)
+        reduce_ar = np.where(o_grad, ar_meg, bucketed_exposed(ar_all, k, bwd))
+        reduce_rs = np.where(o_grad, rs_meg, bucketed_exposed(rs_all, k, bwd))
+        gather = np.where(o_param, ag_meg, gather)
         units = np.ceil(lps) + 1.0  # ZeRO-3 gathers layer by layer (+ embeddings/heads)
         ag_unit = units * topo.time(Collective.ALL_GATHER, gbytes / units, dp, tp)
         rs_unit = units * topo.time(Collective.REDUCE_SCATTER, gbytes / units, dp, tp)
-        z0 = bucketed_exposed(ar_all, k, bwd)
-        z1 = bucketed_exposed(rs_all, k, bwd) + gather
-        z2 = mb * bucketed_exposed(rs_all, k, bwd) + gather
+        z0 = reduce_ar
+        z1 = reduce_rs + gather
+        z2 = mb * reduce_rs + gather
         z3 = mb * (bucketed_exposed(ag_unit, units, fwd)
                    + bucketed_exposed(ag_unit + rs_unit, units, bwd))
         out = np.where(zero == ZeroStage.NONE, z0, np.where(
             zero == ZeroStage.OPTIMIZER, z1, np.where(zero == ZeroStage.GRADIENTS, z2, z3)))
         return out + tied
 
-    dp_comm = np.maximum(grad_sync(psi_first, fwd_first, bwd_first),
-                         grad_sync(psi_last, fwd_last, bwd_last))
+    dp_comm = np.maximum(grad_sync(psi_first, fwd_first, bwd_first, np.zeros(n)),
+                         grad_sync(psi_last, fwd_last, bwd_last, cooldown))
     psi_max = np.maximum(psi_first, psi_last)
     shard = np.where(zero >= ZeroStage.OPTIMIZER, dp, 1)
     optimizer = table.optimizer_per_param * psi_max / shard
     accumulate = (mb - 1) * table.accumulate_per_param * psi_max / np.where(
         zero >= ZeroStage.GRADIENTS, dp, 1)
 
-    c_slow = np.where(first_slow, c_first, c_last)
     out: dict[str, np.ndarray] = {
         "micro_batch": b,
         "compute_s": mb * c_slow + accumulate,
@@ -151,11 +195,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
         "dp_comm_s": dp_comm,
         "optimizer_s": optimizer,
     }
-    # one micro-batch step of the slower stage, forward and backward (recompute runs in
-    # backward), each with its exposed communication: TP all-reduces (forward: two per layer
-    # and the embedding's; backward the rest) and half the send/recv each way
-    tp_fwd = lps * 2.0 * one + np.where(first_slow | (pp == 1), one, 0.0)
-    out["step_fwd_compute_s"] = np.where(first_slow, fwd_first, fwd_last)
+    out["step_fwd_compute_s"] = step_fwd
     out["step_bwd_compute_s"] = c_slow - out["step_fwd_compute_s"]
     out["step_fwd_comm_s"] = tp_fwd + p2p / 2
     out["step_bwd_comm_s"] = tp_stage - tp_fwd + p2p / 2
@@ -247,6 +287,7 @@ def layout_arrays(job: Job) -> dict[str, np.ndarray]:
         "sp": np.array([lay.sequence_parallel]),
         "schedule": np.array([lay.schedule.code]),
         "virtual_stages": np.array([lay.virtual_stages]),
+        **{k: np.array([getattr(lay, k)]) for k in OVERLAP_KEYS},
     }
 
 
@@ -265,5 +306,6 @@ def evaluate(job: Job, cluster: Cluster) -> LayoutResult:
         memory_capacity=cluster.memory_bytes, fits=bool(r["fits"]), notes=notes)
 
 
-__all__ = ["DDP_BUCKET_BYTES", "MEMORY_KEYS", "TIME_KEYS", "LayoutResult", "evaluate",
+__all__ = ["DDP_BUCKET_BYTES", "MEGATRON_BUCKET_PARAMS", "MEGATRON_BUCKET_PARAMS_PER_REPLICA",
+           "MEMORY_KEYS", "OVERLAP_KEYS", "TIME_KEYS", "LayoutResult", "evaluate",
            "evaluate_arrays", "layout_arrays"]

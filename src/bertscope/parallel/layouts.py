@@ -18,8 +18,12 @@ An iteration of a layout splits into (all per device, seconds):
 - **tensor-parallel communication**, exposed (it sits between dependent ops): per layer two
   all-reduces of the b s h activations in forward and two in backward (Megatron's f and g
   operators), two more in forward again under full recomputation; sequence parallelism
-  (Korthikanti et al. 2022) turns each into a reduce-scatter plus an all-gather. One more
-  in the vocabulary-parallel embedding (forward) and MLM head (backward).
+  (Korthikanti et al. 2022) turns each into a reduce-scatter plus an all-gather, and
+  gathers the column-parallel GEMMs' sharded input again in backward (two all-gathers per
+  layer). One more in the vocabulary-parallel embedding (forward) and MLM head (backward).
+  With `Layout.overlap_tp_comm` each collective runs beside the GEMM the schedule allows
+  (Transformer Engine's userbuffer pipelining, Megatron's asynchronous backward
+  collectives): exposed = max(0, comm - that GEMM's time) (`overlap`).
 - **pipeline**: stages of L/p layers; the slowest stage sets the step. GPipe (Huang et al.
   2019) and 1F1B (PipeDream-Flush, Narayanan et al. 2021) take (m + p - 1) micro-batch steps;
   the interleaved 1F1B schedule with v virtual stages per device takes (m + (p - 1)/v)
@@ -32,6 +36,9 @@ An iteration of a layout splits into (all per device, seconds):
   ZeRO-2 reduce-scatters every micro-batch; ZeRO-3 also all-gathers each layer's weights in
   forward and backward of every micro-batch, prefetched behind the previous layer's compute.
   With p > 1 the tied word embedding's gradient is all-reduced between the first and last stage.
+  `Layout.overlap_grad_reduce` takes Megatron's buckets (max(40M, 1M x dp) parameters) and
+  lets each stage reduce in its pipeline cool-down; `overlap_param_gather` moves ZeRO-1's
+  parameter all-gather behind the next forward, its first bucket exposed (`overlap`).
 - **optimizer**: the predicted update of the device's (ZeRO: its shard of the) parameters.
 
 Memory per device is the larger of the first and last pipeline stage: ZeRO's static memory

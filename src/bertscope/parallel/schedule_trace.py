@@ -17,7 +17,9 @@ one forward one backward), interleaved 1F1B (Megatron-LM's order over v model ch
 device, Narayanan et al. 2021). GPipe and 1F1B end their last backward at (m + p - 1) steps
 and interleaved at (m + (p - 1)/v) steps, as the model's bubble says; after it come
 gradient accumulation, the exposed data-parallel communication and the optimizer, so the
-trace ends at the model's iteration time.
+trace ends at the model's iteration time. Communication the layout overlaps (`Layout.
+overlap_tp_comm`, `overlap_grad_reduce`, `overlap_param_gather`; `parallel.overlap`) shows
+only its exposed part; the flags that are on are named in the document's metadata.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write
 from bertscope.job import Job, Schedule
-from bertscope.parallel.evaluation import evaluate_arrays, layout_arrays
+from bertscope.parallel.evaluation import OVERLAP_KEYS, evaluate_arrays, layout_arrays
 from bertscope.parallel.job import Cluster, Workload, check_layout
 
 COMPUTE_TID, COMM_TID = 1, 2
@@ -179,7 +181,8 @@ def layout_timeline(job: Job, cluster: Cluster) -> dict[str, Any]:
             "bertscope": {"producer": "predicted layout", "iteration_s": r["iteration_s"],
                           "bubble_s": r["bubble_s"], "schedule": layout.schedule.value,
                           "dp": layout.dp, "tp": layout.tp, "pp": p, "micro_batches": m,
-                          "virtual_stages": v, "device": cluster.profile.device.name}}
+                          "virtual_stages": v, "device": cluster.profile.device.name,
+                          **{k: getattr(layout, k) for k in OVERLAP_KEYS if getattr(layout, k)}}}
 
 
 def write_layout_timeline(job: Job, cluster: Cluster,

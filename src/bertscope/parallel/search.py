@@ -26,7 +26,7 @@ from bertscope.errors import BertscopeError, is_positive_int, parse_enum
 from bertscope.io import Format, atomic_write, frame_bytes, output_format
 from bertscope.job import Job, Layout, Schedule, ZeroStage
 from bertscope.parallel.compute import compute_table
-from bertscope.parallel.evaluation import MEMORY_KEYS, TIME_KEYS, evaluate_arrays
+from bertscope.parallel.evaluation import MEMORY_KEYS, OVERLAP_KEYS, TIME_KEYS, evaluate_arrays
 from bertscope.parallel.job import Cluster, Workload
 from bertscope.parallel.memory import CHECKPOINTS
 from bertscope.parallel.pipeline import INTERLEAVED_CODE, SCHEDULES
@@ -60,6 +60,13 @@ class SearchSpace:
     """Virtual stages of the interleaved schedule."""
     tp_within_node: bool = True
     """Keep tensor-parallel groups inside one node (tp <= devices per node)."""
+    overlap_tp_comm: bool | None = None
+    """Tensor-parallel communication overlap, carried into every layout (not searched; None:
+    off). See `job.Layout`."""
+    overlap_grad_reduce: bool | None = None
+    """Megatron's overlapped gradient reduce, carried into every layout (None: off)."""
+    overlap_param_gather: bool | None = None
+    """Megatron's overlapped parameter gather, carried into every layout (None: off)."""
 
     def __post_init__(self) -> None:
         for f in ("dp", "tp", "pp", "micro_batches", "virtual_stages"):
@@ -77,6 +84,14 @@ class SearchSpace:
                                parse_enum(Checkpoint, self.checkpoint, "checkpoint"))
         if self.schedule is not None:
             object.__setattr__(self, "schedule", parse_enum(Schedule, self.schedule, "schedule"))
+        for f in OVERLAP_KEYS:
+            value = getattr(self, f)
+            if value is not None and not isinstance(value, bool | np.bool_):
+                raise BertscopeError(f"{f} must be true or false, got {value!r}")
+
+    def overlap(self) -> dict[str, bool]:
+        """The overlap flags every layout of the search carries (None read as off)."""
+        return {f: bool(getattr(self, f)) for f in OVERLAP_KEYS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +138,8 @@ def row_job(workload: Workload, row: dict[str, Any]) -> Job:
     layout = Layout(dp=int(row["dp"]), tp=int(row["tp"]), pp=int(row["pp"]),
                     zero=ZeroStage(int(row["zero"])), sequence_parallel=bool(row["sp"]),
                     schedule=Schedule(row["schedule"]),
-                    virtual_stages=int(row["virtual_stages"]))
+                    virtual_stages=int(row["virtual_stages"]),
+                    **{k: bool(row.get(k, False)) for k in OVERLAP_KEYS})
     return workload.job(layout, int(row["micro_batches"]), Checkpoint(row["checkpoint"]))
 
 
@@ -176,11 +192,12 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
             blocks.append({
                 "dp": np.full(size, d), "tp": np.full(size, t), "pp": np.full(size, p),
                 "micro_batches": mb[keep], "zero": z[keep], "checkpoint": ck[keep],
-                "sp": sp[keep], "schedule": sc[keep], "virtual_stages": vs[keep]})
+                "sp": sp[keep], "schedule": sc[keep], "virtual_stages": vs[keep],
+                **{k: np.full(size, on) for k, on in space.overlap().items()}})
     if not blocks:
-        return {k: np.zeros(0, dtype=np.int64) for k in
+        return {k: np.zeros(0, dtype=bool if k in OVERLAP_KEYS else np.int64) for k in
                 ("dp", "tp", "pp", "micro_batches", "zero", "checkpoint", "sp", "schedule",
-                 "virtual_stages")}
+                 "virtual_stages", *OVERLAP_KEYS)}
     return {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
 
 
@@ -217,6 +234,7 @@ def search(workload: Workload, cluster: Cluster, space: SearchSpace | None = Non
         "dp": arrays["dp"], "tp": arrays["tp"], "pp": arrays["pp"], "sp": arrays["sp"],
         "schedule": np.asarray([s.value for s in SCHEDULES], dtype=object)[arrays["schedule"]],
         "virtual_stages": arrays["virtual_stages"], "micro_batches": arrays["micro_batches"],
+        **{k: arrays[k] for k in OVERLAP_KEYS},
         "micro_batch": r["micro_batch"], "zero": arrays["zero"],
         "checkpoint": np.asarray([c.value for c in CHECKPOINTS],
                                  dtype=object)[arrays["checkpoint"]],

@@ -42,7 +42,7 @@ from bertscope.optable import (
 from bertscope.perf.efficiency import DeviceProfile, default_profile, load_profile
 from bertscope.perf.kernel_fusion import FusionStats
 from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
-from bertscope.taxonomy import gemm_mask
+from bertscope.taxonomy import Category, gemm_mask
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -168,6 +168,17 @@ def gemm_for(profile: DeviceProfile, peaks: Peaks) -> Any:
     return profile.gemm if pick is None else pick(peaks.gemm_format)
 
 
+def batched_gemm_for(profile: DeviceProfile, peaks: Peaks) -> Any:
+    """The profile's GEMM model for batched-GEMM rows: `gemm_for`'s, except where they run
+    in another format than the linear GEMMs (`Peaks.batched_gemm_format`: fp8 runs keep
+    attention's batched GEMMs in bf16), that format's (its attainable fraction and split-K
+    ridge), so no row is held to another format's cap."""
+    pick = getattr(profile.gemm, "for_format", None)
+    if pick is None or peaks.batched_gemm_format is None:
+        return gemm_for(profile, peaks)
+    return pick(peaks.batched_gemm_format)
+
+
 def bandwidth_for(profile: DeviceProfile, peaks: Peaks) -> Any:
     """The profile's bandwidth model for the run's activation format
     (`Peaks.activation_format`): a model with per-format figures
@@ -196,7 +207,15 @@ def row_times(rows: Mapping[str, Any], profile: DeviceProfile, peaks: Peaks, *,
         # contiguous GEMM rows (the sweep sorts them so) are a view, not a copy
         sel = slice(at[0], at[-1] + 1) if at[-1] - at[0] + 1 == len(at) else gemm
         subset = Columns({c: np.asarray(v)[sel] for c, v in rows.items()})
-        compute[sel] = compute[sel] / _fraction(gemm_model.fraction(subset), "GEMM")
+        frac = _fraction(gemm_model.fraction(subset), "GEMM")
+        batched_model = batched_gemm_for(profile, peaks)
+        if batched_model is not gemm_model:  # each GEMM row at its own format's fraction
+            first = cats.reshape(len(cats), -1)[:, 0][sel]
+            is_b = (first == Category.BATCHED_GEMM).reshape(-1, *([1] * (np.ndim(frac) - 1)))
+            if is_b.any():
+                frac = np.where(is_b, _fraction(batched_model.fraction(subset), "GEMM"),
+                                frac)
+        compute[sel] = compute[sel] / frac
     f_bw = _fraction(bandwidth_for(profile, peaks).fraction(rows), "bandwidth")
     memory = roof["memory_s"] / f_bw
     overhead = np.asarray(profile.overhead.seconds(rows), dtype=float)
@@ -355,5 +374,6 @@ def top_ops(table: OpTable, n: int) -> pd.DataFrame:
 
 
 __all__ = ["PREDICTED_COLUMNS", "Bound", "BoundShare", "Prediction", "bandwidth_for",
+           "batched_gemm_for",
            "bound_shares", "by_bound", "predict", "row_times", "top_groups", "top_ops",
            "top_sites"]

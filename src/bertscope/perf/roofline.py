@@ -113,6 +113,11 @@ class Peaks:
     activation_format: NumberFormat | None = None
     """The format the run's activations are stored in (`activation_format`): bandwidth
     models fitted per format read it (`predict.bandwidth_for`); None: not known."""
+    batched_gemm_format: NumberFormat | None = None
+    """The format batched-GEMM rows run in where it differs from `gemm_format` (fp8 runs:
+    bf16, Transformer Engine's fp8 covers the linear layers only): their peak
+    (`batched_gemm_flops`) and the GEMM model's attainable fraction are that format's
+    (`predict.row_times`); None: the same."""
 
 
 def activation_format(precision: Precision | str) -> NumberFormat:
@@ -179,14 +184,16 @@ def select_peaks(device: Device, precision: Precision | str,
     else:
         v, vector = g, gemm
         notes.append(f"other ops at the {g.value} peak: no published fp32 vector rate")
-    batched = None
+    batched, batched_format = None, None
     if prec is Precision.FP8 and gemm_format is None:  # attention's batched GEMMs stay bf16
         sixteen = study_format(device, Precision.BF16)
         batched = device.peak_flops(_GEMM_FORMAT[sixteen]) if sixteen else gemm
+        batched_format = _GEMM_FORMAT[sixteen] if sixteen else None
     return Peaks(gemm_format=g, gemm_flops=gemm, vector_format=v, vector_flops=vector,
                  bandwidth=device.memory_bandwidth, interconnect=device.interconnect_bandwidth,
                  notes=tuple(notes), batched_gemm_flops=batched,
-                 activation_format=_ACTIVATION_FORMATS[prec])
+                 activation_format=_ACTIVATION_FORMATS[prec],
+                 batched_gemm_format=batched_format)
 
 
 def row_peaks(rows: Mapping[str, Any] | pd.DataFrame,
