@@ -373,13 +373,13 @@ class RunConfig:
     packed (rows of `seq` slots holding several sequences, block-diagonal attention; Krell,
     Kosec et al. 2021, arXiv:2107.02027)."""
     seq_lengths: str = setting(
-        "", "Real sequence lengths, comma-separated, L or LxN (N sequences of L tokens): "
-            "\"64,128,320\". packed: one row's sequences (sum <= --seq); otherwise the "
+        "", "Real sequence lengths joined by +, each L or LxN (N sequences of L tokens): "
+            "\"64+128+320\". packed: one row's sequences (sum <= --seq); otherwise the "
             "lengths each sequence is drawn from, equally likely. Empty: every sequence "
             "fills --seq.")
     """Real sequence lengths (`packing.parse_lengths`): under `packed` one row's sequences
     (every row alike, sum <= seq); otherwise the distribution each sequence's length is drawn
-    from, each listed length equally likely ("512x3,128": three in four sequences are 512
+    from, each listed length equally likely ("512x3+128": three in four sequences are 512
     tokens). Empty: every sequence fills `seq` (padded `batch x seq`, the default)."""
 
     def __post_init__(self) -> None:

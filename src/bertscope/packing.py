@@ -23,8 +23,9 @@ sequences really are and `packing` how the kernels treat the difference (`RunCon
   eager and fused-softmax kernels compute the full seq x seq scores under a (b, 1, s, s)
   block-diagonal additive mask.
 
-`seq_lengths` is a comma-separated list of lengths, each `L` or `LxN` (N sequences of length
-L): "64,128,320", "512x3,128". Under `packed` the list is the content of one row (every row
+`seq_lengths` is a list of lengths joined by `+`, each `L` or `LxN` (N sequences of length
+L): "64+128+320", "512x3+128" (`+`, not commas: a sweep's axis values are comma lists, so
+"266,64+128+320" sweeps two specs). Under `packed` the list is the content of one row (every row
 alike: sum <= seq); otherwise it is the distribution each sequence's length is drawn from,
 each listed length equally likely, and a micro-batch of b sequences costs b times the mean
 over the list (exact for b a multiple of the list's size; an expectation otherwise). Empty:
@@ -38,7 +39,6 @@ expression (`batch * seq`), so the default run's numbers do not move.
 from __future__ import annotations
 
 import functools
-import math
 from enum import StrEnum
 from typing import Any
 
@@ -63,22 +63,22 @@ class Packing(StrEnum):
 @functools.lru_cache(maxsize=256)
 def parse_lengths(spec: str) -> tuple[int, ...]:
     """The lengths a `seq_lengths` spec lists, in order, each `LxN` spelled out N times
-    ("64,128x2" -> (64, 128, 128)); "" -> (). Raises `BertscopeError` in one line."""
+    ("64+128x2" -> (64, 128, 128)); "" -> (). Raises `BertscopeError` in one line."""
     if not isinstance(spec, str):
-        raise BertscopeError(f"seq_lengths must be a string such as \"64,128,320\", got "
+        raise BertscopeError(f"seq_lengths must be a string such as \"64+128+320\", got "
                              f"{shown(spec)}")
     text = spec.strip()
     if not text:
         return ()
     out: list[int] = []
-    for part in text.split(","):
+    for part in text.split("+"):
         length, _, times = part.strip().lower().partition("x")
         try:
             value, count = int(length), int(times) if times else 1
         except ValueError:
             raise BertscopeError(f"seq_lengths {shown(spec)}: {shown(part.strip())} is not a "
                                  f"length; write lengths as L or LxN (N sequences of L "
-                                 f"tokens), comma-separated: \"64,128x2\"") from None
+                                 f"tokens) joined by +: \"64+128x2\"") from None
         if value < 1 or count < 1:
             raise BertscopeError(f"seq_lengths {shown(spec)}: lengths and counts must be "
                                  f"positive, got {shown(part.strip())}")
@@ -184,18 +184,5 @@ def describe(run: Any) -> str:
     return f"{how}: sequences of {mean:,.4g} real tokens on average of seq {run.seq}"
 
 
-def variable_length(lengths: tuple[int, ...]) -> dict[str, int]:
-    """A list's sums a variable-length attention kernel is priced on: sequences, tokens
-    (sum L), squares (sum L^2) and the longest (max L)."""
-    return {"sequences": len(lengths), "tokens": sum(lengths),
-            "squares": sum(L * L for L in lengths), "longest": max(lengths)}
-
-
-def isqrt_mean_square(lengths: tuple[int, ...]) -> int:
-    """The root-mean-square length, rounded (a shape for reports)."""
-    return round(math.sqrt(sum(L * L for L in lengths) / len(lengths)))
-
-
 __all__ = ["MAX_LENGTHS", "Packing", "active", "check_lengths", "computed_tokens", "describe",
-           "longest", "min_seq", "parse_lengths", "per_sequence", "real_tokens", "sequences",
-           "variable_length"]
+           "longest", "min_seq", "parse_lengths", "per_sequence", "real_tokens", "sequences"]

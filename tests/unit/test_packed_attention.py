@@ -38,7 +38,7 @@ def _core(**run):
 
 def test_packed_row_costs_the_sum_of_its_sequences_not_n_times_the_longest() -> None:
     core = _core(batch=1, seq=512, attention="sdpa", packing="packed",
-                 seq_lengths="64,128,320")
+                 seq_lengths="64+128+320")
     assert len(core) == 2  # one variable-length kernel each way
     fwd = core.loc[("attention", Phase.FORWARD)]
     # the score product alone: 2 e d = 2 x 245,760 x 64 = 31,457,280 (not 2 x 2 x 3 x 320^2
@@ -59,17 +59,17 @@ def test_packed_row_costs_the_sum_of_its_sequences_not_n_times_the_longest() -> 
 
 def test_unpadded_batch_prices_the_core_like_the_same_sequences_packed() -> None:
     packed = _core(batch=1, seq=512, attention="sdpa", packing="packed",
-                   seq_lengths="64,128,320")
+                   seq_lengths="64+128+320")
     # three sequences drawn from the three lengths, one each: the same varlen kernel
     unpadded = _core(batch=3, seq=512, attention="sdpa", packing="unpadded",
-                     seq_lengths="64,128,320")
+                     seq_lengths="64+128+320")
     cols = ["flops", "bytes_read", "bytes_written", "saved_bytes", "m", "batch"]
     assert (packed[cols].to_numpy() == unpadded[cols].to_numpy()).all()
 
 
 def test_eager_packed_row_computes_the_full_scores_under_a_block_diagonal_mask() -> None:
     core = _core(batch=1, seq=512, attention="eager", packing="packed",
-                 seq_lengths="64,128,320")
+                 seq_lengths="64+128+320")
     score = core.loc[("score", Phase.FORWARD)]
     # no varlen form: 2 g s^2 d = 2 x 2 x 512^2 x 64 = 67,108,864
     assert score["flops"] == 67_108_864
@@ -80,7 +80,7 @@ def test_eager_packed_row_computes_the_full_scores_under_a_block_diagonal_mask()
 
 def test_eager_unpadded_pads_the_core_back_to_the_longest() -> None:
     rows = _rows(batch=3, seq=512, attention="eager", packing="unpadded",
-                 seq_lengths="64,128,320")
+                 seq_lengths="64+128+320")
     score = rows.loc[("score", Phase.FORWARD)]
     # (b x heads) = 6 products of 320 x 320 over d = 64: 2 x 6 x 320^2 x 64 = 78,643,200
     assert (score["m"], score["n"], score["batch"]) == (320, 320, 6)
@@ -95,7 +95,7 @@ def test_eager_unpadded_pads_the_core_back_to_the_longest() -> None:
 def test_packed_rows_compute_every_slot_of_the_row() -> None:
     # two sequences (64 + 128 = 192 tokens) in a 512-slot row: the dense row's linears
     # compute all 512 slots; the varlen core only the 192 real tokens
-    rows = _rows(batch=1, seq=512, attention="sdpa", packing="packed", seq_lengths="64,128")
+    rows = _rows(batch=1, seq=512, attention="sdpa", packing="packed", seq_lengths="64+128")
     assert rows.loc[("ffn1", Phase.FORWARD)]["m"] == 512
     # 4 e d with e = 2 x (64^2 + 128^2) = 40,960: 4 x 40,960 x 64 = 10,485,760 (+ 9 e)
     assert rows.loc[("attention", Phase.FORWARD)]["flops"] == 10_485_760 + 9 * 40_960
@@ -114,7 +114,7 @@ def test_padded_default_is_unchanged_by_stating_lengths_or_packing_without_them(
     """`none` with real lengths prices the padded work (only the token count changes), and
     a packing without lengths is every sequence at full length."""
     base = build(M, RunConfig(batch=2, seq=64)).df
-    for run in (RunConfig(batch=2, seq=64, seq_lengths="16,48"),
+    for run in (RunConfig(batch=2, seq=64, seq_lengths="16+48"),
                 RunConfig(batch=2, seq=64, packing="unpadded"),
                 RunConfig(batch=2, seq=64, packing="packed")):
         df = build(M, run).df
@@ -123,7 +123,7 @@ def test_padded_default_is_unchanged_by_stating_lengths_or_packing_without_them(
 
 
 def test_masked_lm_only_gathers_15_percent_of_each_real_sequence() -> None:
-    rows = _rows(-1, batch=1, seq=512, packing="packed", seq_lengths="64,128,320",
+    rows = _rows(-1, batch=1, seq=512, packing="packed", seq_lengths="64+128+320",
                  masked_lm_only=True)  # the heads (layer -1)
     # ceil(0.15 x 64) + ceil(0.15 x 128) + ceil(0.15 x 320) = 10 + 20 + 48 = 78 positions
     # (padded: ceil(0.15 x 512) = 77 per row)
@@ -144,11 +144,11 @@ def test_decoder_packs_too() -> None:
 
 
 @pytest.mark.parametrize(("run", "needle"), [
-    (dict(seq=128, seq_lengths="64,abc"), "is not a length"),
-    (dict(seq=128, seq_lengths="0,64"), "must be positive"),
+    (dict(seq=128, seq_lengths="64+abc"), "is not a length"),
+    (dict(seq=128, seq_lengths="0+64"), "must be positive"),
     (dict(seq=128, seq_lengths="64x0"), "must be positive"),
     (dict(seq=128, seq_lengths="256"), "does not fit seq 128"),
-    (dict(seq=128, seq_lengths="64,96", packing="packed"), "sums to 160 tokens"),
+    (dict(seq=128, seq_lengths="64+96", packing="packed"), "sums to 160 tokens"),
     (dict(seq=128, packing="padded"), "packing"),
     (dict(seq=128, seq_lengths=128), "must be a string"),
 ])

@@ -41,7 +41,7 @@ def _counted(lengths: tuple[int, ...], *, block_diagonal: bool) -> int:
 
 def _forward(attention: str) -> dict[str, float]:
     df = build(M, RunConfig(batch=1, seq=512, attention=attention, packing="packed",
-                            seq_lengths="64,128,320", dropout=False)).df
+                            seq_lengths="64+128+320", dropout=False)).df
     fwd = df[(df["layer"] == 0) & (df["phase"].astype(str) == "forward")]
     return dict(zip(fwd["name"], fwd["flops"], strict=True))
 

@@ -22,7 +22,7 @@ def _pred(**run) -> Prediction:
 
 def test_unpadded_tokens_per_s_counts_real_tokens() -> None:
     p = _pred(batch=3, seq=512, micro_batches=2, precision="bf16", attention="sdpa",
-              packing="unpadded", seq_lengths="64,128,320")
+              packing="unpadded", seq_lengths="64+128+320")
     # 3 sequences, one of each length, per micro-batch: (64 + 128 + 320) x 2 = 1,024 real
     # tokens (padded slots would be 3 x 512 x 2 = 3,072); 6 sequences
     assert p.tokens == 1_024
@@ -32,7 +32,7 @@ def test_unpadded_tokens_per_s_counts_real_tokens() -> None:
 
 
 def test_packed_rows_count_each_sequence() -> None:
-    p = _pred(batch=2, seq=256, attention="sdpa", packing="packed", seq_lengths="64,128")
+    p = _pred(batch=2, seq=256, attention="sdpa", packing="packed", seq_lengths="64+128")
     # 2 rows x (64 + 128) = 384 real tokens of 512 slots; 2 rows x 2 = 4 sequences
     assert (p.tokens, p.sequences) == (384, 4)
 
@@ -56,7 +56,7 @@ def test_unpadded_is_faster_than_padded_per_real_token_on_long_rows() -> None:
 
 def test_distributed_tokens_per_s_counts_real_tokens() -> None:
     run = RunConfig(batch=4, seq=512, micro_batches=2, precision="bf16", attention="sdpa",
-                    packing="packed", seq_lengths="200,300")
+                    packing="packed", seq_lengths="200+300")
     r = evaluate(Job(model=M, run=run, layout=Layout(dp=2)), Cluster.build("a100", 2))
     # global batch 4 rows x 2 micro-batches x 2 replicas = 16 rows of 200 + 300 = 500 real
     # tokens: 8,000 per step (16 x 512 = 8,192 slots)
@@ -66,15 +66,17 @@ def test_distributed_tokens_per_s_counts_real_tokens() -> None:
 def test_sweep_counts_real_tokens_and_matches_predict() -> None:
     from bertscope.sweep import sweep
 
-    res = sweep([M], ["a100"], batch=(2, 4), seq=(256, 512), attention="sdpa",
-                packing=("none", "unpadded"), seq_lengths="64x3,320")
+    # batch x seq share products (5 distinct of 8): rows read through b s are evaluated on
+    # the distinct products (sweep.tokens), the real-token rows among them
+    res = sweep([M], ["a100"], batch=(1, 2, 4, 8), seq=(256, 512), attention="sdpa",
+                packing=("none", "unpadded"), seq_lengths="64x3+320")
     frame = res.frame
     assert set(frame["packing"]) == {"none", "unpadded"}
     # 320 does not fit seq 256: those configurations are skipped, not refused
     assert set(frame["seq"]) == {512}
     for row in frame.itertuples():
         p = _pred(batch=int(row.batch), seq=int(row.seq), attention="sdpa",
-                  packing=row.packing, seq_lengths="64x3,320")
+                  packing=row.packing, seq_lengths="64x3+320")
         # mean length (3 x 64 + 320) / 4 = 128: batch x 128 real tokens either way
         assert row.tokens == row.batch * 128
         assert row.iteration_s == pytest.approx(p.time_s, rel=1e-9)
@@ -91,9 +93,9 @@ def test_predict_says_it_counts_real_tokens(capsys) -> None:
 
 
 @pytest.mark.parametrize(("argv", "needle"), [
-    (["--seq-lengths", "64,x"], "is not a length"),
+    (["--seq-lengths", "64+x"], "is not a length"),
     (["--seq-lengths", "256"], "does not fit seq 128"),
-    (["--packing", "packed", "--seq-lengths", "100,100"], "sums to 200 tokens"),
+    (["--packing", "packed", "--seq-lengths", "100+100"], "sums to 200 tokens"),
 ])
 def test_bad_specs_exit_2_in_one_line(capsys, argv, needle) -> None:
     rc = main(["ops", "bert-tiny", "--seq", "128", *argv])
@@ -102,3 +104,18 @@ def test_bad_specs_exit_2_in_one_line(capsys, argv, needle) -> None:
     assert needle in err
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def test_sweep_command_takes_several_specs_as_one_axis(capsys, tmp_path) -> None:
+    import pandas as pd
+
+    out = tmp_path / "s.csv"
+    rc = main(["sweep", "bert-tiny", "--device", "a100", "--seq", "128", "--batch", "4",
+               "--packing", "unpadded", "--seq-lengths", "64,32+96", "--no-store",
+               "--output", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    frame = pd.read_csv(out)
+    # two specs (commas separate axis values, + joins one spec's lengths), both of mean 64:
+    # 4 x 64 = 256 real tokens each
+    assert sorted(frame["seq_lengths"].astype(str)) == ["32+96", "64"]
+    assert list(frame["tokens"]) == [256, 256]
