@@ -119,3 +119,11 @@ def test_sweep_command_takes_several_specs_as_one_axis(capsys, tmp_path) -> None
     # 4 x 64 = 256 real tokens each
     assert sorted(frame["seq_lengths"].astype(str)) == ["32+96", "64"]
     assert list(frame["tokens"]) == [256, 256]
+
+
+def test_sweep_refuses_real_lengths_for_vit_and_t5() -> None:
+    from bertscope.errors import BertscopeError
+    from bertscope.sweep import sweep
+
+    with pytest.raises(BertscopeError, match="seq_lengths applies to encoder and decoder-only"):
+        sweep(["t5-small"], ["a100"], seq=64, seq_lengths="32")

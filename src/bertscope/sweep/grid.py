@@ -223,6 +223,12 @@ class Grid:
             if no_mlm:
                 raise BertscopeError(f"masked_lm_only applies to models with a masked-LM "
                                      f"head (BERT, RoBERTa, ALBERT), not {', '.join(no_mlm)}")
+        if any(self.axes.get("seq_lengths", ("",))):
+            other = [m.name for m in self.models if m.family is Family.VIT
+                     or m.family.architecture is Architecture.ENCODER_DECODER]
+            if other:
+                raise BertscopeError(f"seq_lengths applies to encoder and decoder-only "
+                                     f"language models, not {', '.join(other)}")
         if self.axes.get("decoder_seq", (None,)) != (None,):
             other = [m.name for m in self.models
                      if m.family.architecture is not Architecture.ENCODER_DECODER]
