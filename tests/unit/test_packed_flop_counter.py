@@ -55,3 +55,12 @@ def test_varlen_kernel_products_equal_per_sequence_sdpa() -> None:
 def test_eager_packed_products_equal_the_masked_dense_row() -> None:
     rows = _forward("eager")
     assert rows["score"] + rows["context"] == _counted(LENGTHS, block_diagonal=True)
+
+
+def test_profile_refuses_real_lengths() -> None:
+    """The reference models train on full rows: measuring them as unpadded would mislead."""
+    from bertscope.errors import BertscopeError
+    from bertscope.measure.profile import profile
+
+    with pytest.raises(BertscopeError, match="--seq-lengths is not measured"):
+        profile(M, RunConfig(batch=1, seq=64, seq_lengths="32"), iters=1, warmup=0)
