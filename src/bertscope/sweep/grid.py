@@ -169,9 +169,10 @@ class Grid:
         unknown = sorted(set(axes) - set(known))
         if unknown:
             close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            # the closest axis when there is one; the whole list (long) only when there is not
+            hint = f"; did you mean {close[0]}?" if close else f"; axes: {', '.join(known)}"
             raise BertscopeError(f"unknown sweep axis {', '.join(u[:40] for u in unknown[:3])}"
-                                 f"{hint}; axes: {', '.join(known)}")
+                                 f"{hint}")
         # one value or a list for every argument: a string is one value, `batch=8` is [8]
         axes = {k: None if v is None else as_values(v, f"axis {k}") for k, v in axes.items()}
         self.models: tuple[ModelConfig, ...] = _nonempty("models", as_values(models, "models"))
