@@ -408,14 +408,15 @@ class RunConfig:
         check_lengths(self.seq_lengths, self.seq, self.packing)
 
     @property
-    def tokens(self) -> int | float:
+    def tokens(self) -> int:
         """Real tokens per optimizer step: batch * seq * micro_batches, or with
-        `seq_lengths` the sequences' real lengths (`packing.real_tokens`), padding never
-        counted (an expectation when the batch draws from the lengths unevenly)."""
+        `seq_lengths` the sequences' real lengths (`packing.real_tokens`: a micro-batch that
+        draws from the lengths unevenly counts their expectation, rounded), padding never
+        counted."""
         return real_tokens(self) * self.micro_batches
 
     @property
-    def sequences(self) -> int | float:
+    def sequences(self) -> int:
         """Sequences per optimizer step: batch * micro_batches, or under `packed` the
         sequences of every row (`packing.sequences`)."""
         return micro_batch_sequences(self) * self.micro_batches

@@ -28,7 +28,9 @@ L): "64+128+320", "512x3+128" (`+`, not commas: a sweep's axis values are comma 
 "266,64+128+320" sweeps two specs). Under `packed` the list is the content of one row (every row
 alike: sum <= seq); otherwise it is the distribution each sequence's length is drawn from,
 each listed length equally likely, and a micro-batch of b sequences costs b times the mean
-over the list (exact for b a multiple of the list's size; an expectation otherwise). Empty:
+over the list (exact for b a multiple of the list's size; otherwise that expectation rounded
+to a whole token, so shapes stay integers and a layout's split changes the total by under a
+token per micro-batch). Empty:
 every sequence fills `seq` (today's padded `batch x seq`).
 
 Every function here takes a run whose batch and seq may be numpy arrays (a sweep's `RunView`)
@@ -113,16 +115,16 @@ def _packed(run: Any) -> bool:
 
 
 def _mean_times(b: Any, total: int, n: int) -> Any:
-    """b x total / n: exact integers where n divides b x total (Python ints), floats else."""
-    if isinstance(b, int) and (b * total) % n == 0:
-        return b * total // n
-    return b * total / n
+    """b x total / n rounded to the nearest integer (halves up): exact where n divides
+    b x total; integer arithmetic on ints and on a sweep's float arrays alike (op-table
+    shapes are whole tokens)."""
+    return (2 * b * total + n) // (2 * n)
 
 
 def per_sequence(run: Any, f: Any) -> Any:
     """The sum of f(L) over a micro-batch's sequences (f maps a length to a number): under
-    `packed` the rows' listed sequences, otherwise b sequences drawn from the list (its
-    mean, times b); with no lengths, b sequences of `seq`."""
+    `packed` the rows' listed sequences, otherwise b sequences drawn from the list (b times
+    its mean, rounded to an integer); with no lengths, b sequences of `seq`."""
     lengths = parse_lengths(run.seq_lengths)
     if not lengths:
         return run.batch * f(run.seq)
@@ -146,6 +148,16 @@ def real_tokens(run: Any) -> Any:
     if not active(run):
         return run.batch * run.seq
     return per_sequence(run, lambda L: L)
+
+
+def mean_real_tokens(run: Any) -> Any:
+    """Real tokens per sequence slot (per row when packed), unrounded: `seq`, a packed row's
+    sum, or the mean of the listed lengths. A throughput over a whole step (any split of
+    its global batch) is its global batch times this."""
+    lengths = parse_lengths(run.seq_lengths)
+    if not lengths:
+        return run.seq
+    return sum(lengths) if _packed(run) else sum(lengths) / len(lengths)
 
 
 def computed_tokens(run: Any) -> Any:
@@ -185,4 +197,5 @@ def describe(run: Any) -> str:
 
 
 __all__ = ["MAX_LENGTHS", "Packing", "active", "check_lengths", "computed_tokens", "describe",
-           "longest", "min_seq", "parse_lengths", "per_sequence", "real_tokens", "sequences"]
+           "longest", "mean_real_tokens", "min_seq", "parse_lengths", "per_sequence",
+           "real_tokens", "sequences"]

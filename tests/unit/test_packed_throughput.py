@@ -127,3 +127,11 @@ def test_sweep_refuses_real_lengths_for_vit_and_t5() -> None:
 
     with pytest.raises(BertscopeError, match="seq_lengths applies to encoder and decoder-only"):
         sweep(["t5-small"], ["a100"], seq=64, seq_lengths="32")
+
+
+def test_an_uneven_draw_counts_whole_tokens() -> None:
+    t = build(M, RunConfig(batch=2, seq=512, packing="unpadded", seq_lengths="64+128+320"))
+    # 2 sequences drawn from lengths of mean 512 / 3: 2 x 512 / 3 = 341.3, rounded to 341
+    ffn1 = t.df[(t.df["name"] == "ffn1") & (t.df["layer"] == 0)].iloc[0]
+    assert ffn1["m"] == 341
+    assert RunConfig(batch=2, seq=512, packing="unpadded", seq_lengths="64+128+320").tokens == 341

@@ -103,12 +103,12 @@ class Prediction(Record):
     achieved_flops: float
     peak_fraction: float
     """Achieved FLOP/s over the GEMM peak."""
-    tokens: int | float | None
+    tokens: int | None
     """Real tokens per iteration (`RunConfig.tokens`: padding never counted)."""
     tokens_per_s: float | None
     fused: bool
     """Whether the rows were fused (`perf.fuse`) before the prediction."""
-    sequences: int | float | None = None
+    sequences: int | None = None
     """Sequences per iteration (`RunConfig.sequences`: packed rows count each sequence)."""
     sequences_per_s: float | None = None
     rows: Columns | None = field(default=None, compare=False, repr=False)
@@ -289,8 +289,8 @@ def _total(values: Any) -> float:
 
 
 def _summary(cols: Columns, fused: bool, profile: DeviceProfile, precision: Precision,
-             peaks: Peaks, tokens: int | float | None,
-             sequences: int | float | None = None) -> Prediction:
+             peaks: Peaks, tokens: int | None,
+             sequences: int | None = None) -> Prediction:
     """Iteration totals of a predicted table: time, real tokens/s and sequences/s (when the
     run is known), achieved FLOP/s."""
     time_s = _total(cols["time_s"])
