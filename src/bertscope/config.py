@@ -24,6 +24,8 @@ from bertscope.errors import (
 
 # Model families and their layout properties live in `bertscope.family` (re-exported here).
 from bertscope.family import Architecture, Family, Positions
+from bertscope.packing import Packing, check_lengths, parse_lengths, real_tokens
+from bertscope.packing import sequences as micro_batch_sequences
 
 
 class Activation(StrEnum):
@@ -361,6 +363,24 @@ class RunConfig:
     """Chains of memory-bound ops (bias-GELU, bias-dropout-add-layernorm, ...) and the
     optimizer's per-tensor ops each run as one kernel, as fused training stacks do: the op
     table keeps its rows, the prediction fuses them (`perf.kernel_fusion.fuse`)."""
+    packing: Packing = setting(
+        Packing.NONE, "How real sequence lengths (--seq-lengths) fill the batch x seq slots: "
+                      "none (padded to --seq; only tokens/s counts real tokens), unpadded "
+                      "(padding removed, varlen attention: flash_attn_varlen_func) or packed "
+                      "(--seq-lengths is one row's sequences, block-diagonal attention).")
+    """How the sequences fill the `batch x seq` slots (`packing.Packing`): padded, unpadded
+    (variable-length kernels: token-wise work on the real tokens, attention sum L^2) or
+    packed (rows of `seq` slots holding several sequences, block-diagonal attention; Krell,
+    Kosec et al. 2021, arXiv:2107.02027)."""
+    seq_lengths: str = setting(
+        "", "Real sequence lengths joined by +, each L or LxN (N sequences of L tokens): "
+            "\"64+128+320\". packed: one row's sequences (sum <= --seq); otherwise the "
+            "lengths each sequence is drawn from, equally likely. Empty: every sequence "
+            "fills --seq.")
+    """Real sequence lengths (`packing.parse_lengths`): under `packed` one row's sequences
+    (every row alike, sum <= seq); otherwise the distribution each sequence's length is drawn
+    from, each listed length equally likely ("512x3+128": three in four sequences are 512
+    tokens). Empty: every sequence fills `seq` (padded `batch x seq`, the default)."""
 
     def __post_init__(self) -> None:
         for name in ("batch", "seq", "micro_batches", "decoder_seq"):  # numpy ints: ints
@@ -383,11 +403,23 @@ class RunConfig:
             if not isinstance(getattr(self, name), bool):  # never a truthy string
                 raise BertscopeError(f"{name} must be true or false (a bool), got "
                                      f"{shown(getattr(self, name))}")
+        object.__setattr__(self, "packing", parse_enum(Packing, self.packing, "packing"))
+        parse_lengths(self.seq_lengths)  # a bad spec refused in one line
+        check_lengths(self.seq_lengths, self.seq, self.packing)
 
     @property
     def tokens(self) -> int:
-        """Tokens per optimizer step: batch * seq * micro_batches."""
-        return self.batch * self.seq * self.micro_batches
+        """Real tokens per optimizer step: batch * seq * micro_batches, or with
+        `seq_lengths` the sequences' real lengths (`packing.real_tokens`: a micro-batch that
+        draws from the lengths unevenly counts their expectation, rounded), padding never
+        counted."""
+        return real_tokens(self) * self.micro_batches
+
+    @property
+    def sequences(self) -> int:
+        """Sequences per optimizer step: batch * micro_batches, or under `packed` the
+        sequences of every row (`packing.sequences`)."""
+        return micro_batch_sequences(self) * self.micro_batches
 
     @property
     def target_seq(self) -> int:
@@ -411,6 +443,11 @@ class RunConfig:
         if self.decoder_seq is not None and fam.architecture is not Architecture.ENCODER_DECODER:
             raise BertscopeError(f"decoder_seq applies to encoder-decoder models (T5), not "
                                  f"{model.name}; leave it out")
+        if parse_lengths(self.seq_lengths) and (
+                fam is Family.VIT or fam.architecture is Architecture.ENCODER_DECODER):
+            raise BertscopeError(f"seq_lengths applies to encoder and decoder-only language "
+                                 f"models, not {model.name} (a ViT's sequences are its "
+                                 f"patches; T5's are not modelled unpadded); leave it out")
 
 
 T = TypeVar("T")
@@ -469,6 +506,7 @@ __all__ = [
     "HostAllocator",
     "ModelConfig",
     "Optimizer",
+    "Packing",
     "Positions",
     "Precision",
     "RunConfig",

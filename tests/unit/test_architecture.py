@@ -36,7 +36,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "bertscope"
 
 GROUND = {"config", "family", "families", "presets", "hf_config", "job", "taxonomy", "optable",
-          "io", "errors", "lazyre", "stop", "bounded", "paths", "requirements"}
+          "io", "errors", "lazyre", "stop", "bounded", "paths", "requirements", "packing"}
 ALLOWED: dict[str, set[str]] = {
     # the ground floor knows no producer, consumer or screen
     "errors": set(),
@@ -51,7 +51,9 @@ ALLOWED: dict[str, set[str]] = {
     # from them; presets and the config.json reader build on config's classes
     "families": {"errors"},
     "family": {"families"},
-    "config": {"errors", "io", "family"},
+    # real sequence lengths: padded, unpadded, packed (RunConfig's fields read them)
+    "packing": {"errors"},
+    "config": {"errors", "io", "family", "packing"},
     "hf_config": {"config", "errors", "io", "bounded", "families"},
     "presets": {"config", "errors", "hf_config"},
     # the job: model + run + layout, declared once

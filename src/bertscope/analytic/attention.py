@@ -33,6 +33,19 @@ attention dropout on, which copies as eager does; that fallback is not modelled)
 
 Every product is over the full s x s scores (BERT's attention is bidirectional; a causal
 kernel could skip masked tiles, an eager one cannot).
+
+**Real sequence lengths** (`RunConfig.packing` and `seq_lengths`; `bertscope.packing`):
+padded runs (`none`) price the dense core above on `seq`. A variable-length kernel (sdpa under
+`unpadded` or `packed`: `flash_attn_varlen_func` with `cu_seqlens`, which launches thread
+blocks per head of each sequence, Dao-AILab/flash-attention issue #850) costs each sequence
+its own scores: with e = heads x sum_i L_i^2 score elements the FLOPs are those of the
+dense kernel with g s^2 replaced by e, and its bytes are those of the real tokens' Q, K, V,
+O and log-sum-exp (no mask tensor: the sequence bounds are cu_seqlens). It stays one row per
+direction (one kernel launch), shaped as the kernel's grid: m = n = the longest sequence
+(its `max_seqlen`), k = d, batch = sequences x heads; its FLOPs are the exact sum, not
+2 m n k batch. Eager and fused-softmax kernels have no variable-length form: unpadded, the
+core runs padded to the longest listed sequence (b, L_max, L_max); packed, on the full
+(b, seq, seq) scores under a (b, 1, seq, seq) block-diagonal additive mask.
 """
 
 from __future__ import annotations
@@ -43,6 +56,8 @@ import numpy as np
 
 from bertscope.analytic.section import _FLOPS, MASK_BYTES
 from bertscope.config import Attention, RunConfig
+from bertscope.packing import Packing, longest, parse_lengths, per_sequence, real_tokens
+from bertscope.packing import sequences as micro_batch_sequences
 from bertscope.taxonomy import Category, Phase, Sublayer, TensorSplit
 
 C, P, S, T = Category, Phase, Sublayer, TensorSplit
@@ -74,9 +89,18 @@ def attention_core(sec: Any, run: RunConfig, b: Any, s: Any, g: Any, d: Any, *,
     its patches). `fused_qkv`: Q, K and V come from one projection split three ways (GPT-2):
     two gradient copies back from heads instead of three (see the module docstring)."""
     drop = run.dropout if dropout is None else dropout
-    skv = s if skv is None else skv
     subs = _CROSS if cross else _SELF
-    mask_elems = (b * s * skv if causal else b * skv) if mask else 0
+    block_diagonal = False
+    if skv is None and parse_lengths(run.seq_lengths) and run.packing is not Packing.NONE:
+        if run.attention is Attention.SDPA:  # one variable-length kernel
+            _flash_varlen(sec, run, drop, g // b, d, kv_groups, bias_elems, subs[3])
+            return
+        if run.packing is Packing.UNPADDED:  # padded back to the longest for the core
+            s = longest(run)
+        else:  # packed rows: dense scores under a block-diagonal mask
+            block_diagonal = True
+    skv = s if skv is None else skv
+    mask_elems = (b * s * skv if causal or block_diagonal else b * skv) if mask else 0
     if run.attention is Attention.SDPA:
         _flash(sec, drop, s, skv, g, d, kv_groups, mask_elems + bias_elems, subs[3])
         return
@@ -141,24 +165,50 @@ def _flash(sec: Any, drop: bool, s: Any, skv: Any, g: Any, d: Any, kv_groups: in
            mask_elems: Any, sub: Sublayer) -> None:
     """One fused attention kernel forward, one backward (see the module docstring); with
     grouped-query attention it reads K and V once per key/value head."""
-    a = sec.ab
     t_q, t_kv = g * s * d, g * skv * d // kv_groups
     e = g * s * skv
+    lse = LSE_BYTES * g * s
+    _flash_rows(sec, drop, e, t_q, t_kv, lse, mask_elems, sub, shape=(s, skv, d, g))
+
+
+def _flash_rows(sec: Any, drop: bool, e: Any, t_q: Any, t_kv: Any, lse: Any, mask_elems: Any,
+                sub: Sublayer, *, shape: tuple[Any, Any, Any, Any]) -> None:
+    """The forward and backward rows of one fused attention kernel: e score elements, t_q
+    elements of Q (and of O), t_kv of K (and of V) as read, `lse` bytes of log-sum-exp, and
+    the row shape (m, n, k, batch)."""
+    a = sec.ab
+    m, n, k, g = shape
+    d = k
     sm_f, sm_b = _flops("softmax")
     dr_f, dr_b = _flops("dropout") if drop else (0, 0)
-    lse = LSE_BYTES * g * s
     fwd_flops = 2 * (2 * e * d) + (1 + 1 + sm_f + dr_f) * e
     sec.fwd.append(sec.row(
-        "attention", sub, C.BATCHED_GEMM, P.FORWARD, split=T.SPLIT, m=s, n=skv, k=d,
+        "attention", sub, C.BATCHED_GEMM, P.FORWARD, split=T.SPLIT, m=m, n=n, k=k,
         batch=g, flops=fwd_flops, bytes_read=a * (t_q + 2 * t_kv + mask_elems),
         bytes_written=a * t_q + lse, saved_bytes=a * (2 * t_q + 2 * t_kv) + lse))  # QKV O lse
     # recompute scale, mask, softmax (and the dropout pattern), then their backward
     bwd_flops = 5 * (2 * e * d) + (1 + 1 + sm_f + dr_f + dr_b + sm_b + 1) * e
     sec.on_backward(sec.row(
-        "attention.grad", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=T.SPLIT, m=s,
-        n=skv, k=d, batch=g, flops=bwd_flops,
+        "attention.grad", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=T.SPLIT, m=m,
+        n=n, k=k, batch=g, flops=bwd_flops,
         bytes_read=a * (3 * t_q + 2 * t_kv + mask_elems) + lse,
         bytes_written=a * (t_q + 2 * t_kv)))
+
+
+def _flash_varlen(sec: Any, run: RunConfig, drop: bool, heads: Any, d: Any, kv_groups: int,
+                  bias_elems: Any, sub: Sublayer) -> None:
+    """One variable-length fused attention kernel over a micro-batch's real sequences (the
+    module docstring): e = heads x sum L^2 score elements, Q, K, V, O and the log-sum-exp of
+    the real tokens only, no mask tensor; shaped as its grid (the longest sequence, batch =
+    sequences x heads)."""
+    tokens = real_tokens(run)
+    e = heads * per_sequence(run, lambda L: L * L)
+    t_q = heads * tokens * d
+    t_kv = heads // kv_groups * tokens * d  # K and V at their own head count
+    lse = LSE_BYTES * heads * tokens
+    top = longest(run)
+    _flash_rows(sec, drop, e, t_q, t_kv, lse, bias_elems, sub,
+                shape=(top, top, d, heads * micro_batch_sequences(run)))
 
 
 __all__ = ["LSE_BYTES", "attention_core"]

@@ -33,6 +33,7 @@ from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup
 from bertscope.analytic.section import Section
 from bertscope.config import ModelConfig, Positions, RunConfig
+from bertscope.packing import Packing, active, computed_tokens
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
 C, P, S, T = Category, Phase, Sublayer, TensorSplit
@@ -48,8 +49,8 @@ def has_dropout(m: ModelConfig, run: RunConfig) -> bool:
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
-    b, s, h = run.batch, run.seq, m.hidden
-    t = b * s
+    s, h = run.seq, m.hidden
+    t = computed_tokens(run)  # b s, or the real tokens unpadded (bertscope.packing)
     sec.lookup("word_embeddings", t, m.vocab_size, h)
     if m.family.positions is Positions.LEARNED:
         sec.lookup("position_embeddings", s, m.max_positions, h)
@@ -80,8 +81,9 @@ def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = Tru
     sec = Section(0, ab, PipelineStage.STACK, autocast=run.precision.autocast)
     b, s, h, a, f = run.batch, run.seq, m.hidden, m.heads, m.intermediate
     kv, d = m.kv_head_count, m.head_dim
-    t, g = b * s, b * a
+    t, g = computed_tokens(run), b * a  # t: b s, or the real tokens unpadded
     rms, bias, drop = m.family.rms_norm, m.family.bias, has_dropout(m, run)
+    unpadded = active(run) and run.packing is Packing.UNPADDED
     # the layer input feeds the first norm and the residual: autograd sums two gradients
     sec.grad_sum("input.grad_sum", S.ATTN_ADD_NORM, t * h)
     sec.norm(rms, "attn_norm", S.ATTN_ADD_NORM, t, h)
@@ -97,8 +99,8 @@ def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = Tru
         sec.linear("v", S.QKV, t, h, kv * d, save_input=False, bias=bias, cast_input=True,
                    split=T.COLUMN)
     if m.family.positions is Positions.ROTARY:
-        sec.rotary("rotary_q", g * s * d, s, d)
-        sec.rotary("rotary_k", b * kv * s * d, s, d)
+        sec.rotary("rotary_q", t * a * d if unpadded else g * s * d, s, d)
+        sec.rotary("rotary_k", t * kv * d if unpadded else b * kv * s * d, s, d)
     attention_core(sec, run, b, s, g, d, kv_groups=m.kv_groups, causal=causal, mask=causal,
                    dropout=drop, fused_qkv=m.family.fused_qkv)
     sec.linear("attn_out", S.ATTN_OUTPUT, t, a * d, h, bias=bias, split=T.ROW)
@@ -127,7 +129,7 @@ def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = Tru
 
 def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
-    t, h, v = run.batch * run.seq, m.hidden, m.vocab_size
+    t, h, v = computed_tokens(run), m.hidden, m.vocab_size
     sec.norm(m.family.rms_norm, "final_norm", S.FINAL_NORM, t, h)
     sec.linear("lm_head", S.LM_HEAD, t, h, v, bias=False, cast_input=True,
                split=T.COLUMN)  # vocab-parallel

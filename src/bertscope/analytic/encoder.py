@@ -17,6 +17,7 @@ from bertscope.analytic.params import layer_params, linear
 from bertscope.analytic.section import INDEX_BYTES, Section
 from bertscope.config import ModelConfig, RunConfig
 from bertscope.optable import Op
+from bertscope.packing import Packing, computed_tokens, per_sequence, sequences
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
 C, P, S, T = Category, Phase, Sublayer, TensorSplit
@@ -32,8 +33,8 @@ def fp32_stream(m: ModelConfig) -> bool:
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
-    b, s, e = run.batch, run.seq, m.emb
-    t = b * s
+    s, e = run.seq, m.emb
+    t = computed_tokens(run)  # b s, or the real tokens unpadded (bertscope.packing)
     sec.lookup("word_embeddings", t, m.vocab_size, e)
     sec.lookup("token_type_embeddings", t, m.type_vocab_size, e)
     sec.lookup("position_embeddings", s, m.max_positions, e)
@@ -65,7 +66,7 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int, layer: int) -> Section:
                   cast_weights=not m.share_layers)
     b, s, h, a, f = run.batch, run.seq, m.hidden, m.heads, m.intermediate
     d = m.head_dim
-    t, g = b * s, b * a
+    t, g = computed_tokens(run), b * a  # t: b s, or the real tokens unpadded
     f32 = fp32_stream(m)
     # the layer input feeds Q, K, V and the residual: autograd sums four gradients
     sec.grad_sum("input.grad_sum", S.QKV, t * h, n=2)
@@ -91,9 +92,14 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int, layer: int) -> Section:
 
 
 def masked_positions(run: RunConfig) -> int:
-    """Rows the MLM head runs on: every token, or 15% of each sequence (rounded up)."""
-    per_seq = -(-run.seq * 15 // 100) if run.masked_lm_only else run.seq
-    return run.batch * per_seq
+    """Rows the MLM head runs on: every token position computed, or 15% of each sequence
+    (rounded up): of `seq` when padded, of each real sequence's length when unpadded or
+    packed (`bertscope.packing`)."""
+    if not run.masked_lm_only:
+        return computed_tokens(run)
+    if run.packing is not Packing.NONE:
+        return per_sequence(run, lambda L: -(-L * 15 // 100))
+    return run.batch * -(-run.seq * 15 // 100)
 
 
 def gathers_masked(run: RunConfig) -> bool:
@@ -105,8 +111,9 @@ def gathers_masked(run: RunConfig) -> bool:
 
 def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
-    b, h, e, v = run.batch, m.hidden, m.emb, m.vocab_size
-    t = b * run.seq
+    h, e, v = m.hidden, m.emb, m.vocab_size
+    b = sequences(run)  # the pooler and NSP run once per sequence (packed: several a row)
+    t = computed_tokens(run)
     tm = masked_positions(run)
     if gathers_masked(run):
         sec.fwd.append(sec.row("mlm_gather", S.MLM_HEAD, C.DATA_MOVEMENT, P.FORWARD,

@@ -31,6 +31,7 @@ from bertscope.analytic.families import model_blocks
 from bertscope.analytic.params import parameter_count
 from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.optable import Record
+from bertscope.packing import computed_tokens
 from bertscope.taxonomy import Phase
 
 MASTER_BYTES = 4
@@ -119,8 +120,9 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
                 layers = m.num_layers if blk.layers is None else blk.layers
                 per_layer = np.maximum(per_layer, saved)
                 stacked = stacked + layers * saved
-                seq = run.seq if blk.seq is None else blk.seq
-                inputs = inputs + layers * ab * run.batch * seq * m.hidden
+                # b s, or the real tokens when unpadded (bertscope.packing)
+                tokens = computed_tokens(run) if blk.seq is None else run.batch * blk.seq
+                inputs = inputs + layers * ab * tokens * m.hidden
         elif blk.repeat is Repeat.ONCE:
             outside = outside + _fold(operator.add, [0, *(
                 op.saved_bytes for op in blk.rows  # a sweep's layer index may be an array (T5)

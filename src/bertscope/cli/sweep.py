@@ -149,8 +149,9 @@ def _parser(kind: type) -> tuple[Callable[[str, str], list[Any]], str]:
 
 
 def _text(value: Any) -> str | None:
-    """A field default as the option's default text."""
-    if value is None:
+    """A field default as the option's default text (None for None and "": the grid takes
+    the field's default, as an empty comma list cannot say it)."""
+    if value is None or value == "":
         return None
     if isinstance(value, bool):
         return "on" if value else "off"

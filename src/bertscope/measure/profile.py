@@ -347,6 +347,10 @@ def refuse_unmeasured(run: RunConfig) -> None:
     if run.fusion:
         raise BertscopeError("--fusion is not measured: the reference models run unfused "
                              "kernels; ops, predict, sweep and distributed model it")
+    if run.seq_lengths:
+        raise BertscopeError("--seq-lengths is not measured: the reference models train on "
+                             "full batch x seq rows; ops, predict, sweep and distributed "
+                             "model real lengths (leave --seq-lengths out to profile)")
 
 
 def profile(

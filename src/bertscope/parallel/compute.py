@@ -238,7 +238,8 @@ def _mean_seq(workload: Workload) -> float:
     """Tokens per sequence of a layer's input, the mean over all layers (T5's decoder layers
     see the target length)."""
     m, run = workload.model, workload.run
-    return (m.num_layers * run.seq + m.decoder_layer_count * run.target_seq) / m.stack_layers
+    seq = workload.computed_per_sequence  # seq, or the real tokens when unpadded
+    return (m.num_layers * seq + m.decoder_layer_count * run.target_seq) / m.stack_layers
 
 
 def _layer_weights(workload: Workload, cols: Columns) -> np.ndarray:

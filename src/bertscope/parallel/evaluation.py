@@ -99,7 +99,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     # tensor parallel: two all-reduces (or RS + AG) per layer forward, two backward (with
     # sequence parallelism two more all-gathers of the column-parallel GEMMs' inputs), each
     # exposed or overlapped with the GEMMs beside it (`parallel.overlap`)
-    act_bytes = b * w.seq * m.hidden * ab
+    act_bytes = b * w.computed_per_sequence * m.hidden * ab  # seq, or unpadded real tokens
     ar = topo.time(Collective.ALL_REDUCE, act_bytes, tp)
     rs = topo.time(Collective.REDUCE_SCATTER, act_bytes, tp)
     ag = topo.time(Collective.ALL_GATHER, act_bytes, tp)
@@ -201,7 +201,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     out["step_bwd_comm_s"] = tp_stage - tp_fwd + p2p / 2
     out["accumulate_s"] = accumulate
     out["iteration_s"] = sum(out[k] for k in TIME_KEYS)
-    out["tokens_per_s"] = gb * w.seq / out["iteration_s"]
+    out["tokens_per_s"] = gb * w.tokens_per_sequence / out["iteration_s"]  # real tokens
     out["bubble_fraction"] = bubble_fraction(sch, pp, mb, v)
 
     # memory of the first and the last stage; the device peak is the larger

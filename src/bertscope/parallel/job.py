@@ -12,6 +12,7 @@ from bertscope.config import Checkpoint, ModelConfig, Optimizer, Precision, RunC
 from bertscope.errors import BertscopeError, check_positive_ints, is_positive_int
 from bertscope.hardware import Device
 from bertscope.job import Job, Layout
+from bertscope.packing import Packing, active, mean_real_tokens
 from bertscope.parallel.topology import Link, Topology, topology_for
 from bertscope.perf import DeviceProfile, default_profile, load_profile
 
@@ -61,9 +62,23 @@ class Workload:
         return self.run.optimizer
 
     @property
-    def tokens(self) -> int:
-        """Tokens per optimizer step."""
-        return self.global_batch * self.run.seq
+    def tokens(self) -> int | float:
+        """Real tokens per optimizer step (padding never counted)."""
+        return self.global_batch * self.tokens_per_sequence
+
+    @property
+    def tokens_per_sequence(self) -> int | float:
+        """Real tokens per sequence slot (per row when packed), unrounded: `seq`, or with
+        `run.seq_lengths` the real lengths (`packing.mean_real_tokens`)."""
+        return mean_real_tokens(self.run)
+
+    @property
+    def computed_per_sequence(self) -> int | float:
+        """Token positions the token-wise ops compute per sequence slot, unrounded: `seq`,
+        or the mean real length when unpadded (`packing.computed_tokens` per slot)."""
+        if active(self.run) and self.run.packing is Packing.UNPADDED:
+            return mean_real_tokens(self.run)
+        return self.run.seq
 
     def run_for(self, micro_batch: int) -> RunConfig:
         """The run settings of one micro-batch of `micro_batch` sequences: `run` with that

@@ -104,9 +104,13 @@ class Prediction(Record):
     peak_fraction: float
     """Achieved FLOP/s over the GEMM peak."""
     tokens: int | None
+    """Real tokens per iteration (`RunConfig.tokens`: padding never counted)."""
     tokens_per_s: float | None
     fused: bool
     """Whether the rows were fused (`perf.fuse`) before the prediction."""
+    sequences: int | None = None
+    """Sequences per iteration (`RunConfig.sequences`: packed rows count each sequence)."""
+    sequences_per_s: float | None = None
     rows: Columns | None = field(default=None, compare=False, repr=False)
     """The predicted rows (for `bounds` and `top`; None when read back from a file)."""
 
@@ -139,7 +143,8 @@ class Prediction(Record):
             "notes": list(self.notes), "models": {k: dict(v) for k, v in self.models.items()},
             "time_s": self.time_s, "roofline_s": self.roofline_s, "flops": self.flops,
             "achieved_flops": self.achieved_flops, "peak_fraction": self.peak_fraction,
-            "tokens": self.tokens, "tokens_per_s": self.tokens_per_s, "fused": self.fused}}
+            "tokens": self.tokens, "tokens_per_s": self.tokens_per_s, "fused": self.fused,
+            "sequences": self.sequences, "sequences_per_s": self.sequences_per_s}}
 
     @classmethod
     def from_dict(cls, entries: Mapping[str, Any]) -> Self:
@@ -288,10 +293,12 @@ def predict(table: OpTable, profile: DeviceProfile | Device | str | os.PathLike[
     rows = table.columns
     added: dict[str, Any] = row_times(rows, profile, peaks, overhead_scale=knobs.overhead)
     added["bound"] = _BOUNDS[added.pop("bound_code")]
+    # real tokens and sequences (padding never counted: bertscope.packing)
     tokens = table.run.tokens if table.job is not None else None
+    seqs = table.run.sequences if table.job is not None else None
     fused = FusionStats.on(table) is not None
     summary = _summary(Columns({**rows, **added}), fused, profile, Precision(precision), peaks,
-                       tokens)
+                       tokens, seqs)
     return table.with_columns(added, summary)
 
 
@@ -301,9 +308,10 @@ def _total(values: Any) -> float:
 
 
 def _summary(cols: Columns, fused: bool, profile: DeviceProfile, precision: Precision,
-             peaks: Peaks, tokens: int | None) -> Prediction:
-    """Iteration totals of a predicted table: time, tokens/s (when the run is known),
-    achieved FLOP/s."""
+             peaks: Peaks, tokens: int | None,
+             sequences: int | None = None) -> Prediction:
+    """Iteration totals of a predicted table: time, real tokens/s and sequences/s (when the
+    run is known), achieved FLOP/s."""
     time_s = _total(cols["time_s"])
     flops = _total(cols["flops"])
     dev = profile.device
@@ -319,7 +327,8 @@ def _summary(cols: Columns, fused: bool, profile: DeviceProfile, precision: Prec
         achieved_flops=flops / time_s if time_s > 0 else 0.0,
         peak_fraction=flops / time_s / peaks.gemm_flops if time_s > 0 else 0.0,
         tokens=tokens, tokens_per_s=tokens / time_s if tokens and time_s > 0 else None,
-        fused=fused, rows=cols)
+        fused=fused, sequences=sequences,
+        sequences_per_s=sequences / time_s if sequences and time_s > 0 else None, rows=cols)
 
 
 def bound_shares(cols: Mapping[str, Any]) -> dict[Bound, BoundShare]:

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bertscope.packing import describe
 from bertscope.parallel.layouts import MEMORY_KEYS, Cluster, LayoutResult, Workload
 from bertscope.parallel.search import SearchResult
 from bertscope.report.tables import binary, si
@@ -35,6 +36,9 @@ def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
         f"[bold]{escape(workload.model.name)}[/] global batch {workload.global_batch} x seq "
         f"{workload.seq}, {workload.precision.value}, {workload.optimizer.value} on "
         f"[bold]{cluster.devices} x {escape(dev.sku)}[/] ({escape(dev.name)})")
+    lengths = describe(workload.run)  # real sequence lengths: tokens/s counts real tokens
+    if lengths:
+        console.print(f"sequences {escape(lengths)}; tokens/s counts real tokens, not padding")
     console.print(
         f"topology {escape(topo.name)}: {topo.devices_per_node} per node on "
         f"{escape(topo.intra.name)} "

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from bertscope.analytic.memory import MemoryEstimate
 from bertscope.optable import OpTable
+from bertscope.packing import active
 from bertscope.perf.kernel_fusion import FusionStats
 from bertscope.perf.predict import Bound, BoundShare, Prediction
 from bertscope.report.tables import binary, job_line, print_breakdowns, shape, si
@@ -52,9 +53,13 @@ def print_prediction(table: OpTable, console: Console, *, top: int = 10,
     for note in pred.notes:
         console.print(f"note: {escape(note)}")
     tps = pred.tokens_per_s
+    real = table.job is not None and active(table.run)  # padding not counted: say so
+    tokens = (f"real tokens/s {si(tps) if tps else '-'}   sequences/s "
+              f"{si(pred.sequences_per_s) if pred.sequences_per_s else '-'}" if real
+              else f"tokens/s {si(tps) if tps else '-'}")
     console.print(
-        f"[bold]predicted iteration {_time(pred.time_s)}[/]   tokens/s "
-        f"{si(tps) if tps else '-'}   achieved {si(pred.achieved_flops, 'FLOP/s')} "
+        f"[bold]predicted iteration {_time(pred.time_s)}[/]   {tokens}   achieved "
+        f"{si(pred.achieved_flops, 'FLOP/s')} "
         f"({100 * pred.peak_fraction:.1f}% of {pred.gemm_format} peak)   roofline bound "
         f"{_time(pred.roofline_s)}")
     verdict = None if capacity is None else memory_verdict(table, capacity)

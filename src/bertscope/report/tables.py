@@ -16,6 +16,7 @@ from bertscope.analytic.memory import MemoryEstimate
 from bertscope.config import ModelConfig
 from bertscope.families import model_types
 from bertscope.optable import Grouped, OpTable, ProfileFacts, Provenance, is_frame
+from bertscope.packing import describe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -133,8 +134,10 @@ def job_line(table: OpTable) -> str:
     if table.job is None:
         return "[bold]?[/]"
     m, run = table.model, table.run
+    lengths = describe(run)  # real sequence lengths, when the run states them
     return (f"[bold]{escape(m.name)}[/] batch {run.batch} x seq {run.seq} x {run.micro_batches} "
-            f"micro-batch(es), {run.precision}, {run.optimizer}")
+            f"micro-batch(es), {run.precision}, {run.optimizer}"
+            + (f"; {escape(lengths)}" if lengths else ""))
 
 
 def print_breakdowns(table: OpTable, console: Console, *, categories: bool = True) -> None:

@@ -41,6 +41,7 @@ from bertscope.config import (
 )
 from bertscope.errors import MAX_SIZE, BertscopeError, as_values, shown
 from bertscope.job import Job, Layout
+from bertscope.packing import min_seq, real_tokens
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.roofline import Knobs, select_peaks
 from bertscope.sweep.tokens import Axis, TokenSpace
@@ -131,9 +132,10 @@ def _nonempty(name: str, values: Sequence[Any]) -> tuple[Any, ...]:
     return out
 
 
-def _run_values(axis: RunAxis, values: Sequence[Any]) -> tuple[Any, ...]:
+def _run_values(axis: RunAxis, values: Sequence[Any], seq: int = 128) -> tuple[Any, ...]:
     """A run axis's values checked and normalized as `RunConfig` does it (enum names become
-    members; a bad value is refused with the config's own message)."""
+    members; a bad value is refused with the config's own message), each in a run of
+    sequence `seq` (the grid's longest: real sequence lengths must fit it)."""
     given = _nonempty(axis.name, values)
     if axis.optional and given == (None,):
         return given
@@ -145,7 +147,7 @@ def _run_values(axis: RunAxis, values: Sequence[Any]) -> tuple[Any, ...]:
     out = []
     for v in given:
         try:
-            out.append(getattr(config.RunConfig(**{axis.name: v}), axis.name))
+            out.append(getattr(config.RunConfig(**{"seq": seq, axis.name: v}), axis.name))
         except BertscopeError as e:
             raise BertscopeError(f"axis {axis.name}: {e}") from None
     return tuple(dict.fromkeys(out))
@@ -167,9 +169,10 @@ class Grid:
         unknown = sorted(set(axes) - set(known))
         if unknown:
             close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            # the closest axis when there is one; the whole list (long) only when there is not
+            hint = f"; did you mean {close[0]}?" if close else f"; axes: {', '.join(known)}"
             raise BertscopeError(f"unknown sweep axis {', '.join(u[:40] for u in unknown[:3])}"
-                                 f"{hint}; axes: {', '.join(known)}")
+                                 f"{hint}")
         # one value or a list for every argument: a string is one value, `batch=8` is [8]
         axes = {k: None if v is None else as_values(v, f"axis {k}") for k, v in axes.items()}
         self.models: tuple[ModelConfig, ...] = _nonempty("models", as_values(models, "models"))
@@ -185,9 +188,11 @@ class Grid:
         for name in MODEL_AXES:
             values = axes.get(name)
             got[name] = None if values is None else _ints(name, tuple(values))
-        for a in run:
+        for a in run:  # seq (numeric) before the real lengths that must fit it
             values = axes.get(a.name)
-            got[a.name] = _run_values(a, (a.default,) if values is None else tuple(values))
+            longest = max(got["seq"]) if got.get("seq") else 128
+            got[a.name] = _run_values(a, (a.default,) if values is None else tuple(values),
+                                      seq=longest)
         self.axes: Mapping[str, tuple[Any, ...] | None] = got
         """Every axis's values (None: a model dimension each model keeps)."""
         self._check_models()
@@ -219,6 +224,12 @@ class Grid:
             if no_mlm:
                 raise BertscopeError(f"masked_lm_only applies to models with a masked-LM "
                                      f"head (BERT, RoBERTa, ALBERT), not {', '.join(no_mlm)}")
+        if any(self.axes.get("seq_lengths", ("",))):
+            other = [m.name for m in self.models if m.family is Family.VIT
+                     or m.family.architecture is Architecture.ENCODER_DECODER]
+            if other:
+                raise BertscopeError(f"seq_lengths applies to encoder and decoder-only "
+                                     f"language models, not {', '.join(other)}")
         if self.axes.get("decoder_seq", (None,)) != (None,):
             other = [m.name for m in self.models
                      if m.family.architecture is not Architecture.ENCODER_DECODER]
@@ -272,7 +283,8 @@ class Grid:
         for model in self.models:
             values = {name: _array(self.axes[name], model, name) for name in self.num_axes}
             for combo in itertools.product(*(self.axes[n] for n in self.structural)):
-                run = config.RunConfig(**dict(zip(self.structural, combo, strict=True)))
+                run = config.RunConfig(seq=max(self.axes["seq"]),  # the lengths fit it
+                                       **dict(zip(self.structural, combo, strict=True)))
                 for part in _splits(values, run.masked_lm_only):
                     yield Group(model=model, run=run, values=part, axes=self.num_axes,
                                 intermediate_follows_hidden=ratio)
@@ -359,6 +371,7 @@ class Group:
             ok = ok & (run.seq == m.max_positions)
         elif base.family.positions is not Positions.RELATIVE:
             ok = ok & (run.seq <= m.max_positions - m.position_offset)
+        ok = ok & (run.seq >= min_seq(run))  # the real lengths (packed: a row's) fit seq
         return np.broadcast_to(ok, self.shape)
 
 
@@ -410,8 +423,9 @@ class RunView:
 
     @property
     def tokens(self) -> Any:
-        """Tokens per optimizer step: batch x seq x micro-batches."""
-        return self.batch * self.seq * self.micro_batches
+        """Real tokens per optimizer step: batch x seq x micro-batches, or with real
+        sequence lengths their sum (`packing.real_tokens`)."""
+        return real_tokens(self) * self.micro_batches
 
     @property
     def target_seq(self) -> Any:

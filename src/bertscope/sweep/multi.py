@@ -181,7 +181,7 @@ def _slice(group: Group, valid: list[tuple[int, int, int, int, int]], workload: 
     model = workload.model
     out: dict[str, np.ndarray] = {
         "time_s": got["iteration_s"], "flops": flops[at] * d,
-        "tokens": (b * mb * d * workload.seq).astype(float),
+        "tokens": (b * mb * d * workload.tokens_per_sequence).astype(float),  # real tokens
         "params": np.full(n, float(parameter_count(model))),
         "memory_bytes": got["memory_bytes"],
         "capacity_bytes": np.full(n, cluster.memory_bytes * knobs.memory),
