@@ -7,15 +7,16 @@ from types import SimpleNamespace
 
 import pytest
 
-pytest.importorskip("torch")
-from bertscope.measure.attribution import Attributor, gemm_shape
-from bertscope.taxonomy import Category, Classifier, Phase, Sublayer
+torch = pytest.importorskip("torch")
+from bertscope.measure.attribution import Attributor, gemm_shape  # noqa: E402
+from bertscope.taxonomy import Category, Classifier, Phase, Sublayer  # noqa: E402
 
 
 def ev(name, t=10.0, children=(), seq=-1, shapes=None, flops=0, dev=None):
     e = SimpleNamespace(name=name, cpu_time_total=t, device_time_total=t if dev is None else dev,
                         cpu_children=list(children), cpu_parent=None, sequence_nr=seq,
-                        input_shapes=shapes or [], flops=flops)
+                        input_shapes=shapes or [], flops=flops,
+                        device_type=torch.autograd.DeviceType.CPU)
     for c in e.cpu_children:
         c.cpu_parent = e
     return e
@@ -195,6 +196,26 @@ def test_backward_on_another_thread_is_walked_within_the_iteration() -> None:
     r = rows(a)
     assert r[("aten::mm", Phase.BACKWARD_WEIGHT)].layer == 0  # the node inside the window
     assert r[("aten::mm", Phase.BACKWARD_WEIGHT)].count == 1  # ... and not the one after it
+
+
+def test_kernel_events_of_a_cuda_capture_are_not_walked_again() -> None:
+    # A CUDA capture lists each kernel as an event of its own, without a CPU parent, on a
+    # thread of its own (the stream) and inside the iteration's time: it is already counted
+    # as the device time of the host op that launched it, so it is no root of the walk
+    from bertscope.measure.profile import walk_capture
+
+    it = iteration()
+    kernel = ev("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", 30)
+    kernel.device_type = torch.autograd.DeviceType.CUDA
+    for e, start, thread in ((it, 0, 1), (kernel, 50, 7)):
+        e.cpu_parent, e.thread = None, thread
+        e.time_range = SimpleNamespace(start=start, end=start + e.cpu_time_total)
+    a = Attributor(Classifier())
+    walk_capture(a, [it, kernel], completed=1)
+    names = {key[0] for key in a.rows}
+    assert "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT" not in names
+    # the iteration's own ops are all there: the forward GEMM, both backward GEMMs
+    assert {"aten::linear", "aten::mm"} <= names
 
 
 def test_gemm_shapes_come_from_the_one_registry() -> None:

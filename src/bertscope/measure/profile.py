@@ -494,8 +494,12 @@ _STEP = "ProfilerStep"
 def walk_capture(attr: Attributor, events: Any, completed: int) -> float:
     """Walk the first `completed` iterations of a capture into `attr`, plus the roots of
     other threads that start inside one of them (CUDA runs backward on its own thread);
-    returns the iterations' total time (us)."""
-    roots = [e for e in events if e.cpu_parent is None]
+    returns the iterations' total time (us). Only host (CPU) events are roots: a CUDA
+    capture lists each kernel as an event of its own without a CPU parent, and walking those
+    too counted every kernel a second time, as an unattributed backward row (the H200 runs of
+    bench/gpu_checks.sh: op time 1.55x the trace's busy time, 35% "unattributed")."""
+    roots = [e for e in events
+             if e.cpu_parent is None and e.device_type == torch.autograd.DeviceType.CPU]
     # a scheduled profiler wraps each step in "ProfilerStep*" (#N in traces): look inside
     roots = [c for e in roots for c in (e.cpu_children if e.name.startswith(_STEP) else [e])]
     tops = sorted(roots, key=lambda e: e.time_range.start)
