@@ -36,7 +36,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "bertscope"
 
 GROUND = {"config", "family", "families", "presets", "hf_config", "job", "taxonomy", "optable",
-          "io", "errors", "lazyre", "stop", "bounded", "paths", "requirements"}
+          "io", "errors", "lazyre", "stop", "bounded", "paths", "requirements", "recipes"}
 ALLOWED: dict[str, set[str]] = {
     # the ground floor knows no producer, consumer or screen
     "errors": set(),
@@ -51,11 +51,14 @@ ALLOWED: dict[str, set[str]] = {
     # from them; presets and the config.json reader build on config's classes
     "families": {"errors"},
     "family": {"families"},
-    "config": {"errors", "io", "family"},
+    # training recipes are data files of job defaults (read here, checked by their fields'
+    # owners: config for the run's, job for the layout's)
+    "recipes": {"errors", "bounded"},
+    "config": {"errors", "io", "family", "recipes"},
     "hf_config": {"config", "errors", "io", "bounded", "families"},
     "presets": {"config", "errors", "hf_config"},
     # the job: model + run + layout, declared once
-    "job": {"config", "errors"},
+    "job": {"config", "errors", "recipes"},
     "taxonomy": {"errors", "io", "bounded", "lazyre"},
     "optable": {"config", "job", "taxonomy", "io", "errors"},
     "hardware": GROUND,
