@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from bertscope.analytic.memory import gradient_bytes
 from bertscope.config import config_dict
 from bertscope.job import Job, Layout, ZeroStage
 from bertscope.parallel.collectives import Collective, bucketed_exposed, exposed_beyond
@@ -220,7 +221,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     acts_last = lps * per_layer * f_last + hs * edge_last + single * es + working
     transient = look(table.transient)
     static_kw: dict[str, Any] = dict(precision=w.precision, optimizer=w.optimizer,
-                                     layer_params=psi_layer)
+                                     layer_params=psi_layer, grad_bytes=gradient_bytes(w.run))
     s_first = zero_static_bytes(psi_first, dp, zero, **static_kw)
     s_last = zero_static_bytes(psi_last, dp, zero, **static_kw)
     tot_first = sum(s_first.values()) + acts_first + transient
