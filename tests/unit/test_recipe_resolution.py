@@ -146,7 +146,7 @@ def test_a_bad_recipe_file_is_one_line_and_exit_2(
         text = "\n".join(x for x in text.splitlines() if not x.startswith(f"{key} ="))
         text = text.replace(f"[{section}]\n", f"[{section}]\n{line}\n")
     path.write_text(text)
-    rc, out, err = run(capsys, "distributed", "gpt2-medium", "--devices", "8", "--device",
+    rc, _out, err = run(capsys, "distributed", "gpt2-medium", "--devices", "8", "--device",
                        "a100-sxm4-80gb", "--global-batch", "64", "--tp", "2",
                        "--recipe", "megatron")
     assert rc == 2

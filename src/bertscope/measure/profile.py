@@ -37,7 +37,15 @@ from torch import nn
 
 from bertscope.analytic import build
 from bertscope.analytic.memory import MemoryEstimate
-from bertscope.config import Attention, Checkpoint, Family, ModelConfig, Precision, RunConfig
+from bertscope.config import (
+    Attention,
+    Checkpoint,
+    Family,
+    ModelConfig,
+    Precision,
+    RunConfig,
+    WeightCast,
+)
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.families import resolve
 from bertscope.io import atomic_path, whole_json, write_or_rescue
@@ -347,6 +355,14 @@ def refuse_unmeasured(run: RunConfig) -> None:
     if run.fusion:
         raise BertscopeError("--fusion is not measured: the reference models run unfused "
                              "kernels; ops, predict, sweep and distributed model it")
+    if run.precision.mixed and run.weight_cast is not WeightCast.PER_MICRO_BATCH:
+        raise BertscopeError(f"--weight-cast {run.weight_cast.value} is not measured: the "
+                             f"reference models train with torch.autocast (per_micro_batch); "
+                             f"ops, predict, sweep and distributed model it")
+    if run.fused_accumulation:
+        raise BertscopeError("--fused-accumulation is not measured: the reference models "
+                             "accumulate gradients with autograd; ops, predict, sweep and "
+                             "distributed model it")
 
 
 def profile(
