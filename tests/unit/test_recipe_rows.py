@@ -139,3 +139,22 @@ def test_the_distributed_optimizer_holds_6_plus_12_over_d_bytes(dp: int) -> None
     parts = zero_static_bytes(1000.0, dp, 1, precision=Precision.BF16,
                               optimizer=Optimizer.ADAM, grad_bytes=gradient_bytes(run))
     assert sum(float(v) for v in parts.values()) == pytest.approx(1000 * (6 + 12 / dp))
+
+
+@pytest.mark.parametrize("zero", [0, 1])
+def test_the_distributed_memory_follows_the_cast_policy(zero: int) -> None:
+    # on 8 data-parallel replicas every device holds the whole model's gradients (ZeRO 0
+    # and 1 do not partition them): fp32 main gradients hold 2 bytes per parameter more
+    # than bf16 ones, 2 x 4,433,468 = 8,866,936 bytes, whatever else the recipe changes
+    from bertscope.job import Job, Layout
+    from bertscope.parallel import Cluster, evaluate
+
+    cluster = Cluster.build("a100-sxm4-80gb", 8)
+
+    def gradients(policy: str) -> float:
+        run = RunConfig(batch=2, seq=16, precision="bf16", weight_cast=policy)
+        res = evaluate(Job(model=TINY, run=run, layout=Layout(dp=8, zero=zero)), cluster)
+        return res.memory["gradients"]
+
+    assert gradients("kept") - gradients("per_step") == pytest.approx(2 * PARAMS)
+    assert gradients("per_step") == pytest.approx(2 * PARAMS)
