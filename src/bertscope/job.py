@@ -368,9 +368,8 @@ def with_recipe_layout(job: Job, pinned: Mapping[str, Any] | None = None) -> Job
     and ZeRO, which partitions over data-parallel replicas, has dp > 1. A pinned field that
     does not apply is the job's own error, raised where it was made."""
     given = _pinned(pinned)
-    chosen = {k: v for k, v in given.items()}
-    for key in ("dp", "tp", "pp"):  # the sizes as the job has them (fill's choice of dp)
-        chosen[key] = getattr(job.layout, key)
+    # the given fields and the sizes as the job has them (fill's choice of dp)
+    chosen = {k: getattr(job.layout, k) for k in {*given, "dp", "tp", "pp"}}
     out = job
     for key, value in recipe_layout(job.run.recipe).items():
         if key in given:

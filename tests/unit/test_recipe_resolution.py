@@ -182,3 +182,19 @@ def test_a_sweep_takes_recipes_as_an_axis(capsys: pytest.CaptureFixture[str],
         "per_micro_batch", "per_step", "kept"]
     assert [rows[r]["attention"] for r in ("eager", "fused", "megatron")] == [
         "eager", "eager", "sdpa"]
+
+
+def test_a_sweep_s_layouts_take_the_recipe_s_zero_unless_given(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    def zeros(*extra: str) -> dict[tuple[str, int], int]:
+        out = tmp_path / "multi.csv"
+        rc, _, err = run(capsys, "sweep", "bert-tiny", "--recipe", "eager,megatron", "--dp",
+                         "4", "--tp", "1,2", "--precision", "bf16", "--device",
+                         "a100-sxm4-80gb", "--output", str(out), "--no-store", *extra)
+        assert rc == 0, err
+        return {(r["recipe"], int(float(r["tp"]))): int(float(r["zero"]))
+                for r in csv.DictReader(out.open())}
+
+    # megatron.toml: the distributed optimizer (ZeRO 1) where dp > 1; eager sets none
+    assert zeros() == {("eager", 1): 0, ("eager", 2): 0, ("megatron", 1): 1, ("megatron", 2): 1}
+    assert set(zeros("--zero", "0").values()) == {0}  # given: kept
