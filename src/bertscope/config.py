@@ -45,9 +45,10 @@ class Precision(StrEnum):
 
     `fp16` and `bf16` mean mixed precision as torch.autocast runs it (`autocast`): fp32
     parameters, gradients and optimizer state, 16-bit activations, and each linear's weight
-    cast to 16 bits as it is used (its gradient cast back to fp32). The memory model counts
-    ZeRO's 16 bytes per parameter for Adam (Rajbhandari et al. 2020, section 3.1), which the
-    fp32 weights, fp32 gradients and two fp32 states also add up to.
+    cast to 16 bits as it is used (its gradient cast back to fp32); `RunConfig.weight_cast`
+    chooses other stacks' policies (a 16-bit model with fp32 masters, `WeightCast`). The
+    memory model counts ZeRO's 16 bytes per parameter for Adam (Rajbhandari et al. 2020,
+    section 3.1), which the fp32 weights, fp32 gradients and two fp32 states also add up to.
     """
 
     FP32 = "fp32"

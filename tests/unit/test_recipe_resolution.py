@@ -198,3 +198,15 @@ def test_a_sweep_s_layouts_take_the_recipe_s_zero_unless_given(
     # megatron.toml: the distributed optimizer (ZeRO 1) where dp > 1; eager sets none
     assert zeros() == {("eager", 1): 0, ("eager", 2): 0, ("megatron", 1): 1, ("megatron", 2): 1}
     assert set(zeros("--zero", "0").values()) == {0}  # given: kept
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (("--recipe", "megatron"), "--recipe megatron"),
+    (("--precision", "bf16", "--weight-cast", "kept"), "--weight-cast kept"),
+    (("--precision", "bf16", "--fused-accumulation"), "--fused-accumulation")])
+def test_profile_refuses_what_it_does_not_measure(capsys: pytest.CaptureFixture[str],
+                                                  argv: tuple[str, ...], named: str) -> None:
+    # the profiler measures the eager recipe only (Hugging Face-style eager PyTorch)
+    rc, _, err = run(capsys, "profile", "bert-tiny", *argv, "--no-store")
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and f"{named} is not measured" in err, err

@@ -43,6 +43,7 @@ from bertscope.config import (
     Family,
     ModelConfig,
     Precision,
+    Recipe,
     RunConfig,
     WeightCast,
 )
@@ -348,6 +349,10 @@ def refuse_unmeasured(run: RunConfig) -> None:
     """Refuse the run settings the profiler does not measure, in one line: selective
     recomputation and kernel fusion (the reference models run neither; ops, predict, sweep
     and distributed model them)."""
+    if run.recipe is not Recipe.EAGER:
+        raise BertscopeError(f"--recipe {run.recipe.value} is not measured: the reference "
+                             f"models are the eager recipe (Hugging Face-style eager PyTorch "
+                             f"with autocast); ops, predict, sweep and distributed model it")
     if run.checkpoint is Checkpoint.SELECTIVE:
         raise BertscopeError("--checkpoint selective is not measured: the reference models "
                              "recompute none or full; ops, predict, sweep and distributed "
