@@ -365,8 +365,9 @@ def with_recipe_layout(job: Job, pinned: Mapping[str, Any] | None = None) -> Job
     (the fields the user gave; None values count as not given), each one kept only where it
     applies: the job with it still checks (sequence parallelism needs tp > 1; the interleaved
     schedule pp > 1, layers that split into pp x 2 chunks and micro-batches a multiple of pp)
-    and ZeRO, which partitions over data-parallel replicas, has dp > 1. A pinned field that
-    does not apply is the job's own error, raised where it was made."""
+    and it has an effect there (`_EFFECT`: ZeRO and the data-parallel overlaps need dp > 1,
+    the tensor-parallel overlap tp > 1). A pinned field that does not apply is the job's own
+    error, raised where it was made."""
     given = _pinned(pinned)
     # the given fields and the sizes as the job has them (fill's choice of dp)
     chosen = {k: getattr(job.layout, k) for k in {*given, "dp", "tp", "pp"}}
@@ -374,15 +375,27 @@ def with_recipe_layout(job: Job, pinned: Mapping[str, Any] | None = None) -> Job
     for key, value in recipe_layout(job.run.recipe).items():
         if key in given:
             continue
-        if key == "zero" and job.layout.dp == 1:  # one replica: nothing to partition
-            continue
         try:
-            out = Job(model=job.model, run=job.run,
-                      layout=_filled(job.devices, {**chosen, key: value}))
+            candidate = Job(model=job.model, run=job.run,
+                            layout=_filled(job.devices, {**chosen, key: value}))
         except BertscopeError:
             continue  # does not apply to this job: skipped
+        if key in _EFFECT and not _EFFECT[key](candidate.layout):
+            continue  # no effect on this layout: left at its default
         chosen[key] = value
+        out = candidate
     return out
+
+
+_EFFECT: dict[str, Any] = {
+    "zero": lambda lay: lay.dp > 1,  # one replica: nothing to partition
+    "overlap_tp_comm": lambda lay: lay.tp > 1,
+    "overlap_grad_reduce": lambda lay: lay.dp > 1,
+    "overlap_param_gather": lambda lay: lay.dp > 1 and lay.zero is ZeroStage.OPTIMIZER,
+}
+"""Where a layout field set to a recipe's value changes anything (its help says "no effect"
+elsewhere): a recipe default is applied only there, so a layout it does not concern reads as
+before (`with_recipe_layout`)."""
 
 
 def _pinned(layout: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from bertscope.config import Checkpoint, ModelConfig
 from bertscope.errors import BertscopeError
 from bertscope.job import Layout, with_recipe_layout
 from bertscope.parallel.compute import compute_table
-from bertscope.parallel.evaluation import evaluate_arrays
+from bertscope.parallel.evaluation import OVERLAP_KEYS, evaluate_arrays
 from bertscope.parallel.job import Cluster, Workload, check_layout
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.roofline import Knobs, select_peaks
@@ -108,11 +108,12 @@ def _runs(group: Group) -> list[tuple[dict[str, int], Any]]:
 def _valid_layouts(combos: list[tuple[int, int, int, int]], micro: np.ndarray,
                    workload: Workload, cluster_of: dict[int, Cluster], checkpoint: Checkpoint,
                    pinned: Collection[str] = LAYOUT_AXES) -> list[tuple[int, ...]]:
-    """(dp, tp, pp, zero, micro-batches, sequence parallel, schedule code, virtual stages)
-    of the layouts whose job is valid and fits its cluster: the distributed model's own
-    rules, asked once each. Each layout is 1F1B without sequence parallelism, then takes the
-    run's recipe's layout defaults where they apply (`job.with_recipe_layout`; ZeRO's only
-    where the grid's `zero` axis was not given: `pinned`)."""
+    """(dp, tp, pp, zero, micro-batches, sequence parallel, schedule code, virtual stages,
+    the overlap flags) of the layouts whose job is valid and fits its cluster: the
+    distributed model's own rules, asked once each. Each layout is 1F1B without sequence
+    parallelism or overlap, then takes the run's recipe's layout defaults where they apply
+    (`job.with_recipe_layout`; ZeRO's only where the grid's `zero` axis was not given:
+    `pinned`)."""
     ok = []
     for (d, t, p, z), mb in itertools.product(combos, micro.astype(int).tolist()):
         try:
@@ -124,7 +125,7 @@ def _valid_layouts(combos: list[tuple[int, int, int, int]], micro: np.ndarray,
             continue
         lay = job.layout
         ok.append((d, t, p, int(lay.zero), mb, int(lay.sequence_parallel), lay.schedule.code,
-                   lay.virtual_stages))
+                   lay.virtual_stages, *(int(getattr(lay, k)) for k in OVERLAP_KEYS)))
     return ok
 
 
@@ -176,12 +177,13 @@ def _slice(group: Group, valid: list[tuple[int, ...]], workload: Workload,
     lay = np.repeat(np.array(valid, dtype=np.int64), len(batch), axis=0)
     bi = np.tile(np.arange(len(batch)), len(valid))
     b = batch.astype(np.int64)[bi]
-    d, t, p, z, mb, sp, sched, v = lay.T
+    d, t, p, z, mb, sp, sched, v, *overlap = lay.T
     n = len(b)
     got = evaluate_arrays(workload, cluster, {
         "dp": d, "tp": t, "pp": p, "micro_batches": mb, "zero": z,
         "checkpoint": np.full(n, group.run.checkpoint.code), "sp": sp.astype(bool),
-        "schedule": sched, "virtual_stages": v, "global_batch": b * mb * d}, table)
+        "schedule": sched, "virtual_stages": v, "global_batch": b * mb * d,
+        **{k: f.astype(bool) for k, f in zip(OVERLAP_KEYS, overlap, strict=True)}}, table)
     order = np.argsort(micro)  # the micro-batch axis in the grid's order, unique
     mi = order[np.searchsorted(micro[order], mb)]
     index: dict[str, Any] = {**where, "batch": bi, "micro_batches": mi}
