@@ -158,3 +158,19 @@ def test_the_distributed_memory_follows_the_cast_policy(zero: int) -> None:
 
     assert gradients("kept") - gradients("per_step") == pytest.approx(2 * PARAMS)
     assert gradients("per_step") == pytest.approx(2 * PARAMS)
+
+
+def test_fp32_main_gradients_are_reduced_in_fp32() -> None:
+    # Megatron-LM reduces bf16 runs' gradients in fp32 (arguments.py, validate_args): the
+    # data-parallel all-reduce of kept weights' fp32 main gradients moves twice the bytes of
+    # a 16-bit model's (apex O2) gradients, so it takes longer on the same links
+    from bertscope.job import Job, Layout
+    from bertscope.parallel import Cluster, evaluate
+
+    cluster = Cluster.build("a100-sxm4-80gb", 16, devices_per_node=8)
+
+    def dp_comm(policy: str) -> float:
+        run = RunConfig(batch=2, seq=16, precision="bf16", weight_cast=policy)
+        return evaluate(Job(model=TINY, run=run, layout=Layout(dp=16)), cluster).time["dp_comm_s"]
+
+    assert dp_comm("kept") > dp_comm("per_step") > 0
