@@ -26,6 +26,7 @@ from bertscope.errors import (
 from bertscope.family import Architecture, Family, Positions
 from bertscope.packing import Packing, check_lengths, parse_lengths, real_tokens
 from bertscope.packing import sequences as micro_batch_sequences
+from bertscope.recipes import Recipe, defaults, field_names
 
 
 class Activation(StrEnum):
@@ -44,9 +45,10 @@ class Precision(StrEnum):
 
     `fp16` and `bf16` mean mixed precision as torch.autocast runs it (`autocast`): fp32
     parameters, gradients and optimizer state, 16-bit activations, and each linear's weight
-    cast to 16 bits as it is used (its gradient cast back to fp32). The memory model counts
-    ZeRO's 16 bytes per parameter for Adam (Rajbhandari et al. 2020, section 3.1), which the
-    fp32 weights, fp32 gradients and two fp32 states also add up to.
+    cast to 16 bits as it is used (its gradient cast back to fp32); `RunConfig.weight_cast`
+    chooses other stacks' policies (a 16-bit model with fp32 masters, `WeightCast`). The
+    memory model counts ZeRO's 16 bytes per parameter for Adam (Rajbhandari et al. 2020,
+    section 3.1), which the fp32 weights, fp32 gradients and two fp32 states also add up to.
     """
 
     FP32 = "fp32"
@@ -104,6 +106,26 @@ class Attention(StrEnum):
     memory; backward recomputes it from Q, K and the saved softmax statistics."""
 
 
+class WeightCast(StrEnum):
+    """When the 16-bit (or fp8) copies of fp32 master weights are made in mixed precision
+    (`RunConfig.weight_cast`); nothing to cast in fp32 or tf32."""
+
+    PER_MICRO_BATCH = "per_micro_batch"
+    """torch.autocast: every micro-batch's forward casts each fp32 weight it uses to 16 bits
+    and its backward casts the 16-bit gradient back to fp32 (the `eager` recipe; fp8: the
+    weights' FP8 casts run in every micro-batch)."""
+    PER_STEP = "per_step"
+    """A 16-bit model with fp32 master weights (apex AMP O2): one copy kernel per optimizer
+    step writes the 16-bit weights from the fp32 ones; micro-batches cast no weights and the
+    gradients stay 16-bit (fp8: the FP8 weight casts run once per step, Transformer Engine's
+    first-micro-batch caching)."""
+    KEPT = "kept"
+    """16-bit weights kept beside fp32 main parameters and fp32 main gradients
+    (Megatron-Core with a precision-aware optimizer): the optimizer's update writes the
+    16-bit weights itself, no cast kernel; 2 bytes per parameter more than autocast's 16
+    (Megatron's 18 for bf16 parameters with fp32 gradients)."""
+
+
 class HostAllocator(StrEnum):
     """How host memory is allocated while measuring on a CPU (bertscope.measure.allocator)."""
 
@@ -132,11 +154,12 @@ class Checkpoint(StrEnum):
         return list(Checkpoint).index(self)
 
 
-def setting(default: Any, help: str, *, flag: str | None = None) -> Any:
+def setting(default: Any, help: str, *, flag: str | None = None, recipe: bool = False) -> Any:
     """A job field with its command-line help: `field(default=..., metadata=...)` that the
     command line (`cli.options`) and the sweep axes (`sweep.grid`) are generated from.
-    `flag` names the option when it is not the field's name with dashes (`--sp`)."""
-    return field(default=default, metadata={"help": help, "flag": flag})
+    `flag` names the option when it is not the field's name with dashes (`--sp`). `recipe`:
+    the field's default is its recipe's (`recipes`; the field defaults to None, unset)."""
+    return field(default=default, metadata={"help": help, "flag": flag, "recipe": recipe})
 
 
 MODEL_LIMITS = {"num_layers": 10_000, "hidden": 2**20, "heads": 2**16, "intermediate": 2**22,
@@ -349,20 +372,39 @@ class RunConfig:
                                           "(NVIDIA BERT).")
     """Run the MLM head on the masked 15% of positions only (NVIDIA's BERT) instead of every
     position (Hugging Face's BertForPreTraining)."""
-    attention: Attention = setting(Attention.EAGER, "Attention core: eager kernels, one fused "
-                                                    "softmax, or sdpa (one fused kernel, "
-                                                    "FlashAttention-style).")
+    attention: Attention | None = setting(None, "Attention core: eager kernels, one fused "
+                                                "softmax, or sdpa (one fused kernel, "
+                                                "FlashAttention-style) (default: the "
+                                                "recipe's).", recipe=True)
     """How the attention core runs (eager kernels, a fused softmax, or one fused kernel)."""
     decoder_seq: int | None = setting(None, "T5: target tokens per sequence, the decoder's "
                                             "length (default: --seq).")
     """Encoder-decoder models (T5): target tokens per sequence, the decoder's length (None:
     `seq`). T5's span-corruption pretraining used 512 input and 114 target tokens (Raffel et
     al. 2020, section 3.1.4 and its released gin configs)."""
-    fusion: bool = setting(False, "Fuse chains of memory-bound ops and the optimizer step "
-                                  "into single kernels (perf.kernel_fusion).")
+    fusion: bool | None = setting(None, "Fuse chains of memory-bound ops and the optimizer "
+                                        "step into single kernels (perf.kernel_fusion) "
+                                        "(default: the recipe's).", recipe=True)
     """Chains of memory-bound ops (bias-GELU, bias-dropout-add-layernorm, ...) and the
     optimizer's per-tensor ops each run as one kernel, as fused training stacks do: the op
     table keeps its rows, the prediction fuses them (`perf.kernel_fusion.fuse`)."""
+    recipe: Recipe = setting(Recipe.EAGER, "Training recipe whose defaults the job takes "
+                                           "(data/recipes/NAME.toml); an option given "
+                                           "explicitly overrides it.")
+    """The training stack (`recipes.Recipe`) whose defaults fill the run fields left unset
+    (None) and, where they apply, the layout's (`job.Job.build`)."""
+    weight_cast: WeightCast | None = setting(
+        None, "Mixed precision: when 16-bit weights are made from the fp32 masters: "
+              "per_micro_batch (autocast), per_step (apex O2) or kept (beside fp32 main "
+              "params, Megatron) (default: the recipe's).", recipe=True)
+    """When the 16-bit (or fp8) weight copies are made (`WeightCast`); no effect in fp32."""
+    fused_accumulation: bool | None = setting(
+        None, "Gradient accumulation fused into the weight-gradient GEMM (fp32 main "
+              "gradients; Megatron's gradient_accumulation_fusion) (default: the "
+              "recipe's).", recipe=True)
+    """Each linear's weight-gradient GEMM adds into an fp32 main gradient (reads and writes
+    it) instead of writing a gradient a separate kernel adds up (Megatron-LM's
+    gradient_accumulation_fusion)."""
     packing: Packing = setting(
         Packing.NONE, "How real sequence lengths (--seq-lengths) fill the batch x seq slots: "
                       "none (padded to --seq; only tokens/s counts real tokens), unpadded "
@@ -394,12 +436,18 @@ class RunConfig:
             raise BertscopeError(f"decoder_seq must be a positive integer or None, got "
                                  f"{shown(self.decoder_seq)}")
         object.__setattr__(self, "precision", parse_enum(Precision, self.precision, "precision"))
+        object.__setattr__(self, "recipe", parse_enum(Recipe, self.recipe, "recipe"))
+        for name, value in recipe_run(self.recipe).items():  # unset fields: the recipe's
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, "weight_cast", parse_enum(WeightCast, self.weight_cast,
+                                                           "weight_cast"))
         object.__setattr__(self, "optimizer", parse_enum(Optimizer, self.optimizer, "optimizer"))
         object.__setattr__(self, "attention", parse_enum(Attention, self.attention,
                                                          "attention"))
         object.__setattr__(self, "checkpoint", parse_enum(Checkpoint, self.checkpoint,
                                                           "checkpoint"))
-        for name in ("dropout", "masked_lm_only", "fusion"):
+        for name in ("dropout", "masked_lm_only", "fusion", "fused_accumulation"):
             if not isinstance(getattr(self, name), bool):  # never a truthy string
                 raise BertscopeError(f"{name} must be true or false (a bool), got "
                                      f"{shown(getattr(self, name))}")
@@ -448,6 +496,17 @@ class RunConfig:
             raise BertscopeError(f"seq_lengths applies to encoder and decoder-only language "
                                  f"models, not {model.name} (a ViT's sequences are its "
                                  f"patches; T5's are not modelled unpadded); leave it out")
+
+
+def recipe_fields() -> tuple[str, ...]:
+    """The run fields a recipe sets (declared `setting(..., recipe=True)`)."""
+    return field_names(RunConfig)
+
+
+def recipe_run(recipe: Recipe) -> dict[str, Any]:
+    """The [run] defaults of `recipe`'s file, each checked as `RunConfig` checks the field
+    (`recipes.defaults`)."""
+    return defaults(recipe, RunConfig, "run")
 
 
 T = TypeVar("T")
@@ -509,9 +568,13 @@ __all__ = [
     "Packing",
     "Positions",
     "Precision",
+    "Recipe",
     "RunConfig",
+    "WeightCast",
     "as_run",
     "config_dict",
     "from_dict",
+    "recipe_fields",
+    "recipe_run",
     "setting",
 ]

@@ -21,12 +21,17 @@ the sweep axes are generated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import difflib
+import functools
+import inspect
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from enum import IntEnum, StrEnum
 from numbers import Integral
 from typing import Any
 
-from bertscope.config import ModelConfig, RunConfig, config_dict, from_dict, setting
+from bertscope.config import ModelConfig, RunConfig, as_run, config_dict, from_dict, setting
 from bertscope.errors import (
     BertscopeError,
     check_positive_ints,
@@ -34,6 +39,7 @@ from bertscope.errors import (
     parse_enum,
     shown,
 )
+from bertscope.recipes import Recipe, load, origin
 
 
 class ZeroStage(IntEnum):
@@ -249,6 +255,30 @@ class Job:
                                  f"({self.run.micro_batches}) to be a multiple of pp "
                                  f"({lay.pp})")
 
+    @classmethod
+    def build(cls, model: ModelConfig, run: RunConfig | Mapping[str, Any] | None = None,
+              layout: Mapping[str, Any] | None = None, devices: int | None = None) -> Job:
+        """The job of `model` with `run` (a `RunConfig`, or a dict of its fields: those left
+        out, or None, take the run's recipe's defaults) spread as `layout` says (a dict of
+        `Layout` fields; None or left out: unpinned) over `devices` devices (default: the
+        pinned dp x tp x pp). Unpinned layout fields take the recipe's defaults where they
+        apply (`with_recipe_layout`), the rest `Layout.fill`'s.
+
+            >>> from bertscope.presets import get_model
+            >>> job = Job.build(get_model("gpt2-medium"), {"recipe": "megatron", "batch": 4,
+            ...                 "micro_batches": 8}, {"tp": 4, "pp": 2}, devices=64)
+            >>> job.layout.label(), job.run.attention.value
+            ('dp8 tp4 sp pp2 interleaved v2 zero1', 'sdpa')
+        """
+        r = as_run(run)
+        pinned = _pinned(layout)
+        if devices is None:
+            devices = 1
+            for key in ("dp", "tp", "pp"):
+                devices *= pinned.get(key, 1)
+        job = cls(model=model, run=r, layout=_filled(devices, pinned))
+        return with_recipe_layout(job, pinned)
+
     @property
     def global_batch(self) -> int:
         """Sequences per optimizer step over every replica: batch x micro-batches x dp."""
@@ -295,5 +325,105 @@ def layout_fields() -> tuple[str, ...]:
     return tuple(f.name for f in fields(Layout))
 
 
+# -- recipes: layout defaults --------------------------------------------------------------
+@functools.cache
+def recipe_layout(recipe: Recipe) -> dict[str, Any]:
+    """The [layout] defaults of `recipe`'s file (`recipes`), in the file's order, each key a
+    `Layout` field and each value of its type (one-line errors naming the file and key)."""
+    table = load(recipe)["layout"]
+    names = layout_fields()
+    hints = typing.get_type_hints(Layout)
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        where = origin(recipe, "layout", key)
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise BertscopeError(f"{where}: not a layout field{hint}; fields: "
+                                 f"{', '.join(names)}")
+        kind = hints[key]
+        try:
+            if kind is bool and not isinstance(value, bool):
+                raise BertscopeError(f"must be true or false, got {shown(value)}")
+            if kind is int and not is_positive_int(value):
+                raise BertscopeError(f"must be a positive integer, got {shown(value)}")
+            if kind in (bool, int):
+                out[key] = value
+            elif kind is ZeroStage:
+                if isinstance(value, bool):
+                    raise BertscopeError(f"must be 0, 1, 2 or 3, got {shown(value)}")
+                out[key] = zero_stage(value)
+            else:
+                out[key] = parse_enum(kind, value, key)
+        except BertscopeError as e:
+            raise BertscopeError(f"{where}: {e}") from None
+    return out
+
+
+def with_recipe_layout(job: Job, pinned: Mapping[str, Any] | None = None) -> Job:
+    """`job` with its run's recipe's layout defaults on the layout fields not in `pinned`
+    (the fields the user gave; None values count as not given), each one kept only where it
+    applies: the job with it still checks (sequence parallelism needs tp > 1; the interleaved
+    schedule pp > 1, layers that split into pp x 2 chunks and micro-batches a multiple of pp)
+    and it has an effect there (`_EFFECT`: ZeRO and the data-parallel overlaps need dp > 1,
+    the tensor-parallel overlap tp > 1). A pinned field that does not apply is the job's own
+    error, raised where it was made."""
+    given = _pinned(pinned)
+    # the given fields and the sizes as the job has them (fill's choice of dp)
+    chosen = {k: getattr(job.layout, k) for k in {*given, "dp", "tp", "pp"}}
+    out = job
+    for key, value in recipe_layout(job.run.recipe).items():
+        if key in given:
+            continue
+        try:
+            candidate = Job(model=job.model, run=job.run,
+                            layout=_filled(job.devices, {**chosen, key: value}))
+        except BertscopeError:
+            continue  # does not apply to this job: skipped
+        if key in _EFFECT and not _EFFECT[key](candidate.layout):
+            continue  # no effect on this layout: left at its default
+        chosen[key] = value
+        out = candidate
+    return out
+
+
+_EFFECT: dict[str, Any] = {
+    "zero": lambda lay: lay.dp > 1,  # one replica: nothing to partition
+    "overlap_tp_comm": lambda lay: lay.tp > 1,
+    "overlap_grad_reduce": lambda lay: lay.dp > 1,
+    "overlap_param_gather": lambda lay: lay.dp > 1 and lay.zero is ZeroStage.OPTIMIZER,
+}
+"""Where a layout field set to a recipe's value changes anything (its help says "no effect"
+elsewhere): a recipe default is applied only there, so a layout it does not concern reads as
+before (`with_recipe_layout`)."""
+
+
+def _pinned(layout: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The layout fields given (not None), each checked to be a `Layout` field."""
+    if layout is None:
+        return {}
+    if not isinstance(layout, Mapping):
+        raise BertscopeError(f"layout: expected a dict of Layout fields, got "
+                             f"{type(layout).__name__}")
+    names = layout_fields()
+    unknown = [k for k in layout if k not in names]
+    if unknown:
+        raise BertscopeError(f"layout: no field {shown(unknown[0])}; fields: "
+                             f"{', '.join(names)}")
+    return {k: v for k, v in layout.items() if v is not None}
+
+
+_FILL = tuple(p for p in inspect.signature(Layout.fill).parameters if p not in ("cls",
+                                                                             "devices"))
+"""The layout fields `Layout.fill` completes (the others are set after it)."""
+
+
+def _filled(devices: int, values: Mapping[str, Any]) -> Layout:
+    """`Layout.fill(devices, ...)` of the fields it takes, the other given fields set on it."""
+    lay = Layout.fill(devices, **{k: v for k, v in values.items() if k in _FILL})
+    rest = {k: v for k, v in values.items() if k not in _FILL}
+    return replace(lay, **rest) if rest else lay
+
+
 __all__ = ["SINGLE_DEVICE", "Job", "Layout", "Schedule", "ZeroStage", "layout_fields",
-           "zero_stage"]
+           "recipe_layout", "with_recipe_layout", "zero_stage"]

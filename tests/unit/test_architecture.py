@@ -36,7 +36,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "bertscope"
 
 GROUND = {"config", "family", "families", "presets", "hf_config", "job", "taxonomy", "optable",
-          "io", "errors", "lazyre", "stop", "bounded", "paths", "requirements", "packing"}
+          "io", "errors", "lazyre", "stop", "bounded", "paths", "requirements", "packing",
+          "recipes"}
 ALLOWED: dict[str, set[str]] = {
     # the ground floor knows no producer, consumer or screen
     "errors": set(),
@@ -53,11 +54,14 @@ ALLOWED: dict[str, set[str]] = {
     "family": {"families"},
     # real sequence lengths: padded, unpadded, packed (RunConfig's fields read them)
     "packing": {"errors"},
-    "config": {"errors", "io", "family", "packing"},
+    # training recipes are data files of job defaults (read here, checked by their fields'
+    # owners: config for the run's, job for the layout's)
+    "recipes": {"errors", "bounded"},
+    "config": {"errors", "io", "family", "packing", "recipes"},
     "hf_config": {"config", "errors", "io", "bounded", "families"},
     "presets": {"config", "errors", "hf_config"},
     # the job: model + run + layout, declared once
-    "job": {"config", "errors"},
+    "job": {"config", "errors", "recipes"},
     "taxonomy": {"errors", "io", "bounded", "lazyre"},
     "optable": {"config", "job", "taxonomy", "io", "errors"},
     "hardware": GROUND,

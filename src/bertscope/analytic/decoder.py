@@ -31,7 +31,7 @@ from bertscope.analytic.attention import attention_core
 from bertscope.analytic.blocks import Block
 from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup
-from bertscope.analytic.section import Section
+from bertscope.analytic.section import Section, cast_policy
 from bertscope.config import ModelConfig, Positions, RunConfig
 from bertscope.packing import Packing, active, computed_tokens
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
@@ -48,7 +48,7 @@ def has_dropout(m: ModelConfig, run: RunConfig) -> bool:
 
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
+    sec = Section(-1, ab, PipelineStage.FIRST, **cast_policy(run))
     s, h = run.seq, m.hidden
     t = computed_tokens(run)  # b s, or the real tokens unpadded (bertscope.packing)
     sec.lookup("word_embeddings", t, m.vocab_size, h)
@@ -78,7 +78,7 @@ def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = Tru
     """One pre-norm layer (see the module docstring for each family's layout): causal
     self-attention with its additive mask for the decoders; `causal=False` is a pre-norm
     encoder layer with no mask at all (ViT)."""
-    sec = Section(0, ab, PipelineStage.STACK, autocast=run.precision.autocast)
+    sec = Section(0, ab, PipelineStage.STACK, **cast_policy(run))
     b, s, h, a, f = run.batch, run.seq, m.hidden, m.heads, m.intermediate
     kv, d = m.kv_head_count, m.head_dim
     t, g = computed_tokens(run), b * a  # t: b s, or the real tokens unpadded
@@ -128,7 +128,7 @@ def prenorm_layer(m: ModelConfig, run: RunConfig, ab: int, *, causal: bool = Tru
 
 
 def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
+    sec = Section(-1, ab, PipelineStage.LAST, **cast_policy(run))
     t, h, v = computed_tokens(run), m.hidden, m.vocab_size
     sec.norm(m.family.rms_norm, "final_norm", S.FINAL_NORM, t, h)
     sec.linear("lm_head", S.LM_HEAD, t, h, v, bias=False, cast_input=True,

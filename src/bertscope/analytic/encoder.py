@@ -14,7 +14,7 @@ from bertscope.analytic.attention import attention_core
 from bertscope.analytic.blocks import Block, expand
 from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import layer_params, linear
-from bertscope.analytic.section import INDEX_BYTES, Section
+from bertscope.analytic.section import INDEX_BYTES, Section, cast_policy
 from bertscope.config import ModelConfig, RunConfig
 from bertscope.optable import Op
 from bertscope.packing import Packing, computed_tokens, per_sequence, sequences
@@ -32,7 +32,7 @@ def fp32_stream(m: ModelConfig) -> bool:
 
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
+    sec = Section(-1, ab, PipelineStage.FIRST, **cast_policy(run))
     s, e = run.seq, m.emb
     t = computed_tokens(run)  # b s, or the real tokens unpadded (bertscope.packing)
     sec.lookup("word_embeddings", t, m.vocab_size, e)
@@ -62,7 +62,7 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int, layer: int) -> Section:
     attention core and the activation between them split by heads and FFN width; layernorms,
     hidden dropouts and residual adds replicated."""
     # ALBERT's shared weights are cast once per forward (`_embeddings`), not per layer
-    sec = Section(layer, ab, PipelineStage.STACK, autocast=run.precision.autocast,
+    sec = Section(layer, ab, PipelineStage.STACK, **cast_policy(run),
                   cast_weights=not m.share_layers)
     b, s, h, a, f = run.batch, run.seq, m.hidden, m.heads, m.intermediate
     d = m.head_dim
@@ -110,7 +110,7 @@ def gathers_masked(run: RunConfig) -> bool:
 
 
 def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
+    sec = Section(-1, ab, PipelineStage.LAST, **cast_policy(run))
     h, e, v = m.hidden, m.emb, m.vocab_size
     b = sequences(run)  # the pooler and NSP run once per sequence (packed: several a row)
     t = computed_tokens(run)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from bertscope.analytic.blocks import Block, expand
 from bertscope.analytic.fp8 import to_fp8
-from bertscope.config import ModelConfig, Precision, RunConfig
+from bertscope.config import ModelConfig, Precision, RunConfig, WeightCast
 from bertscope.families import resolve
 from bertscope.optable import Op
 
@@ -33,7 +33,10 @@ def model_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     `sweep.grid`). An fp8 run is its family's bf16 blocks with the FP8 recipe's rows
     (`fp8.to_fp8`), so every producer gets fp8 from this one place."""
     blocks = producer(m)(m, run)
-    return to_fp8(blocks, m.num_layers) if run.precision is Precision.FP8 else blocks
+    if run.precision is not Precision.FP8:
+        return blocks
+    return to_fp8(blocks, m.num_layers,
+                  weights_per_step=run.weight_cast is not WeightCast.PER_MICRO_BATCH)
 
 
 def model_ops(m: ModelConfig, run: RunConfig) -> list[Op]:

@@ -22,6 +22,12 @@ transformer-engine/user-guide/api/common.html):
   reads the 1024-entry fp32 history and the new amax, writes the rolled history, the scale
   and its inverse (a reduction row, layer -1).
 
+Weight casts follow the run's cast policy (`config.WeightCast`): per micro-batch as above by
+default; once per optimizer step otherwise (`weights_per_step`: Transformer Engine's
+`is_first_microbatch=True` casts and caches the FP8 weights in the first micro-batch, later
+micro-batches and recomputation reuse them; Megatron-Core passes it through), as rows of a
+per-step block beside the layer's (`Block.micro` False).
+
 `to_fp8(blocks, layers)` is applied in one place (`families.model_blocks`) to every family's
 blocks; cast rows inherit the GEMM's layer, sublayer, phase, count and roles (tp_split,
 pp_stage), so the op table, the sweep and the distributed model all get them. Arithmetic on
@@ -64,14 +70,18 @@ def _cast(op: Op, suffix: str, elements: Any) -> Op:
               pp_stage=op.pp_stage)
 
 
-def _casts(op: Op) -> list[Op]:
-    """The casts a GEMM row needs before it, by phase (module docstring)."""
+def _casts(op: Op, weights_per_step: bool = False) -> tuple[list[Op], list[Op]]:
+    """(the casts a GEMM row needs before it in its micro-batch, the weight casts made once
+    per step instead), by phase (module docstring)."""
     a, b = _operands(op)
     if op.phase.family is PhaseFamily.FORWARD:  # forward and recompute: X and W
-        return [_cast(op, "a", a), _cast(op, "b", b)]
+        if not weights_per_step:
+            return [_cast(op, "a", a), _cast(op, "b", b)], []
+        once = [_cast(op, "b", b)] if op.phase is Phase.FORWARD else []  # recompute reuses
+        return [_cast(op, "a", a)], once
     if op.phase in (Phase.BACKWARD_DATA, Phase.BACKWARD):  # the incoming gradient dY
-        return [_cast(op, "a", a)]
-    return []  # weight gradient: X^T and dY^T come from the casts above
+        return [_cast(op, "a", a)], []
+    return [], []  # weight gradient: X^T and dY^T come from the casts above
 
 
 def _fp8_gemm(op: Op) -> Op:
@@ -89,36 +99,43 @@ def _update(phase: Phase, tensors: Any) -> Op:
               bytes_written=_FP32 * (h + 2 * tensors))
 
 
-def _convert(rows: list[Op]) -> tuple[list[Op], Any, Any]:
-    """Rows with casts before each linear GEMM and the GEMMs in FP8, and the number of
-    tensors cast in the forward phase and in the others (per run of the rows: a count fixed
-    by the rows' structure, never by sizes)."""
+def _convert(rows: list[Op], weights_per_step: bool = False
+             ) -> tuple[list[Op], Any, Any, list[Op]]:
+    """Rows with casts before each linear GEMM and the GEMMs in FP8, the number of tensors
+    cast in the forward phase and in the others (per run of the rows: a count fixed by the
+    rows' structure, never by sizes; a weight cast once per step still counts: its amax
+    history is updated with the others'), and the weight casts made once per step."""
     out: list[Op] = []
+    once: list[Op] = []
     fwd = rest = 0
     for op in rows:
         if op.category is not Category.GEMM:
             out.append(op)
             continue
-        casts = _casts(op)
+        casts, per_step = _casts(op, weights_per_step)
         if op.phase is Phase.FORWARD:
-            fwd += len(casts)
+            fwd += len(casts) + len(per_step)
         else:
             rest += len(casts)
         out += [*casts, _fp8_gemm(op)]
-    return out, fwd, rest
+        once += per_step
+    return out, fwd, rest, once
 
 
-def to_fp8(blocks: list[Block], layers: Any) -> list[Block]:
+def to_fp8(blocks: list[Block], layers: Any, weights_per_step: bool = False) -> list[Block]:
     """`blocks` of a bf16 iteration as an FP8 one: cast rows before every linear GEMM, the
     GEMMs reading FP8, and the two scale-update rows (after the last block that casts in
     forward, and after the last one that casts in backward). `layers`: the model's layer
-    count (an int, or an array over configurations)."""
+    count (an int, or an array over configurations). `weights_per_step`: the weights' casts
+    run once per optimizer step, in a block of their own before the block that uses them."""
     out: list[Block] = []
     tensors = {"forward": 0, "backward": 0}
     last = {"forward": -1, "backward": -1}
     for blk in blocks:
-        rows, fwd, rest = _convert(blk.rows)
-        later, fwd_l, rest_l = _convert(blk.later)
+        rows, fwd, rest, once = _convert(blk.rows, weights_per_step)
+        later, fwd_l, rest_l, once_l = _convert(blk.later, weights_per_step)
+        if once or once_l:
+            out.append(replace(blk, rows=once, later=once_l, micro=False))
         copies, again = multiplicity(blk, layers, 1)
         for key, n, n_later in (("forward", fwd, fwd_l), ("backward", rest, rest_l)):
             if n == 0 and n_later == 0:

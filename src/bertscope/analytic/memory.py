@@ -7,6 +7,13 @@ Adam keeps 2 + 2 + 12 = 16 bytes per parameter):
 |-----------|------------------|-----------|-----------------------------|
 | fp32      | 4                | 4         | 4 x states (SGD 1, Adam 2)  |
 | fp16/bf16 | 2 + 4 (master)   | 2         | 4 x states                  |
+| kept      | 2 + 4 (master)   | 4 (main)  | 4 x states                  |
+
+`kept` is `WeightCast.KEPT` (and any mixed run with `fused_accumulation`): 16-bit weights
+beside fp32 main parameters and fp32 main gradients, 18 bytes per parameter with Adam, as the
+Megatron Core user guide counts bf16 parameters with fp32 gradients
+(https://docs.nvidia.com/megatron-core/developer-guide/latest/distrib_optimizer.html, the
+table of bytes per parameter: 18 without, 6 + 12/d with the distributed optimizer).
 
 Saved activations are the op table's `saved_bytes` of one micro-batch's forward rows
 (micro-batches run one after another). With full checkpointing each encoder layer keeps
@@ -28,7 +35,9 @@ import numpy as np
 
 from bertscope.analytic.blocks import Block, Repeat
 from bertscope.analytic.families import model_blocks
+from bertscope.analytic.optimizer import grad_bytes
 from bertscope.analytic.params import parameter_count
+from bertscope.analytic.section import per_use_casts
 from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.optable import Record
 from bertscope.packing import computed_tokens
@@ -133,12 +142,20 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
         "params": n,
         "weights": ab * n,
         "master_weights": MASTER_BYTES * n if run.precision.mixed else 0 * n,
-        "gradients": ab * n,
+        "gradients": gradient_bytes(run) * n,
         "optimizer_states": 4 * run.optimizer.states * n,
         "activations": acts,
         "activations_per_layer": per_layer,
         "transient": transient,
     }
+
+
+def gradient_bytes(run: RunConfig) -> int:
+    """Bytes held per parameter for its gradient: the working precision's under autocast
+    (ZeRO's 2 + 2 + 12 accounting of the fp32 weights and gradients), else the gradient the
+    optimizer reads (`optimizer.grad_bytes`: fp32 main gradients where weights are kept or
+    accumulation is fused, the 16-bit model's own under `per_step`)."""
+    return run.precision.act_bytes if per_use_casts(run) else grad_bytes(run)
 
 
 def memory_estimate(m: ModelConfig, run: RunConfig,
@@ -149,4 +166,4 @@ def memory_estimate(m: ModelConfig, run: RunConfig,
     return MemoryEstimate(**{k: int(v) for k, v in memory_parts(m, run, blocks).items()})
 
 
-__all__ = ["MemoryEstimate", "memory_estimate", "memory_parts"]
+__all__ = ["MemoryEstimate", "gradient_bytes", "memory_estimate", "memory_parts"]

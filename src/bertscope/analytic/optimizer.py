@@ -13,6 +13,21 @@ arrive in 16 bits and the updated weights are copied back to 16 bits). Per eleme
 
 LAMB: You et al. 2019 (Large Batch Optimization for Deep Learning), Algorithm 2; the
 global gradient-norm pre-normalization is NVIDIA's NVLAMB.
+
+Mixed precision, by `RunConfig.weight_cast` (`config.WeightCast`):
+
+| policy          | gradient read   | 16-bit weights made by                         |
+|-----------------|-----------------|------------------------------------------------|
+| per_micro_batch | fp32 (autocast) | autocast's casts in every forward (`section`)  |
+| per_step        | 16-bit          | a `copy_to_half` row after the update          |
+| kept            | fp32 main grad  | the update row itself (+2 bytes written each)  |
+
+fp8 runs keep their 16-bit weights as `per_step` does unless `kept` (Transformer Engine's
+FP8 casts are `fp8.py`'s). Gradient accumulation adds micro-batches after the first into the
+gradient; with `fused_accumulation` the linear layers' weight-gradient GEMMs add into the
+fp32 main gradient themselves (`section.Section.linear`), so only the parameters outside the
+layer stacks (embeddings, heads) keep an accumulation row: the stack's biases and norms, under
+0.5% of a layer's parameters at h >= 768, are counted with the fused weights (approximation).
 """
 
 from __future__ import annotations
@@ -23,7 +38,8 @@ import numpy as np
 
 from bertscope.analytic.blocks import Block, Repeat, expand
 from bertscope.analytic.params import ParamGroup, group_layout
-from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
+from bertscope.analytic.section import per_use_casts
+from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig, WeightCast
 from bertscope.optable import Op
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer
 
@@ -64,19 +80,68 @@ def accumulates(run: RunConfig) -> bool:
     return bool(np.all(np.asarray(run.micro_batches) > 1))
 
 
-def accumulation_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
-    """Gradient accumulation: micro-batches after the first add into each .grad."""
-    k = run.micro_batches - 1
+def kept_weights(run: RunConfig) -> bool:
+    """Whether 16-bit weights are kept beside fp32 main parameters and gradients, written by
+    the optimizer's update (`WeightCast.KEPT` in mixed precision)."""
+    return bool(run.precision.mixed and run.weight_cast is WeightCast.KEPT)
+
+
+def grad_bytes(run: RunConfig) -> int:
+    """Bytes of one gradient element as the optimizer reads it: fp32 under autocast (the
+    parameters' own dtype), fp32 main gradients where weights are kept or accumulation is
+    fused into the GEMMs (Megatron-LM accumulates bf16 runs' gradients in fp32), else the
+    16-bit model's own (apex O2; fp8: Transformer Engine's bf16 gradients)."""
+    if per_use_casts(run) or kept_weights(run) or run.fused_accumulation:
+        return W
+    return run.precision.act_bytes
+
+
+def _accumulate_bytes(run: RunConfig) -> tuple[int, int]:
+    """(accumulator, addend) bytes per element of one gradient accumulation: the gradient
+    buffer read and written, the micro-batch's gradient read. Autocast's rows keep the
+    working precision for both (as measured rows were named before the policies)."""
     ab = run.precision.act_bytes
+    if per_use_casts(run):
+        return ab, ab
+    return grad_bytes(run), ab
+
+
+def _accumulated(grp: ParamGroup, run: RunConfig) -> bool:
+    """Whether a group's gradients are added up by a kernel of their own: all of them, or
+    with fused accumulation the groups outside the layer stacks only."""
+    return not run.fused_accumulation or group_stage(grp) is not PipelineStage.STACK
+
+
+def accumulation_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
+    """Gradient accumulation: micro-batches after the first add into each gradient (module
+    docstring: fused accumulation leaves the groups outside the stacks)."""
+    k = run.micro_batches - 1
+    acc, add = _accumulate_bytes(run)
 
     def rows(grp: ParamGroup) -> list[Op]:
+        if not _accumulated(grp, run):
+            return []
         n = grp.params
         return [Op(f"{grp.name}.grad_accumulate", grp.layer, Sublayer.OTHER,
                    Category.ELEMENTWISE, Phase.BACKWARD_WEIGHT, elements=n, count=k,
-                   flops=k * n, bytes_read=k * 2 * ab * n, bytes_written=k * ab * n,
+                   flops=k * n, bytes_read=k * (acc + add) * n, bytes_written=k * acc * n,
                    pp_stage=group_stage(grp))]
 
-    return group_blocks(m, rows)
+    return [blk for blk in group_blocks(m, rows) if blk.rows]
+
+
+def accumulate_op(m: ModelConfig, run: RunConfig) -> Op:
+    """One micro-batch's gradient accumulation over the whole model as one row (the
+    distributed model's per-parameter cost): the parameters `accumulation_blocks` adds up,
+    with its bytes per element."""
+    g = group_layout(m)
+    n = sum(grp.params for grp in [*g.before, *g.after] if _accumulated(grp, run))
+    n += sum(g.stack_layers(st, m.num_layers) * st.group.params for st in g.stacks
+             if _accumulated(st.group, run))
+    acc, add = _accumulate_bytes(run)
+    return Op("model.grad_accumulate", -1, Sublayer.OTHER, Category.ELEMENTWISE,
+              Phase.BACKWARD_WEIGHT, elements=n, flops=n, bytes_read=(acc + add) * n,
+              bytes_written=acc * n)
 
 
 def optimizer_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
@@ -91,13 +156,12 @@ def optimizer_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
 
 def _group_rows(grp: ParamGroup, run: RunConfig) -> list[Op]:
     """The optimizer step's rows of one parameter group."""
-    # gradient element bytes: fp32 under autocast (the parameters' own dtype), else the
-    # working precision's (fp8: Transformer Engine's 16-bit weights and gradients)
-    gb = W if run.precision.autocast else run.precision.act_bytes
+    gb = grad_bytes(run)
     opt = run.optimizer
     states = W * opt.states  # state bytes per element
-    rows: list[Op] = []
     n, name = grp.params, grp.name
+    kept = run.precision.act_bytes * n if kept_weights(run) else 0 * n  # 16-bit weights
+    rows: list[Op] = []
     if run.precision is Precision.FP16:  # loss scaling: unscale and check for inf/nan
         rows.append(_row(f"{name}.grad_unscale", grp, Category.OPTIMIZER, 2 * n,
                          gb * n, gb * n))
@@ -110,15 +174,18 @@ def _group_rows(grp: ParamGroup, run: RunConfig) -> list[Op]:
         rows.append(_row(f"{name}.lamb_norms", grp, Category.REDUCTION, 4 * n,
                          2 * W * n, 2 * W * grp.tensors))  # ||w||, ||u|| per tensor
         rows.append(_row(f"{name}.lamb_update", grp, Category.OPTIMIZER, 3 * n,
-                         2 * W * n + W * grp.tensors, W * n))
+                         2 * W * n + W * grp.tensors, W * n + kept))
     else:
         rows.append(_row(f"{name}.{opt.value}_update", grp, Category.OPTIMIZER,
                          _UPDATE_FLOPS[opt] * n, (W + states) * n + gb * n,
-                         (W + states) * n))
-    if run.precision.mixed and not run.precision.autocast:  # refresh the 16-bit weights
+                         (W + states) * n + kept))
+    if run.precision.mixed and not per_use_casts(run) and not kept_weights(run):
+        # refresh the 16-bit weights from the fp32 masters once per step
         rows.append(_row(f"{name}.copy_to_half", grp, Category.DATA_MOVEMENT, 0,
                          W * n, gb * n))
     return rows
 
 
-__all__ = ["group_blocks", "group_stage", "optimizer_blocks", "optimizer_ops"]
+__all__ = ["accumulate_op", "accumulates", "accumulation_blocks", "grad_bytes", "group_blocks",
+           "group_stage", "kept_weights", "optimizer_blocks", "optimizer_ops",
+           "per_use_casts"]

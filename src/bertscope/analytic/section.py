@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bertscope.config import Activation, Checkpoint
+from bertscope.config import Activation, Checkpoint, WeightCast
 from bertscope.optable import Op
 from bertscope.taxonomy import (
     Category,
@@ -97,6 +97,21 @@ COMPOSITE: dict[str, Composite] = {
 """Elementwise functions eager PyTorch runs as several kernels, by `Activation`."""
 
 
+def per_use_casts(run: Any) -> bool:
+    """Whether torch.autocast casts the weights in every micro-batch (fp16/bf16 with
+    `WeightCast.PER_MICRO_BATCH`): fp32 parameters and gradients, casts as rows. A 16-bit
+    model under `per_step` or `kept` casts nothing in forward or backward: its weights are
+    made once per step (`optimizer`). `run`: a `RunConfig` or a sweep's view of one."""
+    return bool(run.precision.autocast and run.weight_cast is WeightCast.PER_MICRO_BATCH)
+
+
+def cast_policy(run: Any) -> dict[str, bool]:
+    """A section's cast settings from the run: `autocast` (`per_use_casts`) and whether
+    gradient accumulation is fused into the weight-gradient GEMMs."""
+    return {"autocast": per_use_casts(run),
+            "fused_accumulation": bool(run.fused_accumulation)}
+
+
 @dataclass(slots=True)
 class Section:
     """Rows of one part of the model (embeddings, one layer, heads): forward rows in order,
@@ -116,6 +131,10 @@ class Section:
     cast_weights: bool = True
     """False where the weights' casts are counted elsewhere, once (ALBERT's shared layer:
     autocast caches a weight's cast for the whole forward pass)."""
+    fused_accumulation: bool = False
+    """Each linear's weight-gradient GEMM adds into the fp32 main gradient (reads and writes
+    4 bytes per weight element, Megatron-LM's gradient_accumulation_fusion) instead of
+    writing the gradient for a separate accumulation; no cast of the weight's gradient."""
     fwd: list[Op] = field(default_factory=list)
     _bwd: list[list[Op]] = field(default_factory=list)
 
@@ -156,10 +175,15 @@ class Section:
                      n=d_in, k=d_out, batch=1, flops=flops,
                      bytes_read=y_bytes + w_bytes, bytes_written=x_bytes),
         ] if input_grad else []
+        if self.fused_accumulation:  # dW += dY^T X into the fp32 main gradient
+            main = PARAM_BYTES * (d_out * d_in)
+            wgrad_read, wgrad_written = y_bytes + x_bytes + main, main
+        else:
+            wgrad_read, wgrad_written = y_bytes + x_bytes, w_bytes
         grads += [
             self.row(f"{name}.wgrad", sub, C.GEMM, P.BACKWARD_WEIGHT, split=split, m=d_out,
                      n=d_in, k=t, batch=1, flops=flops,
-                     bytes_read=y_bytes + x_bytes, bytes_written=w_bytes),
+                     bytes_read=wgrad_read, bytes_written=wgrad_written),
         ]
         if bias:
             bias_split = T.REPLICATED if split is T.ROW else split
@@ -182,8 +206,9 @@ class Section:
             x_split = T.SPLIT if split is T.ROW else T.REPLICATED
             back.append(self._cast(f"{name}.input", sub, x_elems, x_split,
                                    P.BACKWARD_DATA if input_grad else None))
-        if self.cast_weights:
-            back.append(self._cast(f"{name}.weight", sub, w_elems, split, P.BACKWARD_WEIGHT))
+        if self.cast_weights:  # a fused accumulation's GEMM writes the fp32 gradient itself
+            back.append(self._cast(f"{name}.weight", sub, w_elems, split,
+                                   None if self.fused_accumulation else P.BACKWARD_WEIGHT))
             if bias:
                 bias_split = T.REPLICATED if split is T.ROW else split
                 back.append(self._cast(f"{name}.bias", sub, b_elems, bias_split,
@@ -207,8 +232,9 @@ class Section:
     def weight_casts(self, name: str, sub: Sublayer, e: int) -> None:
         """Autocast's casts of `e` fp32 weights used by many linears but cast once per
         forward (cached): ALBERT's shared layer, whose linears set `cast_weights=False`."""
+        grad_phase = None if self.fused_accumulation else P.BACKWARD_WEIGHT
         if self.autocast and (back := self._cast(f"{name}.weight", sub, e, T.REPLICATED,
-                                                 P.BACKWARD_WEIGHT)) is not None:
+                                                 grad_phase)) is not None:
             self.on_backward(back)
 
     def bmm(self, name: str, sub: Sublayer, g: int, m: int, n: int, k: int, *,

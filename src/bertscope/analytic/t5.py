@@ -37,7 +37,7 @@ from bertscope.analytic.attention import attention_core
 from bertscope.analytic.blocks import Block, Repeat
 from bertscope.analytic.optimizer import accumulates, accumulation_blocks, optimizer_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup
-from bertscope.analytic.section import INDEX_BYTES, Section, checkpointed
+from bertscope.analytic.section import INDEX_BYTES, Section, cast_policy, checkpointed
 from bertscope.config import ModelConfig, RunConfig
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
@@ -55,7 +55,7 @@ def inner(m: ModelConfig) -> int:
 
 def _embed(m: ModelConfig, run: RunConfig, ab: int, name: str, tokens: int) -> Section:
     """One stack's input: the shared embedding's lookup of its token ids, then dropout."""
-    sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
+    sec = Section(-1, ab, PipelineStage.FIRST, **cast_policy(run))
     sec.lookup(f"{name}.embed_tokens", tokens, m.vocab_size, m.hidden)
     if run.dropout:
         sec.dropout(f"{name}.embed_dropout", S.EMBEDDING, tokens * m.hidden)
@@ -143,14 +143,14 @@ def _ffn(sec: Section, m: ModelConfig, run: RunConfig, t: int) -> None:
 
 
 def _encoder_layer(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(0, ab, PipelineStage.STACK, autocast=run.precision.autocast)
+    sec = Section(0, ab, PipelineStage.STACK, **cast_policy(run))
     _attention(sec, m, run, run.batch, run.seq, causal=False)
     _ffn(sec, m, run, run.batch * run.seq)
     return sec
 
 
 def _decoder_layer(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(m.num_layers, ab, PipelineStage.STACK, autocast=run.precision.autocast)
+    sec = Section(m.num_layers, ab, PipelineStage.STACK, **cast_policy(run))
     b, st = run.batch, run.target_seq
     _attention(sec, m, run, b, st, causal=True)
     _cross(sec, m, run, b, st, run.seq)
@@ -162,7 +162,7 @@ def _final(m: ModelConfig, run: RunConfig, ab: int, name: str, tokens: int, *,
            keeps_output: bool) -> Section:
     """A stack's final RMSNorm and dropout. The encoder's output (`keeps_output`) is kept for
     backward once, by every decoder layer's K and V projections (one tensor)."""
-    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
+    sec = Section(-1, ab, PipelineStage.LAST, **cast_policy(run))
     h = m.hidden
     sec.rmsnorm(f"{name}.final_norm", S.FINAL_NORM, tokens, h)
     if run.dropout:
@@ -175,7 +175,7 @@ def _final(m: ModelConfig, run: RunConfig, ab: int, name: str, tokens: int, *,
 
 def _head(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     """v1.0's h^-0.5 scaling of the tied head's input, the LM head, the loss."""
-    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
+    sec = Section(-1, ab, PipelineStage.LAST, **cast_policy(run))
     h, v = m.hidden, m.vocab_size
     u = run.batch * run.target_seq
     if m.tie_word_embeddings:
@@ -218,7 +218,7 @@ def t5_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     head = _head(m, run, ab)
     # the encoder output feeds K and V of each decoder layer: 2 ld - 1 gradient adds, one in
     # every decoder layer's backward and one more in each after the first (`later`)
-    kv_sum = Section(m.num_layers, ab, PipelineStage.STACK, autocast=run.precision.autocast)
+    kv_sum = Section(m.num_layers, ab, PipelineStage.STACK, **cast_policy(run))
     kv_sum.grad_sum("encoder_output.grad_sum", S.CROSS_QKV, b * s * h)
     enc_fwd, enc_rerun = checkpointed(enc.fwd, run.checkpoint)
     dec_fwd, dec_rerun = checkpointed(dec.fwd, run.checkpoint)

@@ -26,7 +26,7 @@ from bertscope.analytic.blocks import Block
 from bertscope.analytic.decoder import prenorm_layer
 from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup, linear
-from bertscope.analytic.section import Section
+from bertscope.analytic.section import Section, cast_policy
 from bertscope.config import ModelConfig, RunConfig
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
@@ -34,7 +34,7 @@ C, P, S, T = Category, Phase, Sublayer, TensorSplit
 
 
 def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
-    sec = Section(-1, ab, PipelineStage.FIRST, autocast=run.precision.autocast)
+    sec = Section(-1, ab, PipelineStage.FIRST, **cast_policy(run))
     b, s, h, n = run.batch, run.seq, m.hidden, m.patches
     k = m.channels * m.patch_size ** 2
     # the pixels unfolded into (b n, c p^2) patches, then one GEMM (the stride-p convolution)
@@ -59,7 +59,7 @@ def _embeddings(m: ModelConfig, run: RunConfig, ab: int) -> Section:
 def _head(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     """Final LayerNorm, the class token's slice (its backward writes the zero-filled
     gradient of all s tokens), the classifier, the loss."""
-    sec = Section(-1, ab, PipelineStage.LAST, autocast=run.precision.autocast)
+    sec = Section(-1, ab, PipelineStage.LAST, **cast_policy(run))
     b, s, h = run.batch, run.seq, m.hidden
     sec.layernorm("final_norm", S.FINAL_NORM, b * s, h)
     sec.on_backward(sec.row("cls_select.grad", S.CLS_HEAD, C.DATA_MOVEMENT, P.BACKWARD_DATA,

@@ -20,7 +20,7 @@ from bertscope.cli.options import (
 from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
-from bertscope.job import Job, Layout
+from bertscope.job import Job, Layout, with_recipe_layout
 from bertscope.report.tables import make_console
 
 if TYPE_CHECKING:
@@ -91,6 +91,7 @@ def distributed_cmd(
             job = Job(model=model, layout=lay, run=RunConfig(
                 **{**{k: v for k, v in run.items() if v is not None},
                    "micro_batches": mb, "checkpoint": ck}))
+        job = with_recipe_layout(job, layout)  # the recipe's layout where it applies
         print_layout(evaluate(job, cluster), cluster, out)
         _write_timeline(timeline, job, cluster, out)
         return

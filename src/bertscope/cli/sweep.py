@@ -174,10 +174,12 @@ def axis_options() -> list[AxisOption]:
     for f in dataclasses.fields(Layout):
         if f.name in LAYOUT_AXES:
             parse, words = _parser(hints[f.name])
+            # unset (None) unless given, so a recipe's layout default can apply (`sweep.multi`)
+            default = _text(int(f.default) if f.name == "zero" else f.default)
+            recipe = ", or the recipe's where it applies" if f.name == "zero" else ""
             out.append(AxisOption(f.name, f.metadata.get("flag") or f.name.replace("_", "-"),
-                                  f"{f.metadata.get('help', '')} Values: {words}.",
-                                  _text(int(f.default) if f.name == "zero" else f.default),
-                                  parse))
+                                  f"{f.metadata.get('help', '')} Values: {words} (default: "
+                                  f"{default}{recipe}).", None, parse))
     out += [AxisOption(k, k.replace("_", "-"), _KNOB_HELP[k], "1", parse_floats)
             for k in KNOB_AXES]
     return out

@@ -37,7 +37,16 @@ from torch import nn
 
 from bertscope.analytic import build
 from bertscope.analytic.memory import MemoryEstimate
-from bertscope.config import Attention, Checkpoint, Family, ModelConfig, Precision, RunConfig
+from bertscope.config import (
+    Attention,
+    Checkpoint,
+    Family,
+    ModelConfig,
+    Precision,
+    Recipe,
+    RunConfig,
+    WeightCast,
+)
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.families import resolve
 from bertscope.io import atomic_path, whole_json, write_or_rescue
@@ -340,6 +349,10 @@ def refuse_unmeasured(run: RunConfig) -> None:
     """Refuse the run settings the profiler does not measure, in one line: selective
     recomputation and kernel fusion (the reference models run neither; ops, predict, sweep
     and distributed model them)."""
+    if run.recipe is not Recipe.EAGER:
+        raise BertscopeError(f"--recipe {run.recipe.value} is not measured: the reference "
+                             f"models are the eager recipe (Hugging Face-style eager PyTorch "
+                             f"with autocast); ops, predict, sweep and distributed model it")
     if run.checkpoint is Checkpoint.SELECTIVE:
         raise BertscopeError("--checkpoint selective is not measured: the reference models "
                              "recompute none or full; ops, predict, sweep and distributed "
@@ -351,6 +364,14 @@ def refuse_unmeasured(run: RunConfig) -> None:
         raise BertscopeError("--seq-lengths is not measured: the reference models train on "
                              "full batch x seq rows; ops, predict, sweep and distributed "
                              "model real lengths (leave --seq-lengths out to profile)")
+    if run.precision.mixed and run.weight_cast is not WeightCast.PER_MICRO_BATCH:
+        raise BertscopeError(f"--weight-cast {run.weight_cast.value} is not measured: the "
+                             f"reference models train with torch.autocast (per_micro_batch); "
+                             f"ops, predict, sweep and distributed model it")
+    if run.fused_accumulation:
+        raise BertscopeError("--fused-accumulation is not measured: the reference models "
+                             "accumulate gradients with autograd; ops, predict, sweep and "
+                             "distributed model it")
 
 
 def profile(

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from bertscope.analytic.families import model_ops
-from bertscope.analytic.optimizer import optimizer_ops
+from bertscope.analytic.optimizer import accumulate_op, optimizer_ops
 from bertscope.analytic.params import parameter_count
 from bertscope.errors import BertscopeError
 from bertscope.optable import Op, OpTable
@@ -407,12 +407,7 @@ def _update_ops(workload: Workload) -> tuple[list[Op], Op]:
     """The optimizer step of the whole model, and one gradient-accumulation add per parameter
     (as the analytic model's grad_accumulate rows), to be predicted and scaled per device."""
     m, run = workload.model, workload.run_for(1)
-    n = parameter_count(m)
-    ab = run.precision.act_bytes
-    acc = Op("model.grad_accumulate", -1, Sublayer.OTHER, Category.ELEMENTWISE,
-             Phase.BACKWARD_WEIGHT, elements=n, flops=n, bytes_read=2 * ab * n,
-             bytes_written=ab * n)
-    return _fused(optimizer_ops(m, run), workload), acc
+    return _fused(optimizer_ops(m, run), workload), accumulate_op(m, run)
 
 
 __all__ = ["Block", "ComputeTable", "Pass", "Split", "clear_compute_tables", "compute_table"]

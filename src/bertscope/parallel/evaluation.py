@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from bertscope.analytic.memory import gradient_bytes
 from bertscope.config import config_dict
 from bertscope.job import Job, Layout, ZeroStage
 from bertscope.parallel.collectives import Collective, bucketed_exposed, exposed_beyond
@@ -129,8 +130,13 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     bwd_last = lps * (lb + rec) + hb + single * eb
     fwd_first = lps * lf + ef + single * hf
     fwd_last = lps * lf + hf + single * ef
-    tied = np.where(pp > 1, topo.time(Collective.ALL_REDUCE, m.vocab_size * m.emb / tp * ab,
-                                      2, (pp - 1) * tp * dp), 0.0)
+    # gradients travel in the dtype they are held in: fp32 main gradients where the recipe
+    # keeps 16-bit weights or fuses accumulation (Megatron-LM reduces bf16 runs' gradients
+    # in fp32: arguments.py, validate_args), else the working precision's as before
+    grad_b = gradient_bytes(w.run)
+    tied = np.where(pp > 1, topo.time(Collective.ALL_REDUCE,
+                                      m.vocab_size * m.emb / tp * grad_b, 2,
+                                      (pp - 1) * tp * dp), 0.0)
     # one micro-batch step of the slower stage, forward and backward (recompute runs in
     # backward), each with its exposed communication: TP collectives (forward: the layers'
     # forward ones and the embedding's; backward the rest) and half the send/recv each way
@@ -146,20 +152,21 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
 
     def grad_sync(psi: np.ndarray, fwd: np.ndarray, bwd: np.ndarray,
                   idle: np.ndarray) -> np.ndarray:
-        gbytes = psi * ab
-        k = np.ceil(gbytes / DDP_BUCKET_BYTES)
-        ar_all = k * topo.time(Collective.ALL_REDUCE, gbytes / k, dp, tp)
-        rs_all = k * topo.time(Collective.REDUCE_SCATTER, gbytes / k, dp, tp)
-        gather = topo.time(Collective.ALL_GATHER, gbytes, dp, tp)  # 16-bit weights
+        gbytes = psi * ab  # 16-bit weights (gathered)
+        rbytes = psi * grad_b  # gradients (reduced)
+        k = np.ceil(rbytes / DDP_BUCKET_BYTES)
+        ar_all = k * topo.time(Collective.ALL_REDUCE, rbytes / k, dp, tp)
+        rs_all = k * topo.time(Collective.REDUCE_SCATTER, rbytes / k, dp, tp)
+        gather = topo.time(Collective.ALL_GATHER, gbytes, dp, tp)
         # Megatron's buckets (`overlap_grad_reduce`, `overlap_param_gather`): the reduce
         # hides behind the last micro-batch's backward but its last bucket, then the stage's
         # cool-down; the updated parameters' gather behind the first micro-batch's forward
         # but its first bucket (`bucketed_exposed`)
         km = np.maximum(np.ceil(psi / meg_params), 1.0)
         ar_meg = exposed_beyond(bucketed_exposed(
-            km * topo.time(Collective.ALL_REDUCE, gbytes / km, dp, tp), km, bwd), idle)
+            km * topo.time(Collective.ALL_REDUCE, rbytes / km, dp, tp), km, bwd), idle)
         rs_meg = exposed_beyond(bucketed_exposed(
-            km * topo.time(Collective.REDUCE_SCATTER, gbytes / km, dp, tp), km, bwd), idle)
+            km * topo.time(Collective.REDUCE_SCATTER, rbytes / km, dp, tp), km, bwd), idle)
         ag_meg = bucketed_exposed(km * topo.time(Collective.ALL_GATHER, gbytes / km, dp, tp),
                                   km, fwd)
         reduce_ar = np.where(o_grad, ar_meg, bucketed_exposed(ar_all, k, bwd))
@@ -167,7 +174,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
         gather = np.where(o_param, ag_meg, gather)
         units = np.ceil(lps) + 1.0  # ZeRO-3 gathers layer by layer (+ embeddings/heads)
         ag_unit = units * topo.time(Collective.ALL_GATHER, gbytes / units, dp, tp)
-        rs_unit = units * topo.time(Collective.REDUCE_SCATTER, gbytes / units, dp, tp)
+        rs_unit = units * topo.time(Collective.REDUCE_SCATTER, rbytes / units, dp, tp)
         z0 = reduce_ar
         z1 = reduce_rs + gather
         z2 = mb * reduce_rs + gather
@@ -220,7 +227,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     acts_last = lps * per_layer * f_last + hs * edge_last + single * es + working
     transient = look(table.transient)
     static_kw: dict[str, Any] = dict(precision=w.precision, optimizer=w.optimizer,
-                                     layer_params=psi_layer)
+                                     layer_params=psi_layer, grad_bytes=gradient_bytes(w.run))
     s_first = zero_static_bytes(psi_first, dp, zero, **static_kw)
     s_last = zero_static_bytes(psi_last, dp, zero, **static_kw)
     tot_first = sum(s_first.values()) + acts_first + transient

@@ -119,23 +119,30 @@ def stage_params(m: ModelConfig, tp: ArrayLike, pp: ArrayLike) -> tuple[np.ndarr
 
 
 # -- static memory -----------------------------------------------------------------------------
-def bytes_per_param(precision: Precision, optimizer: Optimizer) -> tuple[int, int, int]:
-    """(working weight, gradient, optimizer state K) bytes per parameter."""
+def bytes_per_param(precision: Precision, optimizer: Optimizer,
+                    grad_bytes: int | None = None) -> tuple[int, int, int]:
+    """(working weight, gradient, optimizer state K) bytes per parameter. `grad_bytes`: the
+    gradient's when it is not the working precision's (fp32 main gradients beside 16-bit
+    weights: `analytic.memory.gradient_bytes` of the run; Megatron's bf16 runs hold 2 + 4 +
+    12 = 18 bytes per parameter, 6 + 12/d with the distributed optimizer, Megatron Core user
+    guide, "Distributed Optimizer")."""
     w = precision.act_bytes
     k = (MASTER_BYTES if precision.mixed else 0) + MASTER_BYTES * optimizer.states
-    return w, w, k
+    return w, w if grad_bytes is None else grad_bytes, k
 
 
 def zero_static_bytes(params: ArrayLike, dp: ArrayLike, stage: ArrayLike, *,
                       precision: Precision, optimizer: Optimizer,
-                      layer_params: ArrayLike = 0.0) -> dict[str, np.ndarray]:
+                      layer_params: ArrayLike = 0.0,
+                      grad_bytes: int | None = None) -> dict[str, np.ndarray]:
     """Weights, gradients and optimizer states per device for ZeRO `stage` (0-3) over `dp`
     data-parallel devices (formulas in the module docstring). `layer_params` is the largest
-    unit ZeRO-3 gathers at once (one layer's parameters on this device)."""
+    unit ZeRO-3 gathers at once (one layer's parameters on this device); `grad_bytes` as
+    `bytes_per_param` takes it."""
     psi, n, z = (np.asarray(x, dtype=float) for x in (params, dp, stage))
     if np.any((z < ZeroStage.NONE) | (z > ZeroStage.PARAMETERS)):
         raise BertscopeError("ZeRO stage must be 0, 1, 2 or 3")
-    w, g, k = bytes_per_param(precision, optimizer)
+    w, g, k = bytes_per_param(precision, optimizer, grad_bytes)
     weights = np.where(z >= ZeroStage.PARAMETERS,
                        w * psi / n + w * np.asarray(layer_params) * (1 - 1 / n), w * psi)
     grads = np.where(z >= ZeroStage.GRADIENTS, g * psi / n, g * psi)

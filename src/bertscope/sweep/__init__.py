@@ -223,7 +223,7 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
     for group in grid.groups() if combos else ():  # multi-device points: `multi`
         labels = _labels(group)
         parts += [(labels, target, {**cols, MULTI: np.ones(0)})
-                  for target, cols in multi.evaluate_group(group, targets, combos)]
+                  for target, cols in multi.evaluate_group(group, targets, combos, grid.pinned)]
         done += group.size * len(targets) * len(combos)
         tell("sweep", done, grid.size)
     frame = _frame(parts, targets, grid, layouts=bool(combos))

@@ -160,7 +160,7 @@ class Grid:
     swept, keeps the model's ratio of the two); run fields left out take `RunConfig`'s
     defaults; layout sizes 1 and ZeRO 0; knobs 1."""
 
-    __slots__ = ("axes", "devices", "models", "num_axes", "run", "structural")
+    __slots__ = ("axes", "devices", "models", "num_axes", "pinned", "run", "structural")
 
     def __init__(self, *, models: Sequence[ModelConfig], devices: Sequence[DeviceProfile],
                  **axes: Sequence[Any] | None) -> None:
@@ -200,6 +200,9 @@ class Grid:
             values = axes.get(name)
             return default if values is None else tuple(values)
 
+        self.pinned: tuple[str, ...] = tuple(a for a in LAYOUT_AXES if axes.get(a) is not None)
+        """The layout axes given (the others take a recipe's layout defaults where they
+        apply: `sweep.multi`)."""
         for name in LAYOUT_SIZES:
             got[name] = _ints(name, given(name, (1,)))
         zeros = _nonempty("zero", given("zero", (0,)))

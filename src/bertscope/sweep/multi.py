@@ -23,7 +23,7 @@ one; a point the job or the cluster refuses is skipped.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -34,14 +34,14 @@ from bertscope.analytic.families import model_blocks
 from bertscope.analytic.params import parameter_count
 from bertscope.config import Checkpoint, ModelConfig
 from bertscope.errors import BertscopeError
-from bertscope.job import Layout, Schedule
+from bertscope.job import Layout, with_recipe_layout
 from bertscope.parallel.compute import compute_table
-from bertscope.parallel.evaluation import evaluate_arrays
+from bertscope.parallel.evaluation import OVERLAP_KEYS, evaluate_arrays
 from bertscope.parallel.job import Cluster, Workload, check_layout
 from bertscope.perf.efficiency import DeviceProfile
 from bertscope.perf.roofline import Knobs, select_peaks
 from bertscope.sweep.engine import runs_on
-from bertscope.sweep.grid import MODEL_AXES, Group, ModelView
+from bertscope.sweep.grid import LAYOUT_AXES, MODEL_AXES, Group, ModelView
 
 PARTS: tuple[str, ...] = ("compute_s", "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s")
 """Time parts of a multi-device row besides the optimizer (`parallel.TIME_KEYS`)."""
@@ -106,28 +106,37 @@ def _runs(group: Group) -> list[tuple[dict[str, int], Any]]:
 
 
 def _valid_layouts(combos: list[tuple[int, int, int, int]], micro: np.ndarray,
-                   workload: Workload, cluster_of: dict[int, Cluster], checkpoint: Checkpoint
-                   ) -> list[tuple[int, int, int, int, int]]:
-    """(dp, tp, pp, zero, micro-batches) layouts whose job (1F1B, no sequence parallelism)
-    is valid and fits its cluster: the distributed model's own rules, asked once each."""
+                   workload: Workload, cluster_of: dict[int, Cluster], checkpoint: Checkpoint,
+                   pinned: Collection[str] = LAYOUT_AXES) -> list[tuple[int, ...]]:
+    """(dp, tp, pp, zero, micro-batches, sequence parallel, schedule code, virtual stages,
+    the overlap flags) of the layouts whose job is valid and fits its cluster: the
+    distributed model's own rules, asked once each. Each layout is 1F1B without sequence
+    parallelism or overlap, then takes the run's recipe's layout defaults where they apply
+    (`job.with_recipe_layout`; ZeRO's only where the grid's `zero` axis was not given:
+    `pinned`)."""
     ok = []
     for (d, t, p, z), mb in itertools.product(combos, micro.astype(int).tolist()):
         try:
             job = replace(workload, global_batch=d * mb).job(Layout(dp=d, tp=t, pp=p, zero=z),
                                                              mb, checkpoint)
+            job = with_recipe_layout(job, {k: 1 for k in pinned})
             check_layout(job, cluster_of[d * t * p])
         except BertscopeError:
             continue
-        ok.append((d, t, p, z, mb))
+        lay = job.layout
+        ok.append((d, t, p, int(lay.zero), mb, int(lay.sequence_parallel), lay.schedule.code,
+                   lay.virtual_stages, *(int(getattr(lay, k)) for k in OVERLAP_KEYS)))
     return ok
 
 
 def evaluate_group(group: Group, targets: list[tuple[DeviceProfile, Knobs]],
-                   combos: list[tuple[int, int, int, int]]
+                   combos: list[tuple[int, int, int, int]],
+                   pinned: Collection[str] = LAYOUT_AXES
                    ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
     """Every configuration of `group` under every layout of `combos` on every target, as
     (target index per entry, columns) pairs in the form `engine.evaluate_piece` returns, plus
-    the layout columns and time parts."""
+    the layout columns and time parts. `pinned`: the layout axes the grid was given (the
+    others take the group's recipe's layout defaults where they apply)."""
     flops = job_flops(group)
     checkpoint = group.run.checkpoint
     batch, micro = group.values["batch"], group.values["micro_batches"]
@@ -145,7 +154,8 @@ def evaluate_group(group: Group, targets: list[tuple[DeviceProfile, Knobs]],
             for ti, (profile, knobs) in enumerate(targets):
                 if not runs[ti]:
                     continue  # a precision the device lacks: skipped, counted
-                valid = _valid_layouts(combos, micro, workload, clusters[ti], checkpoint)
+                valid = _valid_layouts(combos, micro, workload, clusters[ti], checkpoint,
+                                       pinned)
                 if not valid:
                     continue
                 table = compute_table(workload, profile, batch, [v[1] for v in valid], knobs)
@@ -158,7 +168,7 @@ def evaluate_group(group: Group, targets: list[tuple[DeviceProfile, Knobs]],
     return results
 
 
-def _slice(group: Group, valid: list[tuple[int, int, int, int, int]], workload: Workload,
+def _slice(group: Group, valid: list[tuple[int, ...]], workload: Workload,
            cluster: Cluster, table: Any, knobs: Knobs, target: int, flops: np.ndarray,
            where: dict[str, int]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """One `evaluate_arrays` call: every (layout, batch) of one device count, as columns;
@@ -167,13 +177,13 @@ def _slice(group: Group, valid: list[tuple[int, int, int, int, int]], workload: 
     lay = np.repeat(np.array(valid, dtype=np.int64), len(batch), axis=0)
     bi = np.tile(np.arange(len(batch)), len(valid))
     b = batch.astype(np.int64)[bi]
-    d, t, p, z, mb = lay.T
+    d, t, p, z, mb, sp, sched, v, *overlap = lay.T
     n = len(b)
     got = evaluate_arrays(workload, cluster, {
         "dp": d, "tp": t, "pp": p, "micro_batches": mb, "zero": z,
-        "checkpoint": np.full(n, group.run.checkpoint.code), "sp": np.zeros(n, dtype=bool),
-        "schedule": np.full(n, Schedule.ONE_F_ONE_B.code),
-        "virtual_stages": np.ones(n, dtype=np.int64), "global_batch": b * mb * d}, table)
+        "checkpoint": np.full(n, group.run.checkpoint.code), "sp": sp.astype(bool),
+        "schedule": sched, "virtual_stages": v, "global_batch": b * mb * d,
+        **{k: f.astype(bool) for k, f in zip(OVERLAP_KEYS, overlap, strict=True)}}, table)
     order = np.argsort(micro)  # the micro-batch axis in the grid's order, unique
     mi = order[np.searchsorted(micro[order], mb)]
     index: dict[str, Any] = {**where, "batch": bi, "micro_batches": mi}
