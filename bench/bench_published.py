@@ -100,8 +100,8 @@ def dims(model: str) -> Dims:
 
 def narayanan_flops_per_token(d: Dims, seq: int) -> float:
     """Narayanan et al. 2021 eq. (3) per token: F / (B s) = 96 l h^2 (1 + s/6h + V/16lh)."""
-    l, h, v = d.layers, d.hidden, d.vocab
-    return 96 * l * h * h * (1 + seq / (6 * h) + v / (16 * l * h))
+    layers, h, v = d.layers, d.hidden, d.vocab
+    return 96 * layers * h * h * (1 + seq / (6 * h) + v / (16 * layers * h))
 
 
 def palm_flops_per_token(d: Dims, seq: int) -> float:
@@ -229,9 +229,9 @@ def run(figure: dict[str, Any], recipe: bool) -> Row:
 
 def report(rows: list[Row], recipe: bool) -> list[str]:
     """The table and its summary."""
-    lines = [f"recipe: {'passed as --recipe' if recipe else 'CLI has no --recipe yet: spelled out as '}"
-             + ("" if recipe else "; ".join(f"{k} = {' '.join(v) or 'defaults'}"
-                                            for k, v in RECIPE_FLAGS.items())),
+    spelled = "; ".join(f"{k} = {' '.join(v) or 'defaults'}" for k, v in RECIPE_FLAGS.items())
+    lines = ["recipe: passed as --recipe" if recipe
+             else f"recipe: the CLI has no --recipe yet, spelled out as {spelled}",
              f"{'id':44} {'device':9} {'n':>5} {'prec':5} {'recipe':8} {'published':>10} "
              f"{'predicted':>10} {'unit':>6} {'error':>7}  fits"]
     for r in rows:
@@ -249,7 +249,8 @@ def report(rows: list[Row], recipe: bool) -> list[str]:
                  f"({max(rows, key=lambda r: abs(r.error)).figure['id']}); within 10%: "
                  f"{sum(e <= 0.10 for e in errs)}, within 20%: {sum(e <= 0.20 for e in errs)}")
     for src, es in by_source.items():
-        lines.append(f"#   {src:22} n={len(es):2}  median error {100 * statistics.median(es):+6.1f}%"
+        mid = 100 * statistics.median(es)
+        lines.append(f"#   {src:22} n={len(es):2}  median error {mid:+6.1f}%"
                      f"  range {100 * min(es):+6.1f}% .. {100 * max(es):+6.1f}%")
     lines.append("# tokens/s per device; error = predicted / published - 1; published converted "
                  "with the source's own arithmetic (bench/published_figures.toml, unit_note)")
