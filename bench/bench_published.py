@@ -49,7 +49,12 @@ RECIPE_FLAGS: dict[str, tuple[str, ...]] = {
 }
 """The recipe as the CLI's existing options, used only while the CLI has no `--recipe`:
 eager = the defaults; fused = fused elementwise chains and optimizer, one fused softmax;
-megatron = fused chains and a flash-style attention kernel."""
+megatron = fused chains and a flash-style attention kernel (plus `OVERLAPS` on
+`distributed`)."""
+
+OVERLAPS = ("overlap_tp_comm", "overlap_grad_reduce", "overlap_param_gather")
+"""Communication-overlap switches of `distributed`: the megatron recipe turns them on; a
+figure may set any of them (true/false) where its source says what it overlapped."""
 
 
 def load(path: Path = FIGURES) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
@@ -169,6 +174,10 @@ def cli_args(f: dict[str, Any], recipe: bool) -> list[str]:
         return ["predict", model, *common, "--no-store", "--top", "0"]
     args = ["distributed", model, *common, "--devices", str(f["devices"]), "--dp", str(dp),
             "--tp", str(f["tp"]), "--pp", str(f["pp"]), "--zero", str(f.get("zero", 0))]
+    for key in OVERLAPS:  # the figure's own setting, else the recipe's (on for megatron)
+        on = f.get(key, None if recipe else f["recipe"] == "megatron")
+        if on is not None:
+            args.append(f"--{'' if on else 'no-'}{key.replace('_', '-')}")
     if f.get("sp"):
         args.append("--sp")
     if f["pp"] > 1:

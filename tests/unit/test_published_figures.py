@@ -104,6 +104,10 @@ def test_each_figure_becomes_a_cli_command_with_its_settings() -> None:
                  "--attention fused-softmax"):
         assert part in joined
     assert joined.count("--attention") == 1  # the source's kernel replaces the recipe's
+    # the megatron recipe overlaps communication; the paper overlapped only part of TP's
+    assert "--no-overlap-tp-comm" in args and "--overlap-grad-reduce" in args
+    bridge = BENCH.cli_args(BY_ID["megatron-bridge-llama3-70b-h100-fp8"], recipe=False)
+    assert {"--overlap-tp-comm", "--overlap-param-gather", "--sp"} <= set(bridge)
     with_recipe = BENCH.cli_args(BY_ID["dle-bert-21.11-v100-fp16-s128"], recipe=True)
     assert with_recipe[:2] == ["predict", "bert-large"]
     assert "--recipe fused" in " ".join(with_recipe) and "--fusion" not in with_recipe
