@@ -27,8 +27,10 @@ them):
   work run again, so it takes the forward figures).
 
 The default figures are *assumed defaults* per device kind (`source` says so), except the
-GEMM model of GPUs with an SM count (first principles, `gpu_gemm.for_device`) and the GPU
-bandwidth and launch figures the catalog cites (`gpu_bandwidth`, `gpu_overhead`); calibration
+GEMM model of GPUs with an SM count (first principles, `gpu_gemm.for_device`), the attainable
+large-GEMM fraction per device and format where the catalog cites one (`gemm_caps`: cited, or
+marked assumed), and the GPU bandwidth and launch figures the catalog cites
+(`gpu_bandwidth`, `gpu_overhead`); calibration
 replaces them with fitted figures and records where they came from in `source`. Models are
 registered by class name so a `DeviceProfile` JSON file can name any of them.
 
@@ -47,9 +49,11 @@ Where things live (every name below is importable from here):
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 
-from bertscope.hardware import Device, DeviceKind, load_device
+from bertscope.hardware import Device, DeviceKind, NumberFormat, load_device
 from bertscope.perf.bandwidth import (
     BandwidthEfficiency,
     CategoryBandwidthEfficiency,
@@ -66,7 +70,7 @@ from bertscope.perf.device_profile import (
     read_profile_file,
     register_model,
 )
-from bertscope.perf.gemm_models import GemmEfficiency, gemm_phase
+from bertscope.perf.gemm_models import FormatGemmEfficiency, GemmEfficiency, gemm_phase
 from bertscope.perf.gpu_gemm import TileWaveGemmEfficiency, for_device
 
 # Assumed defaults per device kind, to be replaced by calibration. Rationale, not measurement:
@@ -142,6 +146,63 @@ def gpu_overhead(device: Device) -> Overhead:
     return _DEFAULTS[DeviceKind.GPU][2]
 
 
+class Provenance(StrEnum):
+    """Where a figure of a prediction comes from."""
+
+    CITED = "cited"
+    """A published measurement the catalog cites (microbenchmark, vendor table)."""
+    FITTED = "fitted"
+    """Fitted by calibration from measured profiles or traces (the model's source says which)."""
+    ASSUMED = "assumed"
+    """An assumed default, neither cited nor fitted."""
+
+
+@dataclass(frozen=True, slots=True)
+class GemmCap:
+    """The attainable fraction of a format's dense peak large library GEMMs reach on one
+    device, and where it comes from."""
+
+    fraction: float
+    provenance: Provenance
+    source: str
+    """The citation (`Provenance.CITED`) or why it is assumed."""
+
+
+def gemm_caps(device: Device) -> dict[NumberFormat, GemmCap]:
+    """Per floating-point format the device has a peak for: the cited attainable large-GEMM
+    fraction (`Device.gemm_fractions`, with its source) or, where the catalog cites none, the
+    assumed default of the device's kind, marked `Provenance.ASSUMED`. int8 is left out (no
+    training GEMMs run in it)."""
+    top = _DEFAULTS[device.kind][0].max_fraction
+    out: dict[NumberFormat, GemmCap] = {}
+    for fmt in device.formats:
+        if fmt is NumberFormat.INT8:
+            continue
+        if fmt in device.gemm_fractions:
+            out[fmt] = GemmCap(device.gemm_fractions[fmt], Provenance.CITED,
+                               device.sources[f"gemm_fractions.{fmt.value}"])
+        else:
+            out[fmt] = GemmCap(top, Provenance.ASSUMED,
+                               f"{ASSUMED}: no published large-GEMM {fmt.value} rate cited for "
+                               f"{device.name}")
+    return out
+
+
+def _cited_caps_gemm(device: Device, base: GemmEfficiency) -> FormatGemmEfficiency | None:
+    """The saturating default of a device without an SM count (no tile/wave model) with the
+    catalog's cited cap per format (`gemm_caps`; assumed where none is cited); None where the
+    catalog cites no cap for the device at all."""
+    caps = gemm_caps(device)
+    if not any(c.provenance is Provenance.CITED for c in caps.values()):
+        return None
+    per_format = {fmt.value: replace(base, max_fraction=cap.fraction,
+                                     source=cap.source if cap.provenance is Provenance.CITED
+                                     else ASSUMED)
+                  for fmt, cap in caps.items()}
+    return FormatGemmEfficiency(per_format=per_format, default=next(iter(per_format)),
+                                source="catalog caps per format (cited or assumed)")
+
+
 def default_profile(device: Device) -> DeviceProfile:
     """The device with the default efficiency models of its kind: a GPU gets the bandwidth
     and launch models of its cited figures (`gpu_bandwidth`, `gpu_overhead`; assumed where
@@ -159,6 +220,11 @@ def default_profile(device: Device) -> DeviceProfile:
         return DeviceProfile(device=device, gemm=shaped, bandwidth=bandwidth,
                              overhead=overhead,
                              notes=f"first-principles GEMM model (tile/wave quantization); {rest}")
+    capped = _cited_caps_gemm(device, gemm)
+    if capped is not None:
+        return DeviceProfile(device=device, gemm=capped, bandwidth=bandwidth, overhead=overhead,
+                             notes=f"default GEMM model for a {device.kind.value} with the "
+                                   f"catalog's cited caps per format; {rest}")
     return DeviceProfile(device=device, gemm=gemm, bandwidth=bandwidth, overhead=overhead,
                          notes=f"assumed defaults for a {device.kind.value}" if not cited
                          else f"assumed default GEMM model for a {device.kind.value}; {rest}")
@@ -183,12 +249,15 @@ __all__ = [
     "CategoryBandwidthEfficiency",
     "DeviceProfile",
     "EfficiencyModel",
+    "GemmCap",
     "GemmEfficiency",
     "Overhead",
     "OverheadModel",
+    "Provenance",
     "TileWaveGemmEfficiency",
     "default_profile",
     "device_to_dict",
+    "gemm_caps",
     "gemm_phase",
     "gpu_bandwidth",
     "gpu_overhead",

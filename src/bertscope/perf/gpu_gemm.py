@@ -44,7 +44,7 @@ candidate (cuBLAS heuristics choose tiles per shape), and
 
 with `max_fraction` the attainable fraction of the dense peak large GEMMs reach: per number
 format where the catalog cites a microbenchmark (`Device.gemm_fractions`, e.g. V100 fp16
-0.664 and fp32 0.755 from Markidis et al. 2018), picked by `for_format` for the run's GEMM
+0.736 and fp32 0.839 from Markidis et al. 2018), picked by `for_format` for the run's GEMM
 format (`predict.row_times` asks), else the assumed default. Unlike the
 saturating default, the fraction can *fall* as a GEMM grows (one tile past a full wave), as
 the guide shows; the time it implies never falls (more tiles never take fewer waves).

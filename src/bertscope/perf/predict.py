@@ -39,7 +39,14 @@ from bertscope.optable import (
     group_sum,
     stable_largest,
 )
-from bertscope.perf.efficiency import DeviceProfile, default_profile, load_profile
+from bertscope.perf.efficiency import (
+    ASSUMED,
+    DeviceProfile,
+    Provenance,
+    default_profile,
+    gemm_caps,
+    load_profile,
+)
 from bertscope.perf.kernel_fusion import FusionStats
 from bertscope.perf.roofline import Knobs, Peaks, roofline, select_peaks
 from bertscope.taxonomy import Category, gemm_mask
@@ -113,6 +120,9 @@ class Prediction(Record):
     sequences_per_s: float | None = None
     rows: Columns | None = field(default=None, compare=False, repr=False)
     """The predicted rows (for `bounds` and `top`; None when read back from a file)."""
+    provenance: str = ""
+    """One line: which parts of the prediction are cited, fitted (from what) or assumed
+    (`provenance`)."""
 
     @property
     def sources(self) -> list[str]:
@@ -144,7 +154,8 @@ class Prediction(Record):
             "time_s": self.time_s, "roofline_s": self.roofline_s, "flops": self.flops,
             "achieved_flops": self.achieved_flops, "peak_fraction": self.peak_fraction,
             "tokens": self.tokens, "tokens_per_s": self.tokens_per_s, "fused": self.fused,
-            "sequences": self.sequences, "sequences_per_s": self.sequences_per_s}}
+            "sequences": self.sequences, "sequences_per_s": self.sequences_per_s,
+            "provenance": self.provenance}}
 
     @classmethod
     def from_dict(cls, entries: Mapping[str, Any]) -> Self:
@@ -328,7 +339,86 @@ def _summary(cols: Columns, fused: bool, profile: DeviceProfile, precision: Prec
         peak_fraction=flops / time_s / peaks.gemm_flops if time_s > 0 else 0.0,
         tokens=tokens, tokens_per_s=tokens / time_s if tokens and time_s > 0 else None,
         fused=fused, sequences=sequences,
-        sequences_per_s=sequences / time_s if sequences and time_s > 0 else None, rows=cols)
+        sequences_per_s=sequences / time_s if sequences and time_s > 0 else None, rows=cols,
+        provenance=provenance(profile, peaks))
+
+
+def _short(citation: str, limit: int = 60) -> str:
+    """A citation's author or title (before its first comma) and the start of its detail
+    (after the reference's URL and "; ", up to the first colon, comma or parenthesis), e.g.
+    "Bekman: BF16 row NVIDIA A100 SXM"."""
+    head = citation.split(",")[0].strip()
+    url = citation.rfind("http")
+    cut = citation.find("; ", max(url, 0))
+    detail = ""
+    if cut >= 0:
+        detail = citation[cut + 2:]
+        for stop in (":", ",", " ("):
+            detail = detail.split(stop)[0]
+        detail = detail.strip()
+    text = f"{head}: {detail}" if detail and detail != head else head
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
+def _kind(model: Any, default: Any) -> Provenance:
+    """Provenance of a model the prediction used: the device's default model is cited unless
+    its source says assumed; any other model was fitted by calibration."""
+    if model != default:
+        return Provenance.FITTED
+    return Provenance.ASSUMED if str(getattr(model, "source", ASSUMED)).startswith(ASSUMED) \
+        else Provenance.CITED
+
+
+def _figure(what: str, model: Any) -> str:
+    """The headline figure of a bandwidth or launch model, for the provenance line."""
+    if what == "bandwidth" and hasattr(model, "max_fraction"):
+        return f"bandwidth {model.max_fraction:g} of peak"
+    if what == "launch" and hasattr(model, "seconds_per_launch"):
+        return f"launch {model.seconds_per_launch * 1e6:g} us"
+    return what
+
+
+def provenance(profile: DeviceProfile, peaks: Peaks) -> str:
+    """One line saying which parts of a prediction are cited (and from where), fitted (from
+    what) or assumed: the GEMM cap of the run's GEMM format and the GEMM shape model, the
+    bandwidth model and the launch overhead."""
+    default = _default_profile(profile.device)
+    fmt = peaks.gemm_format
+    gemm, base = gemm_for(profile, peaks), gemm_for(default, peaks)
+    if gemm != base:
+        parts = [f"GEMM {fmt} fitted ({_short(str(getattr(gemm, 'source', '?')), 80)})"]
+    else:
+        cap = gemm_caps(profile.device).get(fmt)
+        if cap is None:  # a format without a published peak (a stand-in's): the model's cap
+            cap_text = f"GEMM {fmt} cap {getattr(gemm, 'max_fraction', 0):g} assumed"
+        elif cap.provenance is Provenance.CITED:
+            cap_text = f"GEMM {fmt} cap {cap.fraction:g} cited ({_short(cap.source)})"
+        else:
+            cap_text = f"GEMM {fmt} cap {cap.fraction:g} assumed"
+        sms = getattr(gemm, "sm_count", None)
+        parts = [cap_text, f"GEMM shapes from first principles (tile/wave over {sms} SMs)"
+                 if sms else "GEMM size/shape saturation assumed"]
+    for what, model, dflt in (("bandwidth", bandwidth_for(profile, peaks),
+                               bandwidth_for(default, peaks)),
+                              ("launch", profile.overhead, default.overhead)):
+        kind = _kind(model, dflt)
+        if kind is Provenance.FITTED:
+            parts.append(f"{what} fitted ({_short(str(getattr(model, 'source', '?')), 80)})")
+        else:
+            parts.append(f"{_figure(what, model)} {kind.value}")
+    return "; ".join(parts)
+
+
+_DEFAULTS_SEEN: dict[int, tuple[Device, DeviceProfile]] = {}
+
+
+def _default_profile(device: Device) -> DeviceProfile:
+    """`default_profile`, remembered per device (a sweep predicts many times per device)."""
+    seen = _DEFAULTS_SEEN.get(id(device))
+    if seen is None or seen[0] is not device:
+        seen = (device, default_profile(device))
+        _DEFAULTS_SEEN[id(device)] = seen
+    return seen[1]
 
 
 def bound_shares(cols: Mapping[str, Any]) -> dict[Bound, BoundShare]:
@@ -383,6 +473,5 @@ def top_ops(table: OpTable, n: int) -> pd.DataFrame:
 
 
 __all__ = ["PREDICTED_COLUMNS", "Bound", "BoundShare", "Prediction", "bandwidth_for",
-           "batched_gemm_for",
-           "bound_shares", "by_bound", "predict", "row_times", "top_groups", "top_ops",
-           "top_sites"]
+           "batched_gemm_for", "bound_shares", "by_bound", "predict", "provenance", "row_times",
+           "top_groups", "top_ops", "top_sites"]

@@ -10,6 +10,8 @@ from rich.table import Table
 from bertscope.packing import describe
 from bertscope.parallel.layouts import MEMORY_KEYS, Cluster, LayoutResult, Workload
 from bertscope.parallel.search import SearchResult
+from bertscope.perf.predict import provenance
+from bertscope.perf.roofline import select_peaks
 from bertscope.report.tables import binary, si
 
 _TIME_LABELS = {
@@ -47,6 +49,8 @@ def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
         f"{topo.inter.latency * 1e6:.3g} µs/hop); {topo.algorithm.value} collectives")
     if topo.notes:
         console.print(f"note: {escape(topo.notes)}")
+    peaks = select_peaks(dev, workload.precision)
+    console.print(f"sources: {escape(provenance(cluster.profile, peaks))}")
 
 
 def print_layout(result: LayoutResult, cluster: Cluster, console: Console,

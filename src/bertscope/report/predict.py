@@ -49,7 +49,8 @@ def print_prediction(table: OpTable, console: Console, *, top: int = 10,
     console.print(
         f"peaks: GEMMs {pred.gemm_format} {si(pred.gemm_peak_flops, 'FLOP/s')}, other "
         f"ops {pred.vector_format} {si(pred.vector_peak_flops, 'FLOP/s')}, memory "
-        f"{si(pred.bandwidth, 'B/s')}; efficiency models: {escape(', '.join(pred.sources))}")
+        f"{si(pred.bandwidth, 'B/s')}")
+    console.print(f"sources: {escape(pred.provenance or ', '.join(pred.sources))}")
     for note in pred.notes:
         console.print(f"note: {escape(note)}")
     tps = pred.tokens_per_s
