@@ -100,7 +100,9 @@ def test_catalog_gpus_default_to_the_model_and_tpus_do_not() -> None:
     # measured at 1.38 GHz, where the peaks are 112.7 (Tensor Cores) and 5120 x 2 x 1.38e9 (#31)
     assert v100.for_format("fp16").max_fraction == pytest.approx(83 / 112.7, abs=1e-3)
     assert v100.for_format("fp32").max_fraction == pytest.approx(83 / 7 / 14.1312, abs=1e-3)
-    assert v100.for_format("bf16") is v100 and v100.max_fraction == 0.85  # not cited
+    # not cited: the assumed cap, only the element size (alignment) of bf16 set
+    assert v100.for_format("bf16").max_fraction == v100.max_fraction == 0.85
+    assert v100.for_format("bf16").element_bytes == 2 and v100.element_bytes == 0
     assert v100.mma_k == 4 and "Markidis" in v100.for_format("fp16").source
     assert "assumed" not in v100.for_format("fp16").source and "assumed" in v100.source
     assert "assumed" in for_device(load_device("a100")).source

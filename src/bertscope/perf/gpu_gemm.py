@@ -42,6 +42,20 @@ candidate (cuBLAS heuristics choose tiles per shape), and
 
     fraction = max_fraction x max over candidates (utilization x reuse)
 
+times the **operand alignment** of the shape for the run's format (`element_bytes`, set by
+`for_format`): a tensor-core kernel loads its operands 16 bytes at a time only where the
+matrices' dimensions are multiples of 16 bytes, and otherwise runs a narrower-load variant
+(CUTLASS's `..._align2`, `align1` kernels; the guide's section 4.1 "Tensor Core
+Requirements": "most efficient when ... multiples of 16 bytes"). The share is
+
+    alignment = min(16, element_bytes x 2^v) / 16
+
+with 2^v the largest power of two dividing M, N and K: a bf16 GEMM over BERT's vocabulary
+of 30,522 (2 x 15,261) loads 4 bytes at a time, 0.25; GPT-2's 50,257 (odd) 2 bytes, 0.125.
+On the H200 lent to issue #31 such head GEMMs ran at 0.37 and 0.16 of the aligned GEMMs' rate
+in the same iterations (bench/results/gpu_recipe_check.txt); NVIDIA's BERT and Megatron pad
+the vocabulary to a multiple of 8 and 128 for this reason (`RunConfig.vocab_multiple`).
+
 with `max_fraction` the attainable fraction of the dense peak large GEMMs reach: per number
 format where the catalog cites a microbenchmark (`Device.gemm_fractions`, e.g. V100 fp16
 0.736 and fp32 0.839 from Markidis et al. 2018), picked by `for_format` for the run's GEMM
@@ -97,6 +111,25 @@ ASSUMED_FRACTION = 0.85
 _ASSUMED_CAP = f"cap {ASSUMED_FRACTION:g} (assumed default, not cited)"
 
 
+ELEMENT_BYTES: dict[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+"""Operand bytes per element of each GEMM format (tf32 GEMMs read fp32 operands)."""
+
+ALIGNED_BYTES = 16
+"""Operand load width of a fully aligned tensor-core kernel (the guide's 16 bytes)."""
+
+
+def alignment(m: Any, n: Any, k: Any, element_bytes: int) -> np.ndarray:
+    """The share of the aligned rate a GEMM of M x N x K reaches with operands of
+    `element_bytes` (module docstring): min(16, element_bytes x 2^v) / 16, 2^v the largest
+    power of two dividing M, N and K; 1 where `element_bytes` is 0 (not modelled)."""
+    if element_bytes <= 0:
+        return np.ones(np.broadcast(np.asarray(m), np.asarray(n), np.asarray(k)).shape)
+    g = np.gcd.reduce([np.asarray(x, dtype=np.int64) for x in np.broadcast_arrays(m, n, k)])
+    g = np.where(g > 0, g, ALIGNED_BYTES)  # a zero dimension (no GEMM): no penalty
+    width = np.minimum(ALIGNED_BYTES, element_bytes * (g & -g))
+    return width / ALIGNED_BYTES
+
+
 def _ceil_div(a: np.ndarray, b: float) -> np.ndarray:
     return np.ceil(a / b)
 
@@ -129,16 +162,21 @@ class TileWaveGemmEfficiency(ModelBase):
     candidate's partial-sum traffic costs in tensor work (0: not charged)."""
     format_ridges: tuple[tuple[str, float], ...] = ()
     """(number format, its `split_k_flop_per_byte`) pairs `for_format` picks from."""
+    element_bytes: int = 0
+    """Bytes per operand element of the GEMMs' format (`for_format` sets it): shapes whose
+    dimensions are not multiples of 16 bytes run at the alignment share (module docstring);
+    0: alignment not modelled."""
     source: str = "first principles"
     """Where the figures come from."""
 
     _bounds: ClassVar[dict[str, tuple[float, float]]] = {
         "sm_count": (1, 100_000), "max_fraction": (1e-6, 1.0), "mma_k": (1, 4096),
+        "element_bytes": (0, 16),
         "operand_intensity": (0.0, 1e6), "split_k_flop_per_byte": (0.0, 1e9)}
 
     def __post_init__(self) -> None:
         self._check()
-        for name in ("sm_count", "mma_k"):
+        for name in ("sm_count", "mma_k", "element_bytes"):
             if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
                 raise BertscopeError(f"TileWaveGemmEfficiency.{name} must be a whole number, "
                                      f"got {getattr(self, name)!r}")
@@ -186,13 +224,15 @@ class TileWaveGemmEfficiency(ModelBase):
     def _for_format(self, fmt: str) -> TileWaveGemmEfficiency:
         """`for_format`, uncached."""
         ridge = dict(self.format_ridges).get(str(fmt), self.split_k_flop_per_byte)
+        width = ELEMENT_BYTES.get(str(fmt), self.element_bytes)
         cited = {f: (v, why) for f, v, why in self.format_fractions}.get(str(fmt))
         if cited is None:
-            return self if ridge == self.split_k_flop_per_byte else replace(
-                self, split_k_flop_per_byte=ridge)
+            return self if (ridge, width) == (self.split_k_flop_per_byte,
+                                              self.element_bytes) else replace(
+                self, split_k_flop_per_byte=ridge, element_bytes=width)
         base = self.source.replace(_ASSUMED_CAP, f"{fmt} cap {cited[0]:g} ({cited[1]})")
         return replace(self, max_fraction=cited[0], format_fractions=(), source=base,
-                       split_k_flop_per_byte=ridge)
+                       split_k_flop_per_byte=ridge, element_bytes=width)
 
     def to_dict(self) -> dict[str, Any]:
         """Fields (tiles and splits as JSON lists) plus `"model"`."""
@@ -305,7 +345,8 @@ class TileWaveGemmEfficiency(ModelBase):
         else:  # rows of one shape (a layer's dgrad and forward GEMMs, say) timed once
             util = self._stacked([x[first] if x.ndim and len(x) > 1 else x
                                   for x in dims])[inverse]
-        f = self.max_fraction * util
+        f = self.max_fraction * util * alignment(dims[0], dims[1], dims[2],
+                                                 self.element_bytes)
         return np.where(w > 0, np.maximum(f, 1e-12), 1.0)
 
     def _stacked(self, dims: list[np.ndarray]) -> np.ndarray:
@@ -420,5 +461,5 @@ def for_device(device: Device) -> TileWaveGemmEfficiency | None:
                                   source="; ".join(parts))
 
 
-__all__ = ["ASSUMED_FRACTION", "GUIDE_TILES", "PARTIAL_BYTES", "SPLITS",
-           "TileWaveGemmEfficiency", "for_device", "operand_intensity"]
+__all__ = ["ALIGNED_BYTES", "ASSUMED_FRACTION", "ELEMENT_BYTES", "GUIDE_TILES", "PARTIAL_BYTES",
+           "SPLITS", "TileWaveGemmEfficiency", "alignment", "for_device", "operand_intensity"]
