@@ -405,6 +405,13 @@ class RunConfig:
     """Each linear's weight-gradient GEMM adds into an fp32 main gradient (reads and writes
     it) instead of writing a gradient a separate kernel adds up (Megatron-LM's
     gradient_accumulation_fusion)."""
+    vocab_multiple: int | None = setting(
+        None, "Vocabulary padded to a multiple of this so the embedding and head GEMMs are "
+              "16-byte aligned (NVIDIA's BERT: 8, Megatron: 128); 1 keeps the model's own "
+              "(default: the recipe's).", recipe=True)
+    """The embedding and head are built with the vocabulary rounded up to a multiple of this
+    (`analytic.families.model_blocks`): rows nobody looks up, GEMMs the tensor cores run at
+    full width (`perf.gpu_gemm.alignment`)."""
     packing: Packing = setting(
         Packing.NONE, "How real sequence lengths (--seq-lengths) fill the batch x seq slots: "
                       "none (padded to --seq; only tokens/s counts real tokens), unpadded "
@@ -451,6 +458,9 @@ class RunConfig:
             if not isinstance(getattr(self, name), bool):  # never a truthy string
                 raise BertscopeError(f"{name} must be true or false (a bool), got "
                                      f"{shown(getattr(self, name))}")
+        if not is_positive_int(self.vocab_multiple) or self.vocab_multiple > 2**16:
+            raise BertscopeError(f"vocab_multiple must be a whole number from 1 to 65536, got "
+                                 f"{shown(self.vocab_multiple)}")
         object.__setattr__(self, "packing", parse_enum(Packing, self.packing, "packing"))
         parse_lengths(self.seq_lengths)  # a bad spec refused in one line
         check_lengths(self.seq_lengths, self.seq, self.packing)

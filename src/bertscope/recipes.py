@@ -137,6 +137,11 @@ def defaults(recipe: Recipe, cls: type, section: str) -> dict[str, Any]:
                 raise BertscopeError(f"{origin(recipe, section, name)}: must be true or "
                                      f"false, got {shown(value)}")
             out[name] = value
+        elif kind is int:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise BertscopeError(f"{origin(recipe, section, name)}: must be a whole "
+                                     f"number >= 1, got {shown(value)}")
+            out[name] = value
         else:
             try:
                 out[name] = parse_enum(kind, value, name)

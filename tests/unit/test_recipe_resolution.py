@@ -106,7 +106,8 @@ def test_distributed_takes_the_recipe_layout(capsys: pytest.CaptureFixture[str])
                        "a100-sxm4-80gb", "--global-batch", "512", "--tp", "4", "--pp", "2",
                        "--micro-batches", "8", "--precision", "bf16", "--recipe", "megatron")
     assert rc == 0, err
-    assert "dp8 tp4 sp pp2 interleaved v2 m8 zero1" in out
+    # megatron.toml: sequence parallel, interleaved v2, ZeRO-1 and the three overlaps
+    assert "dp8 tp4 sp pp2 interleaved v2 overlap-tp+grad+param m8 zero1" in out
 
 
 # -- a bad file -------------------------------------------------------------------------------

@@ -9,7 +9,12 @@ the rows through `model_blocks` and never asks which family it holds.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
 
 from bertscope.analytic.blocks import Block, expand
 from bertscope.analytic.fp8 import to_fp8
@@ -32,11 +37,26 @@ def model_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
     execution order (the pair is checked where it is made: `Job`, `parallel.Workload`,
     `sweep.grid`). An fp8 run is its family's bf16 blocks with the FP8 recipe's rows
     (`fp8.to_fp8`), so every producer gets fp8 from this one place."""
-    blocks = producer(m)(m, run)
+    blocks = producer(m)(padded_vocabulary(m, run), run)
     if run.precision is not Precision.FP8:
         return blocks
     return to_fp8(blocks, m.num_layers,
                   weights_per_step=run.weight_cast is not WeightCast.PER_MICRO_BATCH)
+
+
+def padded_vocabulary(m: Any, run: RunConfig) -> Any:
+    """`m` with its vocabulary rounded up to a multiple of `run.vocab_multiple` (the
+    recipe's: NVIDIA's BERT pads to 8, Megatron to 128), `m` itself where that changes
+    nothing. `m` is a ModelConfig or the sweep's model view (vocabulary arrays)."""
+    mult = getattr(run, "vocab_multiple", 1) or 1
+    padded = np.ceil(np.asarray(m.vocab_size) / mult) * mult
+    if np.array_equal(padded, np.asarray(m.vocab_size)):
+        return m
+    if isinstance(m, ModelConfig):
+        return replace(m, vocab_size=int(padded))
+    view = copy.copy(m)
+    view.vocab_size = padded
+    return view
 
 
 def model_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
@@ -45,4 +65,4 @@ def model_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
     return expand(model_blocks(m, run), m.num_layers, run.micro_batches)
 
 
-__all__ = ["Producer", "model_blocks", "model_ops", "producer"]
+__all__ = ["Producer", "model_blocks", "model_ops", "padded_vocabulary", "producer"]

@@ -368,6 +368,10 @@ def refuse_unmeasured(run: RunConfig) -> None:
         raise BertscopeError(f"--weight-cast {run.weight_cast.value} is not measured: the "
                              f"reference models train with torch.autocast (per_micro_batch); "
                              f"ops, predict, sweep and distributed model it")
+    if run.vocab_multiple != 1:
+        raise BertscopeError(f"--vocab-multiple {run.vocab_multiple} is not measured: the "
+                             f"reference models keep the model's vocabulary; ops, predict, "
+                             f"sweep and distributed model it (--vocab-multiple 1)")
     if run.fused_accumulation:
         raise BertscopeError("--fused-accumulation is not measured: the reference models "
                              "accumulate gradients with autograd; ops, predict, sweep and "
