@@ -178,8 +178,8 @@ def cli_args(f: dict[str, Any], recipe: bool) -> list[str]:
         on = f.get(key, None if recipe else f["recipe"] == "megatron")
         if on is not None:
             args.append(f"--{'' if on else 'no-'}{key.replace('_', '-')}")
-    if f.get("sp"):
-        args.append("--sp")
+    if "sp" in f:  # the source's own setting, over the recipe's default (megatron: on)
+        args.append("--sp" if f["sp"] else "--no-sp")
     if f["pp"] > 1:
         args += ["--schedule", f.get("schedule", "1f1b")]
         if f.get("virtual_stages"):

@@ -9,11 +9,15 @@ the script recorded, then, through the public CLI:
   3. prints measured vs predicted iteration time per run and source, and the time shares of
      GEMMs / batched GEMMs / the rest, measured vs predicted.
 
-Usage:  python bench/gpu_recipe_check.py DIR [--catalog h200] [--out FILE]
-(DIR holds what gpu_checks.sh wrote: unpack its gpu_checks.tar.gz.)"""
+Usage:  python bench/gpu_recipe_check.py DIR|BUNDLE [--catalog h200]
+DIR holds what gpu_checks.sh wrote, its archives unpacked. BUNDLE is the .json.gz that keeps
+one such run's results without its traces (bench/results/gpu_recipe_check.json.gz, made with
+--bundle DIR OUT): runs without a trace beside them are predicted from the catalog and the
+microbenchmark profile only."""
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import subprocess
@@ -40,6 +44,11 @@ def _env() -> dict[str, str]:
     src = str(Path(__file__).resolve().parents[1] / "src")
     return {k: v for k, v in os.environ.items() if k not in ("COLUMNS",)} | {
         "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _stem(p: Path) -> str:
+    """A result's name without .json or .json.gz."""
+    return p.name.removesuffix(".gz").removesuffix(".json")
 
 
 def _shares(rows: list[dict]) -> tuple[float, float, float]:
@@ -75,19 +84,62 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", type=Path)
     ap.add_argument("--catalog", default="h200")
+    ap.add_argument("--bundle", type=Path, metavar="OUT",
+                    help="write DIR's results (no traces) as one .json.gz and stop")
     args = ap.parse_args()
-    runs = sorted(p for p in args.dir.glob("*.json")
-                  if not p.name.endswith(".trace.json") and p.name != "microbench-profile.json")
-    traces = {p: p.with_name(p.name[:-5] + ".trace.json.gz") for p in runs}
-    runs = [p for p in runs if traces[p].exists()]
+    if args.bundle is not None:
+        return _write_bundle(args.dir, args.bundle)
+    if args.dir.is_file():  # a bundle: its runs unpacked into a temporary folder
+        with tempfile.TemporaryDirectory() as td:
+            doc = json.loads(gzip.decompress(args.dir.read_bytes()))
+            for name, run in doc["runs"].items():
+                (Path(td) / f"{name}.json").write_text(json.dumps(run))
+            (Path(td) / "microbench-profile.json").write_text(
+                json.dumps(doc["microbench_profile"]))
+            args.dir = Path(td)
+            return _compare(args)
+    return _compare(args)
+
+
+def _write_bundle(folder: Path, out: Path) -> int:
+    """One gzipped JSON of a gpu_checks.sh folder's results and microbenchmark profile."""
+    runs = {_stem(p): json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))
+            if not p.name.startswith("microbench-profile")}
+    micro = folder / "microbench-profile.json"
+    doc = {"runs": runs,
+           "microbench_profile": json.loads(micro.read_text()) if micro.exists() else None}
+    for key, name in (("versions", "versions.txt"), ("log", "log.txt")):
+        if (folder / name).exists():
+            doc[key] = (folder / name).read_text()
+    out.write_bytes(gzip.compress(json.dumps(doc).encode(), 9))
+    print(f"wrote {out} ({len(runs)} runs)")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Calibrate from the traces in args.dir, predict every run, print predicted vs
+    measured."""
+    runs = sorted(p for p in [*args.dir.glob("*.json"), *args.dir.glob("*.json.gz")]
+                  if ".trace." not in p.name and not p.name.startswith("microbench-profile"))
+    traces = {p: p.with_name(_stem(p) + ".trace.json.gz") for p in runs}
+    traces = {p: t for p, t in traces.items() if t.exists()}
     if not runs:
-        raise SystemExit(f"no profile results with traces in {args.dir}")
-    micro = args.dir / "microbench-profile.json"
+        raise SystemExit(f"no profile results in {args.dir}")
+    micro = next((q for q in (args.dir / "microbench-profile.json",
+                              args.dir / "microbench-profile.json.gz") if q.exists()),
+                 args.dir / "microbench-profile.json")
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(td)
         fit_all = tmp / "fit-all.json"
-        _cli("calibrate", "--from-trace", *map(str, traces.values()), "--output", str(fit_all))
-        print(f"# runs: {len(runs)}; fits: all traces, leave-one-out per run"
+        if traces:
+            _cli("calibrate", "--from-trace", *map(str, traces.values()), "--output",
+                 str(fit_all))
+        if micro.name.endswith(".gz"):  # the CLI reads a plain device file
+            plain = tmp / "microbench-profile.json"
+            plain.write_bytes(gzip.decompress(micro.read_bytes()))
+            micro = plain
+        print(f"# runs: {len(runs)}; fits: "
+              + ("all traces, leave-one-out per run" if traces else "none (no traces here)")
               + ("; device microbenchmarks" if micro.exists() else ""))
         print("# measured: the iteration's wall time without the profiler (the least of the\n"
               "# warm-up iterations after the first); kernels: the profiled iteration's op\n"
@@ -96,7 +148,8 @@ def main() -> int:
               f"{'pred/meas':>9} {'pred/kern':>9}  shares gemm/bmm/rest: measured | predicted")
         errors: dict[str, list[float]] = {}
         for p in runs:
-            doc = json.loads(p.read_text())
+            doc = json.loads(gzip.decompress(p.read_bytes()) if p.name.endswith(".gz")
+                             else p.read_text())
             meta = doc["meta"]
             # the iteration without the profiler where the run kept it (the profiler's per-op
             # host cost inflates a profiled eager GPU iteration), else the profiled one
@@ -105,19 +158,21 @@ def main() -> int:
                              or meta["iteration_s"])
             kernels = float(meta["op_time_s"])
             m_sh = _shares(doc["rows"])
-            sources = {"catalog": args.catalog, "fit-all": str(fit_all)}
+            sources = {"catalog": args.catalog}
+            if traces:
+                sources["fit-all"] = str(fit_all)
             others = [str(t) for q, t in traces.items() if q != p]
-            if others:
-                loo = tmp / f"loo-{p.stem}.json"
+            if others and p in traces:
+                loo = tmp / f"loo-{_stem(p)}.json"
                 _cli("calibrate", "--from-trace", *others, "--output", str(loo))
                 sources["leave-out"] = str(loo)
             if micro.exists():
                 sources["microbench"] = str(micro)
             for tag, dev in sources.items():
-                t, rows = _predict(meta, dev, tmp, f"{p.stem}-{tag}")
+                t, rows = _predict(meta, dev, tmp, f"{_stem(p)}-{tag}")
                 sh = _shares(rows)
                 errors.setdefault(tag, []).append(t / measured - 1)
-                print(f"{p.stem:36} {measured * 1e3:7.1f}ms {kernels * 1e3:7.1f}ms {tag:>10} "
+                print(f"{_stem(p):36} {measured * 1e3:7.1f}ms {kernels * 1e3:7.1f}ms {tag:>10} "
                       f"{t * 1e3:7.1f}ms {t / measured:9.2f} {t / kernels:9.2f}  "
                       f"{m_sh[0]:.2f}/{m_sh[1]:.2f}/{m_sh[2]:.2f} | "
                       f"{sh[0]:.2f}/{sh[1]:.2f}/{sh[2]:.2f}")
