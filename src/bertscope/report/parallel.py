@@ -12,7 +12,7 @@ from bertscope.parallel.layouts import MEMORY_KEYS, Cluster, LayoutResult, Workl
 from bertscope.parallel.search import SearchResult
 from bertscope.perf.predict import provenance
 from bertscope.perf.roofline import select_peaks
-from bertscope.report.tables import binary, si
+from bertscope.report.tables import binary, recipe_note, si
 
 _TIME_LABELS = {
     "compute_s": "compute (incl. recompute, grad accumulation)",
@@ -36,7 +36,8 @@ def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
     dev = cluster.profile.device
     console.print(
         f"[bold]{escape(workload.model.name)}[/] global batch {workload.global_batch} x seq "
-        f"{workload.seq}, {workload.precision.value}, {workload.optimizer.value} on "
+        f"{workload.seq}, {workload.precision.value}, {workload.optimizer.value}"
+        f"{recipe_note(workload.run)} on "
         f"[bold]{cluster.devices} x {escape(dev.sku)}[/] ({escape(dev.name)})")
     lengths = describe(workload.run)  # real sequence lengths: tokens/s counts real tokens
     if lengths:

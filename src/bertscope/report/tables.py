@@ -13,10 +13,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from bertscope.analytic.memory import MemoryEstimate
-from bertscope.config import ModelConfig
+from bertscope.config import ModelConfig, RunConfig
 from bertscope.families import model_types
 from bertscope.optable import Grouped, OpTable, ProfileFacts, Provenance, is_frame
 from bertscope.packing import describe
+from bertscope.recipes import Recipe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -128,15 +129,22 @@ def print_models(models: list[tuple[ModelConfig, int]], console: Console) -> Non
                   "bertscope ops path/to/config.json")
 
 
+def recipe_note(run: RunConfig) -> str:
+    """", fused recipe" for a run under a recipe other than the default (eager), else ""."""
+    return f", {run.recipe} recipe" if run.recipe is not Recipe.EAGER else ""
+
+
 def job_line(table: OpTable) -> str:
     """The headline of a table's job: model (bold), batch x seq x micro-batches, precision,
-    optimizer; "?" where the table carries no job."""
+    optimizer, the recipe where it is not the default (eager); "?" where the table carries
+    no job."""
     if table.job is None:
         return "[bold]?[/]"
     m, run = table.model, table.run
     lengths = describe(run)  # real sequence lengths, when the run states them
+    recipe = recipe_note(run)
     return (f"[bold]{escape(m.name)}[/] batch {run.batch} x seq {run.seq} x {run.micro_batches} "
-            f"micro-batch(es), {run.precision}, {run.optimizer}"
+            f"micro-batch(es), {run.precision}, {run.optimizer}{recipe}"
             + (f"; {escape(lengths)}" if lengths else ""))
 
 
