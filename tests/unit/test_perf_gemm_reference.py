@@ -38,6 +38,15 @@ def reference(model: TileWaveGemmEfficiency, m: float, n: float, k: float, b: fl
     return min(best, 1.0)
 
 
+def aligned_share(model: TileWaveGemmEfficiency, m: float, n: float, k: float) -> float:
+    """The docstring's operand alignment, one shape: min(16, element bytes x the largest
+    power of two dividing M, N and K) / 16; 1 where the element size is not set."""
+    if model.element_bytes == 0:
+        return 1.0
+    g = math.gcd(int(m), int(n), int(k))
+    return min(16, model.element_bytes * (g & -g)) / 16
+
+
 MODELS = {name: for_device(load_device(name)).for_format(fmt)
           for name, fmt in (("a100", "bf16"), ("h100", "fp8"), ("mi300x", "bf16"),
                             ("v100", "fp16"))}
@@ -73,13 +82,15 @@ def test_stacked_fractions_equal_the_scalar_reference(name: str, seed: int) -> N
     cols["flops"] = 2 * cols["m"] * cols["n"] * cols["k"]
     cols["count"] = np.ones((1, 1, 1))
     got = model.fraction(cols)
-    want = np.vectorize(lambda *x: model.max_fraction * reference(model, *x))(
+    want = np.vectorize(lambda *x: model.max_fraction * reference(model, *x)
+                        * aligned_share(model, *x[:3]))(
         cols["m"], cols["n"], cols["k"], cols["batch"])
     np.testing.assert_allclose(got, want, rtol=1e-12)
     # one M for every row (broadcast over the rows), varying with the configurations
     shared = {**cols, "m": tokens}
     got = model.fraction(shared)
-    want = np.vectorize(lambda *x: model.max_fraction * reference(model, *x))(
+    want = np.vectorize(lambda *x: model.max_fraction * reference(model, *x)
+                        * aligned_share(model, *x[:3]))(
         tokens, cols["n"], cols["k"], cols["batch"])
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
