@@ -30,13 +30,14 @@ def _axes() -> tuple[Axis, Axis, np.ndarray, np.ndarray]:
 
 def test_dimensions_are_the_groups() -> None:
     # the space sits on the group's own batch and seq dimensions, whatever its axes: bert-tiny
-    # has 5 model dimensions, then batch (5), seq (6), micro-batches, decoder-seq
+    # has 5 model dimensions, then batch (5), seq (6), micro-batches, decoder-seq and the
+    # recipe's vocabulary multiple (the numeric run fields)
     grid = make_grid(["bert-tiny"], ["a100"], batch=range(1, 5), seq=range(1, 5))
     group = next(grid.groups())
     _, run = group.views(tokens=True)
     space = run.space
     assert (space.batch_dim, space.seq_dim, space.nd) == (
-        group.axes.index("batch"), group.axes.index("seq"), len(group.axes)) == (5, 6, 9)
+        group.axes.index("batch"), group.axes.index("seq"), len(group.axes)) == (5, 6, 10)
     assert group.axes[:5] == ("num_layers", "hidden", "heads", "intermediate", "vocab_size")
 
 
