@@ -142,7 +142,7 @@ def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: 
         names = [config_name(r) for r in results]
         profile, fits = fit_from_tables(
             [(r.table, r.analytic) for r in results], profile,
-            f"fitted to measured op tables of {', '.join(names)} ({src})")
+            f"fitted to measured op tables of {', '.join(names)} ({src})", inputs=names)
         report.update(fits, from_profiles=names)
     return profile, report
 
