@@ -144,7 +144,7 @@ def test_calibrate_refuses_a_real_set_with_one_input_slowed(monkeypatch) -> None
     line = str(e.value)
     assert "\n" not in line and line.count("bert-mini:32:64") == 1
     assert "bert-base" not in line and "bert-small" not in line
-    profile, report = cal.calibrate_local("cpu", runs, allow_inconsistent=True)
+    _, report = cal.calibrate_local("cpu", runs, allow_inconsistent=True)
     assert report["consistency"]["disagreeing"] == ["bert-mini:32:64"]
     # the fit of the other two predicted it within 10% before (0.91x in this saved run),
     # so 3x its time reads as 2.5x-3.3x slower
