@@ -82,8 +82,16 @@ def _asked(spec: str, profile: object) -> str:
     try:
         t = float(predict(build(m, run), profile).df["time_s"].sum())
     except BertscopeError as e:
-        return f"refused: {e}"
+        line = f"refused: {e}"
+        if line in _SAID:
+            return "refused (the line above)"
+        _SAID.add(line)
+        return line
     return f"{t:8.3f} s predicted"
+
+
+_SAID: set[str] = set()
+"""Refusals printed already (each is printed once in full)."""
 
 
 def main() -> None:
