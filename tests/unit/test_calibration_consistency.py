@@ -151,3 +151,21 @@ def test_calibrate_refuses_a_real_set_with_one_input_slowed(monkeypatch) -> None
     ratio = next(i["ratio"] for i in report["consistency"]["inputs"]
                  if i["name"] == "bert-mini:32:64")
     assert 2.5 < ratio < 3.3
+
+
+def test_steal_share_and_evidence_words() -> None:
+    """The machine-state evidence beside an input: stolen share between two /proc/stat
+    readings, and how it reads."""
+    pytest.importorskip("torch")  # bertscope.measure's package imports it
+    from bertscope.measure.host_load import steal_share
+    from bertscope.perf.calibration_check import InputCheck
+
+    # 20 of 100 ticks stolen between the readings
+    assert steal_share((1000, 50), (1100, 70)) == pytest.approx(0.2)
+    assert steal_share(None, (1, 0)) is None and steal_share((5, 0), (5, 0)) is None
+    item = InputCheck(name="x", measured_s=6.6, loo_s=2.2, full_s=3.0, spread=1.25,
+                      faults=1200.0, load=5.5, cpus=2, steal=0.2)
+    # 6.6 / 2.2 = 3.0
+    assert item.words() == ("x measured 6.6 s, 3.0x slower per token than the rest predict "
+                            "(2.2 s; iterations spread 1.25x, load 5.5 on 2 CPUs, 20% CPU "
+                            "stolen, 1,200 page faults per iteration)")
