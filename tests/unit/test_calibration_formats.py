@@ -113,29 +113,36 @@ def test_cli_predict_bf16_on_fp32_profile_exits_2_in_one_line(tmp_path: Path, ca
     assert len(err.splitlines()) == 1 and "bf16 is not calibrated on this profile" in err
 
 
-def test_a_fallback_model_prices_other_formats_and_says_so() -> None:
+def test_a_fallback_model_prices_other_formats() -> None:
     """A catalog device fitted from traces of one format keeps the catalog's figures for the
-    others (`calibrate --from-trace`), its source naming them as not calibrated."""
+    others (`calibrate --from-trace`), as they are (the provenance line then names them)."""
     fitted = GemmEfficiency(max_fraction=0.5, half_saturation_flops=0.0, source="trace t")
     catalog = GemmEfficiency(max_fraction=0.7, half_saturation_flops=0.0,
                              source="assumed default")
     model = FormatGemmEfficiency(per_format={"fp32": fitted}, default="fp32", source="t",
                                  fallback=catalog)
-    bf16 = model.for_format("bf16")
-    assert bf16.max_fraction == 0.7
-    assert bf16.source == ("bf16 GEMMs not calibrated on this profile (it fitted fp32): "
-                           "assumed default")
+    assert model.for_format("bf16") == catalog and model.for_format("fp32") == fitted
     again = json.loads(json.dumps(model.to_dict()))
     from bertscope.perf.device_profile import model_from_dict
 
     assert model_from_dict(again) == model
 
 
-def test_trace_calibration_of_a_catalog_gpu_falls_back_to_the_catalog() -> None:
+def test_the_sources_line_says_per_format_where_the_gemm_rate_came_from() -> None:
+    """An A100 fitted from a trace of fp32 GEMMs: an fp32 prediction's sources line says its
+    GEMM rate was fitted to that trace; a bf16 one's that it is the catalog's (cited or
+    assumed, not fitted)."""
+    from bertscope.perf.predict import provenance
+    from bertscope.perf.roofline import select_peaks
     from bertscope.studies.trace_calibration import calibrate_from_traces
 
     trace = Path(__file__).parents[1] / "data" / "traces" / "calibrate" / "nvidia_train.json"
-    profile, _ = calibrate_from_traces([trace])  # fp32 GEMMs on an A100
-    assert "nvidia_train.json" in profile.gemm.for_format("fp32").source
-    bf16 = profile.gemm.for_format("bf16")
-    assert bf16.source.startswith("bf16 GEMMs not calibrated on this profile (it fitted fp32)")
+    profile, _ = calibrate_from_traces([trace])
+    fp32 = provenance(profile, select_peaks(profile.device, "fp32"))
+    assert fp32.startswith("GEMM fp32 fitted (") and "nvidia_train.json" in fp32
+    bf16 = provenance(profile, select_peaks(profile.device, "bf16"))
+    assert bf16.startswith("GEMM bf16 cap ") and "fitted (" not in bf16.split(";")[0]
+    # and a CPU profile fitted from fp32 tables says which tables, in fp32
+    cpu = _fit("fp32")
+    line = provenance(cpu, select_peaks(cpu.device, "fp32"))
+    assert "GEMM fp32 fitted (fitted to synthetic tables" in line

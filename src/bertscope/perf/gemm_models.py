@@ -10,7 +10,7 @@ their own (a data gradient and a weight gradient run at different rates).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -155,8 +155,8 @@ class FormatGemmEfficiency(ModelBase):
     gives the model of a run's GEMM format (`predict.row_times` asks). A format nothing
     measured is never priced silently with another format's fit (an fp32 fit at the bf16
     peak predicted a held-out bf16 CPU run at +229%, issue 31): it gets the `fallback` model
-    (the catalog's figures of a catalog device), its source saying so, or, with no fallback,
-    a one-line error saying what to measure (`NotCalibrated`)."""
+    (the catalog's figures of a catalog device, named so in the provenance line) or, with no
+    fallback, a one-line error saying what to measure (`NotCalibrated`)."""
 
     per_format: dict[str, Any]
     """Number format -> `GemmEfficiency` (or its `to_dict()` form, as read from a file)."""
@@ -219,17 +219,18 @@ class FormatGemmEfficiency(ModelBase):
         return str(fmt) in self.per_format
 
     def for_format(self, fmt: Any) -> Any:
-        """The model fitted for `fmt`; else the fallback (catalog figures), its source saying
-        that `fmt` is not calibrated here; else `NotCalibrated` (one line: what to run)."""
+        """The model fitted for `fmt`; else the fallback's (the catalog's figures, which the
+        prediction's provenance line calls cited or assumed); else `NotCalibrated` (one line:
+        what to run)."""
         model = self.per_format.get(str(fmt))
         if model is not None:
             return model
         if self.fallback is None:
             raise NotCalibrated(not_calibrated_line(str(fmt), self))
+        # the catalog's model as it is: the prediction's provenance line then names its
+        # figures cited or assumed, not fitted (`predict.provenance` compares with it)
         pick = getattr(self.fallback, "for_format", None)
-        base = self.fallback if pick is None else pick(fmt)
-        return replace(base, source=f"{fmt} GEMMs not calibrated on this profile (it fitted "
-                                    f"{', '.join(self.per_format)}): {base.source}")
+        return self.fallback if pick is None else pick(fmt)
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """The default format's fractions (`for_format` picks a run's own)."""
