@@ -34,7 +34,10 @@ def measured_once(quick_points, monkeypatch) -> dict:
 def test_calibrate_from_profiles_then_compare(tmp_path, capsys, measured_once) -> None:
     runs = [profile(tiny(Family.BERT), RunConfig(batch=b, seq=s), iters=1, warmup=1)
             for b, s in ((2, 16), (4, 32))]
-    prof, report = calibrate_local("cpu", runs, quick=True)
+    # two 1-iteration runs on a shared machine: the API flow is tested here, not whether the
+    # machine was quiet (the consistency check: tests/unit/test_calibration_consistency.py)
+    prof, report = calibrate_local("cpu", runs, quick=True, allow_inconsistent=True)
+    assert "consistency" in report
     assert report["from_profiles"] == ["tiny-bert:2:16", "tiny-bert:4:32"]
     assert "fitted to measured op tables of tiny-bert:2:16" in prof.gemm.source
     assert prof.device.peak_flops("fp32") > 0 and prof.device.memory_bandwidth > 0
@@ -56,8 +59,9 @@ def test_calibrate_from_profiles_then_compare(tmp_path, capsys, measured_once) -
 
     saved = runs[0].write_json(tmp_path / "r.json")
     out = tmp_path / "local.json"
-    assert main(["calibrate", "--quick", "--from", str(saved), "--from",
-                 str(runs[1].write_json(tmp_path / "r2.json")), "--output", str(out)]) == 0
+    assert main(["calibrate", "--quick", "--allow-inconsistent", "--from", str(saved),
+                 "--from", str(runs[1].write_json(tmp_path / "r2.json")), "--output",
+                 str(out)]) == 0
     assert json.loads(out.read_text())["bertscope_profile"] == 1
     assert main(["predict", "bert-tiny", "--device", str(out), "--batch", "2", "--seq",
                  "16"]) == 0

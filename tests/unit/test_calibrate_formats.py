@@ -47,8 +47,11 @@ def test_one_gemm_model_per_format_each_against_its_own_peak(tmp_path) -> None:
     assert gemm.for_format("fp32").max_fraction == pytest.approx(0.5)
     assert gemm.for_format("bf16").max_fraction == pytest.approx(0.25)
     assert set(report["gemm_fit_mape"]) == {"fp32", "bf16"}
-    # a format not fitted falls back to the default's model and says so
-    assert "fp16 not calibrated" in gemm.for_format("fp16").source
+    # a format not fitted is refused in one line (issue 31: never another format's fit)
+    from bertscope.perf.gemm_models import NotCalibrated
+
+    with pytest.raises(NotCalibrated, match="fp16 is not calibrated on this profile"):
+        gemm.for_format("fp16")
     # the fitted profile predicts a held-out bf16 run's GEMM time (same synthetic rates)
     held, analytic = _measured("bf16", 8, 16)
     pred = predict(analytic, profile).columns
@@ -61,11 +64,13 @@ def test_one_gemm_model_per_format_each_against_its_own_peak(tmp_path) -> None:
     assert model_from_dict(gemm.to_dict()) == gemm
 
 
-def test_a_single_format_keeps_the_plain_model() -> None:
+def test_a_single_format_knows_its_format() -> None:
     pairs = [_measured("fp32", b, s) for b, s in ((2, 32), (4, 64))]
     profile, report = fit_from_tables(pairs, default_profile(CHIP), "synthetic")
-    assert isinstance(profile.gemm, GemmEfficiency)
-    assert profile.gemm.max_fraction == pytest.approx(0.5)
+    assert isinstance(profile.gemm, FormatGemmEfficiency)
+    assert list(profile.gemm.per_format) == ["fp32"]
+    assert isinstance(profile.gemm.for_format("fp32"), GemmEfficiency)
+    assert profile.gemm.for_format("fp32").max_fraction == pytest.approx(0.5)
     assert isinstance(report["gemm_fit_mape"], float)
 
 

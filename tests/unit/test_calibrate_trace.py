@@ -71,7 +71,7 @@ def test_points_join_kernels_to_launching_op_shapes() -> None:
 def test_fit_on_nvidia_fixture() -> None:
     profile, report = calibrate_from_traces([NVIDIA])
     assert profile.device.name == "a100-sxm4-80gb"  # matched from deviceProperties
-    g = profile.gemm
+    g = profile.gemm.for_format("fp32")  # the format the trace's GEMMs ran in
     # the fixture's forward GEMMs run at 0.5 of peak, its backward ones at 0.4; every GEMM
     # has min(M, N, K) = 1024 (no shape term earns its place) and 2 x 10^9+ FLOPs, so the
     # fixed cost the least-squares fit may keep (W0, from the durations' rounding to 1 ns)
@@ -100,8 +100,9 @@ def test_fit_on_amd_fixture_bf16() -> None:
     assert profile.device.name == "mi300x-oam"
     assert report["kernels"]["gemm"] == {"bf16": 3}
     # three bf16 GEMMs at 0.3 x 1307.4 TFLOP/s (the format from "Input type" c10::BFloat16)
-    assert profile.gemm.max_fraction == pytest.approx(0.3, rel=1e-4)
-    assert profile.gemm.per_phase["forward"] == pytest.approx(1.0, rel=1e-4)
+    bf16 = profile.gemm.for_format("bf16")
+    assert bf16.max_fraction == pytest.approx(0.3, rel=1e-4)
+    assert bf16.per_phase["forward"] == pytest.approx(1.0, rel=1e-4)
     # gelu [4,256,8192] bf16: 2 x 8,388,608 x 2 B = 33,554,432 B; add: 3 x 4,194,304 B; both
     # at 0.5 x 5.3 TB/s
     assert profile.bandwidth.max_fraction == pytest.approx(0.5, rel=1e-4)

@@ -75,7 +75,7 @@ def test_validate_passes_the_results_dir_file(tmp_path: Path, monkeypatch) -> No
     seen: list[object] = []
 
     def fake_cal(device: str, results: object, *, quick: bool, microbench: object,
-                 log: object) -> tuple[object, dict[str, object]]:
+                 log: object, **_: object) -> tuple[object, dict[str, object]]:
         seen.append(microbench)
         raise BertscopeError("stop here")
 

@@ -30,6 +30,11 @@ def calibrate_cmd(
                              "efficiency and bandwidth per category from their kernels. "
                              "No microbenchmarks, no torch.")] = None,
     quick: Annotated[bool, typer.Option(help="Fewer microbenchmark shapes.")] = False,
+    allow_inconsistent: Annotated[bool, typer.Option(
+        "--allow-inconsistent",
+        help="Fit --from results that disagree with each other (each predicted by the fit "
+             "of the others off by more than 1.5x: measured under load) instead of "
+             "refusing.")] = False,
     output: Annotated[Path, typer.Option(help="Device profile JSON to write.")] = Path(
         "local-profile.json"),
     more_traces: Annotated[list[Path] | None, typer.Argument(
@@ -63,6 +68,7 @@ def calibrate_cmd(
                                  f"config again with bertscope profile, or leave it out")
     out = make_console()
     profile, report = calibrate_local(device, results, quick=quick,
+                                      allow_inconsistent=allow_inconsistent,
                                       log=lambda s: out.print(f"[dim]{escape(s)}[/]"))
     profile.save(output)
     print_calibration(profile, report, out)

@@ -60,6 +60,7 @@ from bertscope.measure.allocator import (
 from bertscope.measure.allocator import host_allocator as current_allocator
 from bertscope.measure.attribution import ITER, PHASE, Attributor, ScopeHooks
 from bertscope.measure.hf import build_hf_model, hf_layers, hf_sublayer
+from bertscope.measure.host_load import cpu_times, cpus, load_average, steal_share
 from bertscope.measure.lamb import make_optimizer
 from bertscope.measure.quiet import QuietProfiler
 from bertscope.optable import Extra, OpTable, ProfileFacts, Provenance
@@ -456,8 +457,10 @@ def profile(
                 warm_times.append(time.perf_counter() - start)
                 tell("warmup", i + 1, warmup)
                 STOP.check()  # nothing measured yet: nothing to keep
+            ticks = cpu_times()  # how busy the machine was while measuring (`host_load`)
             cap = session.capture(iters, whole=whole,
                                   settle=settle if dev.type == "cpu" else 0)
+            busy = (load_average(), steal_share(ticks, cpu_times()))
     finally:
         trainer.hooks.remove()
     prof, attr, done, partial = cap.prof, cap.attr, cap.done, cap.partial
@@ -508,7 +511,8 @@ def profile(
         if iter_time_us else 0.0,
         # the first warm-up iteration allocates, autotunes and compiles: left out
         unprofiled_iteration_s=statistic.of(warm_times[1:]) if warmup > 1 else None,
-        unprofiled_iteration_times_s=tuple(warm_times[1:]) if warmup > 1 else None)
+        unprofiled_iteration_times_s=tuple(warm_times[1:]) if warmup > 1 else None,
+        load_average=busy[0], steal_share=busy[1], cpus=cpus())
     table = table.with_records(facts, *((Extra(extra),) if extra else ()))
     return ProfileResult(table=table, analytic=analytic)
 

@@ -119,7 +119,8 @@ class ProfileFacts(Record):
         "page_faults", "partial", "trace_error", "statistic", "host_allocator", "iteration_s",
         "iteration_times_s", "row_times_s", "gap_times_s", "tokens_per_s", "op_time_s",
         "unattributed_s", "unattributed_share", "framework_share", "rounds",
-        "fresh_process", "unprofiled_iteration_s", "unprofiled_iteration_times_s")
+        "fresh_process", "unprofiled_iteration_s", "unprofiled_iteration_times_s",
+        "load_average", "steal_share", "cpus")
     device: str | None = None
     """"cpu" or the GPU's name."""
     torch: str | None = None
@@ -164,6 +165,13 @@ class ProfileFacts(Record):
     prediction of the job should match. None with fewer than two warm-up iterations."""
     unprofiled_iteration_times_s: tuple[float, ...] | None = None
     """The warm-up iterations after the first, each timed (seconds)."""
+    load_average: float | None = None
+    """The machine's 1-minute load average as the measured iterations ended
+    (`measure.host_load`; ours included)."""
+    steal_share: float | None = None
+    """Share of CPU time the hypervisor stole during the measured iterations."""
+    cpus: int | None = None
+    """CPUs the measuring process could run on (the load average's scale)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The fields that are set (a result read back writes the keys it had), lists as

@@ -17,10 +17,11 @@ spread over its key's other categories.
 Fits (closed form):
 
 - GEMM, per number format the measured runs' GEMMs ran in (fp32, bf16, fp16: each relative
-  to its own peak; several formats give a `FormatGemmEfficiency`, which predictions read
-  for their run's format): per launch t = (W + W0) / (P x max) x (D + D0) / D, which is
-  `GemmEfficiency`; for
-  each D0 on a grid, t D / (D + D0) = a W + c is linear, so max = 1 / (P a), W0 = c / a.
+  to its own peak; a `FormatGemmEfficiency`, which predictions read for their run's format,
+  and which refuses a format no measured run had, or gives it the catalog's figures, rather
+  than another format's fit at its peak): per launch
+  t = (W + W0) / (P x max) x (D + D0) / D, which is `GemmEfficiency`; for each D0 on a
+  grid, t D / (D + D0) = a W + c is linear, so max = 1 / (P a), W0 = c / a.
   From measured op tables, then one factor per phase (`gemm_phase`: forward, which covers
   recompute by `Phase.family`; data and weight gradient): the phase's predicted over
   measured total time, so the fitted profile reproduces the calibration runs' GEMM time per
@@ -304,14 +305,17 @@ def _gemm_format(profile: DeviceProfile, table: OpTable) -> NumberFormat:
 
 
 def fit_gemm_per_format(keys: pd.DataFrame, profile: DeviceProfile,
-                        source: str, *, preserve_total: bool = False, robust: bool = True
-                        ) -> tuple[DeviceProfile, Any, dict[str, Any]]:
+                        source: str, *, preserve_total: bool = False, robust: bool = True,
+                        fallback: Any = None, inputs: Iterable[str] = ()
+                        ) -> tuple[DeviceProfile, FormatGemmEfficiency, dict[str, Any]]:
     """GEMM fits per number format (column `format` of the joined keys), each relative to
-    its format's peak (raised where measured GEMMs beat it). One format: a `GemmEfficiency`;
-    several: a `FormatGemmEfficiency` whose default is fp32 where fitted (else the format with
-    the most points). Formats with fewer than 3 GEMM points are left to the default.
-    `preserve_total` and `robust` as for `fit_gemm`; the cache split is at the device's
-    `on_chip_bytes` where it has one."""
+    its format's peak (raised where measured GEMMs beat it), as a `FormatGemmEfficiency`
+    whose `default` is fp32 where fitted (else the format with the most points). Formats
+    with fewer than 3 GEMM points are not fitted; a prediction in a format not fitted gets
+    `fallback` (a catalog device's default model) or is refused in one line
+    (`FormatGemmEfficiency.for_format`): never another format's fit at this format's peak.
+    `inputs` names what was measured (for that line). `preserve_total` and `robust` as for
+    `fit_gemm`; the cache split is at the device's `on_chip_bytes` where it has one."""
     fits: dict[NumberFormat, GemmFit] = {}
     cache = float(profile.device.on_chip_bytes or 0.0)
     for fmt in sorted({NumberFormat(f) for f in keys["format"]}, key=list(NumberFormat).index):
@@ -322,16 +326,16 @@ def fit_gemm_per_format(keys: pd.DataFrame, profile: DeviceProfile,
                        preserve_total=preserve_total, robust=robust, cache_bytes=cache)
         profile = with_gemm_peak(profile, fit, fmt)
         fits[fmt] = fit
-    report = {"gemm_points": sum(f.points for f in fits.values()),
-              "gemm_fit_mape": {f.value: fit.mape for f, fit in fits.items()}}
+    report: dict[str, Any] = {"gemm_points": sum(f.points for f in fits.values()),
+                              "gemm_fit_mape": {f.value: fit.mape for f, fit in fits.items()},
+                              "gemm_formats": [f.value for f in fits]}
     if len(fits) == 1:
-        (fmt, fit), = fits.items()
-        report["gemm_fit_mape"] = fit.mape
-        return profile, fit.model, report
+        report["gemm_fit_mape"] = next(iter(fits.values())).mape
     default = (NumberFormat.FP32 if NumberFormat.FP32 in fits
                else max(fits, key=lambda f: fits[f].points))
     model = FormatGemmEfficiency(per_format={f.value: fit.model for f, fit in fits.items()},
-                                 default=default.value, source=source)
+                                 default=default.value, source=source, fallback=fallback,
+                                 inputs=tuple(inputs))
     return profile, model, report
 
 
@@ -414,14 +418,17 @@ def _joined_formats(measured: OpTable, analytic: OpTable, profile: DeviceProfile
 
 
 def fit_from_tables(pairs: Iterable[tuple[OpTable, OpTable]], profile: DeviceProfile,
-                    source: str) -> tuple[DeviceProfile, dict[str, Any]]:
+                    source: str, *, inputs: Iterable[str] = ()) -> tuple[DeviceProfile,
+                                                                       dict[str, Any]]:
     """Fit GEMM and memory models, and the host time per launch (when the measured tables
     carry iteration times), from (measured, analytic) table pairs of the same runs; returns
-    the profile with the fitted models and a report of the fits."""
+    the profile with the fitted models and a report of the fits. `inputs` names the runs
+    (a GEMM format none of them ran is refused by name: `fit_gemm_per_format`)."""
     pairs = list(pairs)
     keys = pd.concat([_joined_formats(m, a, profile) for m, a in pairs], ignore_index=True)
     keys = keys.rename(columns={"measured_s": "time_s"})
-    profile, gemm, report = fit_gemm_per_format(keys, profile, source, preserve_total=True)
+    profile, gemm, report = fit_gemm_per_format(keys, profile, source, preserve_total=True,
+                                                inputs=inputs)
     mem = fit_memory(keys[keys["kind"] == "memory"], profile.device.memory_bandwidth, source)
     report |= {"memory_points": int((keys["kind"] == "memory").sum()),
                "memory_categories": sorted(mem.per_category)}

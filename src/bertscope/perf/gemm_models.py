@@ -10,7 +10,7 @@ their own (a data gradient and a weight gradient run at different rates).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -151,16 +151,25 @@ class GemmEfficiency(ModelBase):
 @dataclass(kw_only=True, frozen=True, slots=True)
 class FormatGemmEfficiency(ModelBase):
     """One fitted `GemmEfficiency` per GEMM number format (calibration from measured tables
-    of several precisions: a bf16 GEMM's shape of efficiency differs from an fp32 one's);
-    `for_format` gives the model of a run's GEMM format (`predict.row_times` asks), the
-    `default` format's where a format was not fitted (its `source` says so)."""
+    or traces: a bf16 GEMM's shape of efficiency differs from an fp32 one's); `for_format`
+    gives the model of a run's GEMM format (`predict.row_times` asks). A format nothing
+    measured is never priced silently with another format's fit (an fp32 fit at the bf16
+    peak predicted a held-out bf16 CPU run at +229%, issue 31): it gets the `fallback` model
+    (the catalog's figures of a catalog device, named so in the provenance line) or, with no
+    fallback, a one-line error saying what to measure (`NotCalibrated`)."""
 
     per_format: dict[str, Any]
     """Number format -> `GemmEfficiency` (or its `to_dict()` form, as read from a file)."""
     default: str
-    """The format whose model other formats use."""
+    """The format `fraction` (a caller that names no format) reads."""
     source: str = "fitted"
     """Where the figures come from."""
+    fallback: Any = None
+    """The model for formats not in `per_format` (a catalog device's default GEMM model, or
+    its `to_dict()` form), or None: such a format is refused (`for_format`)."""
+    inputs: tuple[str, ...] = ()
+    """What the fits were made from (the profile results' config names), for the refusal's
+    fix."""
 
     def __post_init__(self) -> None:
         self._check()
@@ -179,27 +188,70 @@ class FormatGemmEfficiency(ModelBase):
             raise BertscopeError(f"FormatGemmEfficiency.default {self.default!r} is not one of "
                                  f"the fitted formats ({', '.join(models)})")
         object.__setattr__(self, "per_format", models)
+        fallback = self.fallback
+        if isinstance(fallback, Mapping):
+            fallback = model_from_dict(dict(fallback), where="FormatGemmEfficiency.fallback")
+        if fallback is not None and not callable(getattr(fallback, "fraction", None)):
+            raise BertscopeError(f"FormatGemmEfficiency.fallback must be a GEMM efficiency "
+                                 f"model or null, got {type(fallback).__name__}")
+        object.__setattr__(self, "fallback", fallback)
+        if not isinstance(self.inputs, tuple | list) or not all(
+                isinstance(i, str) for i in self.inputs):
+            raise BertscopeError("FormatGemmEfficiency.inputs must be a list of names")
+        object.__setattr__(self, "inputs", tuple(self.inputs))
 
     def __hash__(self) -> int:
         return self._hash()
 
     def to_dict(self) -> dict[str, Any]:
         """Fields (each format's model in its own `to_dict()` form) plus `"model"`."""
-        return {"model": type(self).__name__, "default": self.default, "source": self.source,
-                "per_format": {f: m.to_dict() for f, m in self.per_format.items()}}
+        out: dict[str, Any] = {
+            "model": type(self).__name__, "default": self.default, "source": self.source,
+            "per_format": {f: m.to_dict() for f, m in self.per_format.items()}}
+        if self.fallback is not None:
+            out["fallback"] = self.fallback.to_dict()
+        if self.inputs:
+            out["inputs"] = list(self.inputs)
+        return out
 
-    def for_format(self, fmt: Any) -> GemmEfficiency:
-        """The model fitted for `fmt`, else the default format's, its source saying so."""
+    def calibrated(self, fmt: Any) -> bool:
+        """Whether `fmt`'s GEMMs were fitted (measured), not left to the fallback."""
+        return str(fmt) in self.per_format
+
+    def for_format(self, fmt: Any) -> Any:
+        """The model fitted for `fmt`; else the fallback's (the catalog's figures, which the
+        prediction's provenance line calls cited or assumed); else `NotCalibrated` (one line:
+        what to run)."""
         model = self.per_format.get(str(fmt))
         if model is not None:
             return model
-        base = self.per_format[self.default]
-        return replace(base, source=f"{base.source} (fitted on {self.default} GEMMs; "
-                                    f"{fmt} not calibrated)")
+        if self.fallback is None:
+            raise NotCalibrated(not_calibrated_line(str(fmt), self))
+        # the catalog's model as it is: the prediction's provenance line then names its
+        # figures cited or assumed, not fitted (`predict.provenance` compares with it)
+        pick = getattr(self.fallback, "for_format", None)
+        return self.fallback if pick is None else pick(fmt)
 
     def fraction(self, rows: Mapping[str, Any] | pd.DataFrame) -> np.ndarray:
         """The default format's fractions (`for_format` picks a run's own)."""
         return self.per_format[self.default].fraction(rows)
 
 
-__all__ = ["FormatGemmEfficiency", "GemmEfficiency", "gemm_phase"]
+class NotCalibrated(BertscopeError):
+    """A profile fitted from measurements was asked for a GEMM format none of them ran."""
+
+
+def not_calibrated_line(fmt: str, model: FormatGemmEfficiency) -> str:
+    """One line: `fmt` GEMMs are not calibrated on the profile (which formats are, from
+    what) and the commands that would calibrate them."""
+    fitted = ", ".join(model.per_format)
+    what = f" of {', '.join(model.inputs)}" if model.inputs else ""
+    return (f"{fmt} is not calibrated on this profile (its GEMM rates were fitted on {fitted} "
+            f"runs{what}; another format's fit at the {fmt} peak is no prediction): run "
+            f"`bertscope profile MODEL --precision {fmt} --batch B --seq S --output "
+            f"{fmt}.json`, then `bertscope calibrate --from <the same results> --from "
+            f"{fmt}.json`; or predict on a catalog device (--device cpu)")
+
+
+__all__ = ["FormatGemmEfficiency", "GemmEfficiency", "NotCalibrated", "gemm_phase",
+           "not_calibrated_line"]

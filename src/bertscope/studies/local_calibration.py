@@ -17,6 +17,7 @@ import pandas as pd
 from bertscope.bounded import read_json
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write
+from bertscope.perf.calibration_check import InconsistentCalibration, check_consistency
 from bertscope.perf.efficiency import (
     BandwidthEfficiency,
     DeviceProfile,
@@ -95,14 +96,17 @@ def load_microbench(path: str | Path, *, quick: bool) -> dict[str, Any]:
 
 
 def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: bool = False,
-                    microbench: str | Path | None = None,
+                    microbench: str | Path | None = None, allow_inconsistent: bool = False,
                     log: Callable[[str], None] = lambda _: None) -> tuple[DeviceProfile,
                                                                              dict[str, Any]]:
     """Microbenchmark the local device and fit its efficiency models; with profile results
     (measured op tables), refit GEMM and memory models from them. Returns the profile and a
     report of where each figure came from. `microbench`: a JSON file the microbenchmark
     points are read from when it exists, and written to when not (re-predictions from
-    saved results are then reproducible)."""
+    saved results are then reproducible). Two or more results are first checked against
+    each other (`perf.calibration_check`: each predicted by the fit of the others); inputs
+    that disagree raise `InconsistentCalibration` (one line: which, by how much, the fix)
+    unless `allow_inconsistent`, which fits them anyway (the report keeps the check)."""
     import torch
 
     from bertscope.measure import microbench as mb
@@ -140,9 +144,16 @@ def calibrate_local(device: str, results: Sequence[Measurement] = (), *, quick: 
                               "overhead_s": overhead_s, "from_profiles": []}
     if results:
         names = [config_name(r) for r in results]
+        pairs = [(r.table, r.analytic) for r in results]
+        if len(results) >= 2:
+            check = check_consistency(pairs, names, profile, f"leave-one-out check ({src})")
+            report["consistency"] = check.to_dict()
+            if not check.ok and not allow_inconsistent:
+                raise InconsistentCalibration(check.line())
+            log(check.line())
         profile, fits = fit_from_tables(
-            [(r.table, r.analytic) for r in results], profile,
-            f"fitted to measured op tables of {', '.join(names)} ({src})")
+            pairs, profile,
+            f"fitted to measured op tables of {', '.join(names)} ({src})", inputs=names)
         report.update(fits, from_profiles=names)
     return profile, report
 

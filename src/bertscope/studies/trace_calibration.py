@@ -138,8 +138,12 @@ def calibrate_from_traces(paths: Sequence[str | Path]) -> tuple[DeviceProfile, d
     # large launches weigh most, and the intercepts keep the fixed costs of small ones: a
     # median of per-launch rates lets a 192-byte loss that takes milliseconds set the rate
     # of a 125 MB one), not the median fit meant for noisy separate runs
-    profile, gemm_model, fits = fit_gemm_per_format(gemm, base, source, preserve_total=True,
-                                                    robust=False)
+    # a format the traces lack: the catalog device's own figures (its source says so), an
+    # unknown device's refused (`FormatGemmEfficiency.for_format`)
+    profile, gemm_model, fits = fit_gemm_per_format(
+        gemm, base, source, preserve_total=True, robust=False,
+        fallback=base.gemm if catalog_device is not None else None,
+        inputs=[p.path.name for p in points])
     models: dict[str, Any] = {"gemm": gemm_model}
     if len(memory) >= 2:
         models["bandwidth"] = fit_memory(memory, profile.device.memory_bandwidth, source,
