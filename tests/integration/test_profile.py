@@ -259,7 +259,9 @@ def test_unprofiled_iteration_time_is_the_warm_ups_after_the_first(tmp_path, mon
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["profile", "bert-tiny", "--batch", "1", "--seq", "8", "--iters", "1",
                  "--warmup", "2", "--top", "0", "--no-store", "--output", str(out)]) == 0
-    assert "without the profiler: iteration" in capsys.readouterr().out
+    out_text = capsys.readouterr().out
+    assert "without the profiler: iteration" in out_text
+    assert "encoder layers:" in out_text  # BERT's stack (a GPT's reads "decoder layers")
     meta = json.loads(out.read_text())["meta"]
     assert len(meta["unprofiled_iteration_times_s"]) == 1
     assert meta["unprofiled_iteration_s"] == meta["unprofiled_iteration_times_s"][0]

@@ -214,7 +214,9 @@ def print_profile(result: Any, console: Console, top: int = 10) -> None:
     console.print(comparison_table(result.comparison()))
     print_breakdowns(table, console, categories=False)
     layers = table.df[table.df["layer"] >= 0]["time_s"].sum()
-    console.print(f"encoder layers: {100 * layers / facts.op_time_s:.1f}% of op time; "
+    stack = {"encoder": "encoder layers", "decoder": "decoder layers"}.get(
+        str(table.model.family.architecture), "layers")
+    console.print(f"{stack}: {100 * layers / facts.op_time_s:.1f}% of op time; "
                   f"optimizer: {100 * _share(table, 'phase', 'optimizer'):.1f}%")
     if top > 0:
         console.print(top_table(table, top, by="time_s"))
