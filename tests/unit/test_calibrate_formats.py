@@ -7,35 +7,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertscope import build, get_model
-from bertscope.config import RunConfig
-from bertscope.hardware import Device
 from bertscope.perf import predict
 from bertscope.perf.device_profile import DeviceProfile, model_from_dict
 from bertscope.perf.efficiency import default_profile
 from bertscope.perf.fit import fit_from_tables
 from bertscope.perf.gemm_models import FormatGemmEfficiency, GemmEfficiency
 from bertscope.taxonomy import gemm_mask
+from tests.synthetic_tables import CHIP, synthetic_measurement
 
-# a made-up CPU: fp32 1 TFLOP/s, bf16 4 TFLOP/s, 100 GB/s
-CHIP = Device(name="chip", sku="Chip", vendor="Test", kind="cpu",
-              peaks={"fp32": 1e12, "bf16": 4e12}, memory_bytes=64e9, memory_bandwidth=100e9,
-              sources={"peaks.fp32": "t", "peaks.bf16": "t", "memory_bytes": "t",
-                       "memory_bandwidth": "t"})
 RATE = {"fp32": 0.5e12, "bf16": 1e12}  # measured GEMM rates: 0.5 of fp32, 0.25 of bf16 peak
 STREAM = 50e9  # measured memory-bound rate: 0.5 of the bandwidth
 
 
 def _measured(precision: str, batch: int, seq: int):
-    """A synthetic measurement: the analytic table with every GEMM at RATE[precision] and
-    every other row at STREAM bytes/s."""
-    analytic = build(get_model("bert-tiny"), RunConfig(batch=batch, seq=seq,
-                                                       precision=precision))
-    c = analytic.columns
-    gemm = gemm_mask(np.asarray(c["category"], dtype=object))
-    time = np.where(gemm, c["flops"] / RATE[precision],
-                    (c["bytes_read"] + c["bytes_written"]) / STREAM)
-    return analytic.with_columns({"time_s": time}), analytic
+    """A synthetic measurement: every GEMM at RATE[precision], every other row at STREAM."""
+    return synthetic_measurement(precision, batch, seq, RATE[precision], STREAM)
 
 
 def test_one_gemm_model_per_format_each_against_its_own_peak(tmp_path) -> None:

@@ -11,7 +11,6 @@ import pytest
 from bertscope import build, get_model
 from bertscope.config import RunConfig
 from bertscope.errors import BertscopeError
-from bertscope.hardware import Device
 from bertscope.optable import ProfileFacts
 from bertscope.perf import predict
 from bertscope.perf.bandwidth import BandwidthEfficiency, Overhead
@@ -22,12 +21,8 @@ from bertscope.perf.calibration_check import (
 )
 from bertscope.perf.device_profile import DeviceProfile
 from bertscope.perf.gemm_models import GemmEfficiency
+from tests.synthetic_tables import CHIP
 
-# a made-up CPU: fp32 1 TFLOP/s, bf16 4 TFLOP/s, 100 GB/s
-CHIP = Device(name="chip", sku="Chip", vendor="Test", kind="cpu",
-              peaks={"fp32": 1e12, "bf16": 4e12}, memory_bytes=64e9, memory_bandwidth=100e9,
-              sources={"peaks.fp32": "t", "peaks.bf16": "t", "memory_bytes": "t",
-                       "memory_bandwidth": "t"})
 # the "true" device: GEMMs at half the peak, memory-bound ops at half the bandwidth, no
 # launch floor (every row's time is linear in its work: the fits can recover it exactly)
 TRUE = DeviceProfile(device=CHIP,

@@ -12,10 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertscope import build, get_model
 from bertscope.cli import main
-from bertscope.config import RunConfig
-from bertscope.hardware import Device
 from bertscope.perf import predict
 from bertscope.perf.device_profile import DeviceProfile
 from bertscope.perf.efficiency import default_profile
@@ -23,11 +20,8 @@ from bertscope.perf.fit import fit_from_tables
 from bertscope.perf.gemm_models import FormatGemmEfficiency, GemmEfficiency, NotCalibrated
 from bertscope.perf.predict import Prediction
 from bertscope.taxonomy import gemm_mask
+from tests.synthetic_tables import CHIP, synthetic_measurement
 
-CHIP = Device(name="chip", sku="Chip", vendor="Test", kind="cpu",
-              peaks={"fp32": 1e12, "bf16": 4e12}, memory_bytes=64e9, memory_bandwidth=100e9,
-              sources={"peaks.fp32": "t", "peaks.bf16": "t", "memory_bytes": "t",
-                       "memory_bandwidth": "t"})
 # measured GEMM rates: fp32 at 0.5 of its 1 TFLOP/s peak; bf16 at 1.5 TFLOP/s, 0.375 of its
 # 4 TFLOP/s peak (an fp32 fit's 0.5 at the bf16 peak would say 2 TFLOP/s: 33% fast)
 RATE = {"fp32": 0.5e12, "bf16": 1.5e12}
@@ -35,13 +29,8 @@ STREAM = 50e9
 
 
 def _measured(precision: str, batch: int, seq: int):
-    analytic = build(get_model("bert-tiny"), RunConfig(batch=batch, seq=seq,
-                                                       precision=precision))
-    c = analytic.columns
-    gemm = gemm_mask(np.asarray(c["category"], dtype=object))
-    time = np.where(gemm, c["flops"] / RATE[precision],
-                    (c["bytes_read"] + c["bytes_written"]) / STREAM)
-    return analytic.with_columns({"time_s": time}), analytic
+    """A synthetic measurement: every GEMM at RATE[precision], every other row at STREAM."""
+    return synthetic_measurement(precision, batch, seq, RATE[precision], STREAM)
 
 
 NAMES = ["bert-tiny:2:32", "bert-tiny:4:64"]
