@@ -17,33 +17,31 @@ microbenchmark profile only."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
+import io
 import json
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's
+from bertscope.cli import main as bertscope
 
 GEMM = {"gemm"}
 BATCHED = {"batched_gemm"}
 
 
-def _cli(*args: str) -> str:
-    """Run `bertscope ARGS` (this checkout's), returning stdout; fail loudly."""
-    done = subprocess.run([sys.executable, "-m", "bertscope.cli", *args], capture_output=True,
-                          text=True, env={"COLUMNS": "160", "BERTSCOPE_STORE": "off",
-                                          **_env()})
-    if done.returncode != 0:
-        raise SystemExit(f"bertscope {' '.join(args)} failed: {done.stderr.strip()[-400:]}")
-    return done.stdout
-
-
-def _env() -> dict[str, str]:
-    import os
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    return {k: v for k, v in os.environ.items() if k not in ("COLUMNS",)} | {
-        "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def _cli(*args: str) -> None:
+    """Run `bertscope ARGS` in this process, its printout dropped (results go to --output
+    files), recording nothing; fail loudly."""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = bertscope(list(args))
+    if rc != 0:
+        raise SystemExit(f"bertscope {' '.join(args)} failed: {err.getvalue().strip()[-400:]}")
 
 
 def _stem(p: Path) -> str:
@@ -87,6 +85,7 @@ def main() -> int:
     ap.add_argument("--bundle", type=Path, metavar="OUT",
                     help="write DIR's results (no traces) as one .json.gz and stop")
     args = ap.parse_args()
+    os.environ["BERTSCOPE_STORE"] = "off"  # calibrate and predict record no runs
     if args.bundle is not None:
         return _write_bundle(args.dir, args.bundle)
     if args.dir.is_file():  # a bundle: its runs unpacked into a temporary folder
