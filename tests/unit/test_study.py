@@ -181,6 +181,8 @@ def test_cli_study_quick_with_the_measured_part(tmp_path, capsys, monkeypatch) -
     measured = [r for r in shares if r["source"] == "measured"]
     assert measured and {r["model"] for r in measured} == {"bert-mini"}
     assert any("--quick" in n for n in doc["settings"]["measured"])
+    # profiled in a child process (studies.fresh), whose heap and torch go with it
+    assert any("in a fresh process" in n for n in doc["settings"]["measured"])
 
 
 def test_distributed_section_equals_the_distributed_model() -> None:
