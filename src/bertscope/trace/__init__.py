@@ -3,6 +3,7 @@
     table = read_trace("trace.json.gz")          # OpTable: per-iteration rows, TraceSummary
     table.by_category()                           # busy time and share per category
     result = analyze_trace("traces/", rank=0)     # per-rank tables, streams, overlap, unknowns
+    result.cross_rank().to_frame()                # ranks side by side: stragglers, idle, launches
 
 A trace is one file (.json or .json.gz) or a folder of per-rank files. Files are streamed
 (`reader.py`) and handled one at a time, so memory is bounded by one file's columns. Rows
@@ -37,6 +38,8 @@ from bertscope.trace.summaries import (
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from bertscope.trace.ranks import CrossRankReport
 
 
 def rank_summary(b: RankBreakdown) -> dict[str, Any]:
@@ -152,6 +155,14 @@ class TraceResult:
         """torch.compile (Inductor) kernels: name, category, the ATen ops the name says it
         fuses, time per iteration (mean over ranks) and count."""
         return frame(fused_records(self.table), ("name", "category", "fuses", "time_s", "count"))
+
+    def cross_rank(self) -> CrossRankReport:
+        """The ranks side by side (`trace.ranks`): per rank compute, communication, copies,
+        idle (by cause), overlap, launch delays and memory; per collective the straggler
+        and the waits it caused."""
+        from bertscope.trace.ranks import cross_rank
+
+        return cross_rank(self)
 
     def rank_table(self, rank: int | None = None) -> OpTable:
         """One rank's op table, or (None) the mean over ranks."""
