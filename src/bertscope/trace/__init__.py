@@ -25,6 +25,7 @@ from bertscope.optable import OpTable, Provenance, Record
 from bertscope.taxonomy import Classifier, Pattern, load_patterns
 from bertscope.trace.breakdown import RankBreakdown, break_down, mean_table
 from bertscope.trace.gemm_ops import has_gemm_shape
+from bertscope.trace.ranks import CrossRankReport, cross_rank
 from bertscope.trace.reader import rank_from_name, read_events, read_rank, trace_files
 from bertscope.trace.summaries import (
     Row,
@@ -38,8 +39,6 @@ from bertscope.trace.summaries import (
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from bertscope.trace.ranks import CrossRankReport
 
 
 def rank_summary(b: RankBreakdown) -> dict[str, Any]:
@@ -160,8 +159,6 @@ class TraceResult:
         """The ranks side by side (`trace.ranks`): per rank compute, communication, copies,
         idle (by cause), overlap, launch delays and memory; per collective the straggler
         and the waits it caused."""
-        from bertscope.trace.ranks import cross_rank
-
         return cross_rank(self)
 
     def rank_table(self, rank: int | None = None) -> OpTable:
@@ -242,5 +239,5 @@ def read_trace(path: str | Path, *, rank: int | None = None,
     return analyze_trace(path, rank=rank, patterns=patterns).table
 
 
-__all__ = ["RankBreakdown", "TraceResult", "TraceSummary", "analyze_trace", "rank_summary",
-           "read_trace"]
+__all__ = ["CrossRankReport", "RankBreakdown", "TraceResult", "TraceSummary", "analyze_trace",
+           "cross_rank", "rank_summary", "read_trace"]

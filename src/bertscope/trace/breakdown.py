@@ -29,8 +29,8 @@ import numpy as np
 from bertscope.optable import Combine, Op, OpTable, Provenance, Record, combine
 from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Regex, Sublayer
 from bertscope.trace.attribute import ITER, PHASE, SCOPE, Attributor, Step
-from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
 from bertscope.trace.ranks import RankTimeline, rank_timeline
+from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
 from bertscope.trace.timeline import launched_by, length, overlap, union
 
 _STEP = "ProfilerStep#"
