@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from bertscope.cli.options import TopOpt, check_command_paths, check_top
+from bertscope.cli.options import TopOpt, check_command_paths, check_suffix, check_top
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, atomic_write, check_output, export_format
@@ -17,8 +17,9 @@ from bertscope.requirements import require_format
 
 TABLE = "table"
 """`--format table`: the terminal report (the default without a file-format suffix)."""
-VIEWS = ("category", "sublayer", "phase", "module")
-"""`--by`: the one breakdown the terminal report shows (module: the module tree)."""
+VIEWS = ("category", "sublayer", "phase", "module", "rank")
+"""`--by`: the one breakdown the terminal report shows (module: the module tree; rank: the
+ranks side by side, `trace.ranks`)."""
 
 
 def trace_cmd(
@@ -35,8 +36,13 @@ def trace_cmd(
     output: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
     top: TopOpt = 10,
     by: Annotated[str | None, typer.Option(
-        help="Show only this breakdown: category, sublayer, phase, or module (the tree of "
-             "module calls and record_function scopes, with times).")] = None,
+        help="Show only this breakdown: category, sublayer, phase, module (the tree of "
+             "module calls and record_function scopes, with times) or rank (ranks side by "
+             "side: compute/comm/copy/idle, overlap, idle causes, stragglers, launch delays, "
+             "peak memory).")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="With --by rank: write a heat map of ranks x time categories (.png or "
+             ".svg).")] = None,
     store: StoreOpt = None,
     no_store: NoStoreOpt = False,
 ) -> None:
@@ -60,17 +66,30 @@ def trace_cmd(
     if by is not None and file_format is not None:
         raise BertscopeError("--by shapes the terminal report (--format table); exported rows "
                              "carry every column, module included")
-    check_command_paths({"the trace": path, "--patterns": patterns}, {"--output": output},
-                        store, no_store)
+    if plot is not None and by != "rank":
+        raise BertscopeError("--plot draws the ranks side by side: give it with --by rank")
+    check_suffix(plot, (".png", ".svg"), "the plot")
+    check_command_paths({"the trace": path, "--patterns": patterns},
+                        {"--output": output, "--plot": plot}, store, no_store)
     check_output(output)
+    check_output(plot)
     st = open_store(store, no_store)
     result = analyze_trace(path, rank=rank, patterns=patterns)
     if file_format is None:
         from bertscope.report.tables import make_console
-        from bertscope.report.trace import print_trace
+        from bertscope.report.trace import print_headline, print_trace
 
         console = Console(record=True, width=132) if output is not None else make_console()
-        print_trace(result, console, top=top, by=by)
+        if by == "rank":
+            from bertscope.report.ranks import plot_ranks, print_ranks
+
+            report = result.cross_rank()
+            print_headline(result, console)
+            print_ranks(report, console, top=top)
+            if plot is not None:
+                console.print(f"wrote the rank heat map to {plot_ranks(report, plot)}")
+        else:
+            print_trace(result, console, top=top, by=by)
         if output is not None:
             atomic_write(output, console.export_text().encode())
         _record(st, result, path, to_stdout=False)

@@ -81,7 +81,8 @@ def _frame_table(rows: list[dict[str, Any]], title: str, cols: dict[str, str]) -
     return t
 
 
-def _headline(result: Any, console: Console) -> None:
+def print_headline(result: Any, console: Console) -> None:
+    """The one-line headline: path, ranks, iterations, time source, busy time, unknown share."""
     summary = result.summary
     iters = sorted({b.iterations for b in summary.ranks.values()})
     busy = float(result.table.columns["time_s"].sum())
@@ -117,7 +118,7 @@ def print_trace(result: Any, console: Console, *, top: int = 10, by: str | None 
     the top names, what Inductor kernels fuse and the names no pattern knew. `by`: only
     that breakdown (category, sublayer, phase, or module: the module tree) after the
     headline, then the unknown names."""
-    _headline(result, console)
+    print_headline(result, console)
     if by is not None:
         console.print(module_tree(result) if by == "module" else
                       _breakdown_table(result, by, f"By {by}"))
@@ -178,4 +179,4 @@ def _print_unknown(result: Any, console: Console, top: int) -> None:
         console.print(t)
 
 
-__all__ = ["module_tree", "print_trace"]
+__all__ = ["module_tree", "print_headline", "print_trace"]

@@ -3,6 +3,7 @@
     table = read_trace("trace.json.gz")          # OpTable: per-iteration rows, TraceSummary
     table.by_category()                           # busy time and share per category
     result = analyze_trace("traces/", rank=0)     # per-rank tables, streams, overlap, unknowns
+    result.cross_rank().to_frame()                # ranks side by side: stragglers, idle, launches
 
 A trace is one file (.json or .json.gz) or a folder of per-rank files. Files are streamed
 (`reader.py`) and handled one at a time, so memory is bounded by one file's columns. Rows
@@ -24,6 +25,7 @@ from bertscope.optable import OpTable, Provenance, Record
 from bertscope.taxonomy import Classifier, Pattern, load_patterns
 from bertscope.trace.breakdown import RankBreakdown, break_down, mean_table
 from bertscope.trace.gemm_ops import has_gemm_shape
+from bertscope.trace.ranks import CrossRankReport, cross_rank
 from bertscope.trace.reader import rank_from_name, read_events, read_rank, trace_files
 from bertscope.trace.summaries import (
     Row,
@@ -153,6 +155,12 @@ class TraceResult:
         fuses, time per iteration (mean over ranks) and count."""
         return frame(fused_records(self.table), ("name", "category", "fuses", "time_s", "count"))
 
+    def cross_rank(self) -> CrossRankReport:
+        """The ranks side by side (`trace.ranks`): per rank compute, communication, copies,
+        idle (by cause), overlap, launch delays and memory; per collective the straggler
+        and the waits it caused."""
+        return cross_rank(self)
+
     def rank_table(self, rank: int | None = None) -> OpTable:
         """One rank's op table, or (None) the mean over ranks."""
         if rank is None:
@@ -231,5 +239,5 @@ def read_trace(path: str | Path, *, rank: int | None = None,
     return analyze_trace(path, rank=rank, patterns=patterns).table
 
 
-__all__ = ["RankBreakdown", "TraceResult", "TraceSummary", "analyze_trace", "rank_summary",
-           "read_trace"]
+__all__ = ["CrossRankReport", "RankBreakdown", "TraceResult", "TraceSummary", "analyze_trace",
+           "cross_rank", "rank_summary", "read_trace"]

@@ -29,7 +29,9 @@ import numpy as np
 from bertscope.optable import Combine, Op, OpTable, Provenance, Record, combine
 from bertscope.taxonomy import Category, Classifier, Pattern, Phase, Regex, Sublayer
 from bertscope.trace.attribute import ITER, PHASE, SCOPE, Attributor, Step
+from bertscope.trace.ranks import RankTimeline, rank_timeline
 from bertscope.trace.reader import CPU_KINDS, DEVICE_KINDS, Events, Kind
+from bertscope.trace.timeline import launched_by, length, overlap, union
 
 _STEP = "ProfilerStep#"
 _OPTIMIZER = "Optimizer."
@@ -345,64 +347,13 @@ def _device_rows(ev: Events, w: _Walk, classify: Classifier) -> tuple[list[Op], 
 
 def _launchers(ev: Events, tr: _Trees, dev: np.ndarray) -> np.ndarray:
     """Sorted CPU position of the runtime call that launched each device event (-1: none)."""
-    corr = ev.corr[dev].copy()
-    rt = np.flatnonzero(ev.kind == Kind.RUNTIME)
-    rt_corr = ev.corr[rt].copy()
-    s_ts, s_id, f_ts, f_id = ev.flows
-    if len(f_ts) and (corr < 0).any():  # no correlation arg: the ac2g flow links them
-        by_ts = dict(zip(f_ts.tolist(), f_id.tolist(), strict=True))
-        for j in np.flatnonzero(corr < 0).tolist():
-            corr[j] = by_ts.get(float(ev.ts[dev[j]]), -1)
-    if len(s_ts) and (rt_corr < 0).any():
-        by_ts = dict(zip(s_ts.tolist(), s_id.tolist(), strict=True))
-        for j in np.flatnonzero(rt_corr < 0).tolist():
-            rt_corr[j] = by_ts.get(float(ev.ts[rt[j]]), -1)
+    rt = launched_by(ev, dev)
     pos_of = np.full(len(ev), -1, dtype=np.int64)
     pos_of[tr.order] = np.arange(len(tr.order))
-    ok = rt_corr >= 0
-    rt, rt_corr = rt[ok], rt_corr[ok]
-    srt = np.argsort(rt_corr, kind="stable")
-    rt, rt_corr = rt[srt], rt_corr[srt]
-    out = np.full(len(dev), -1, dtype=np.int64)
-    if not len(rt):
-        return out
-    j = np.clip(np.searchsorted(rt_corr, corr), 0, len(rt) - 1)
-    hit = (corr >= 0) & (rt_corr[j] == corr)
-    out[hit] = pos_of[rt[j[hit]]]
-    return out
+    return np.where(rt >= 0, pos_of[np.maximum(rt, 0)], -1)
 
 
 # --- timeline ---------------------------------------------------------------------------------
-
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals into disjoint sorted ones (starts, ends)."""
-    if not len(starts):
-        return starts, ends
-    o = np.argsort(starts, kind="stable")
-    s, e = starts[o], np.maximum.accumulate(ends[o])
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > e[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], e[last]
-
-
-def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    """Total length covered by both of two disjoint interval sets."""
-    if not len(a[0]) or not len(b[0]):
-        return 0.0
-    x = np.concatenate([a[0], a[1], b[0], b[1]])
-    da = np.concatenate([np.ones(len(a[0])), -np.ones(len(a[1])), np.zeros(2 * len(b[0]))])
-    db = np.concatenate([np.zeros(2 * len(a[0])), np.ones(len(b[0])), -np.ones(len(b[1]))])
-    o = np.lexsort((da + db, x))  # at equal positions, ends (-1) before starts (+1)
-    x, ca, cb = x[o], np.cumsum(da[o]), np.cumsum(db[o])
-    both = (ca[:-1] > 0) & (cb[:-1] > 0)
-    return float(np.sum(np.diff(x)[both]))
-
-
-def _length(iv: tuple[np.ndarray, np.ndarray]) -> float:
-    return float(np.sum(iv[1] - iv[0]))
-
 
 def timeline(ev: Events, comm_names: set[int]
              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -426,14 +377,14 @@ def timeline(ev: Events, comm_names: set[int]
         comp = union(ts[on & ~is_comm & is_kernel], end[on & ~is_comm & is_kernel])
         both = overlap(comp, comm)
         devices.append({
-            "device": str(ev.ids[d]), "window_s": window * 1e-6, "busy_s": _length(busy) * 1e-6,
-            "idle_s": (window - _length(busy)) * 1e-6, "compute_s": _length(comp) * 1e-6,
-            "comm_s": _length(comm) * 1e-6, "overlap_s": both * 1e-6,
-            "exposed_comm_s": (_length(comm) - both) * 1e-6,
+            "device": str(ev.ids[d]), "window_s": window * 1e-6, "busy_s": length(busy) * 1e-6,
+            "idle_s": (window - length(busy)) * 1e-6, "compute_s": length(comp) * 1e-6,
+            "comm_s": length(comm) * 1e-6, "overlap_s": both * 1e-6,
+            "exposed_comm_s": (length(comm) - both) * 1e-6,
             "streams": len(np.unique(ev.tid[dev][on])), "events": int(on.sum())})
         for s in np.unique(ev.tid[dev][on]).tolist():
             sel = on & (ev.tid[dev] == s)
-            b = _length(union(ts[sel], end[sel]))
+            b = length(union(ts[sel], end[sel]))
             streams.append({"device": str(ev.ids[d]), "stream": str(ev.ids[s]),
                             "busy_s": b * 1e-6, "idle_s": (window - b) * 1e-6,
                             "busy_share": b / window if window > 0 else 0.0,
@@ -464,6 +415,9 @@ class RankBreakdown:
     """The trace file's schemaVersion, distributedInfo and traceName, where it has them."""
     scoped: bool = False
     """Whether the trace holds bertscope's own scopes (record_function layer/sublayer)."""
+    timeline: RankTimeline | None = None
+    """The rank's device timeline, summed for the cross-rank analyses (`trace.ranks`); None
+    without device events."""
 
 
 def break_down(ev: Events, rank: int, classify: Classifier) -> RankBreakdown:
@@ -476,17 +430,18 @@ def break_down(ev: Events, rank: int, classify: Classifier) -> RankBreakdown:
         comm = {i for i, n in enumerate(ev.names)
                 if (hit := match(n)) is not None and hit.category is Category.COMMUNICATION}
         devices, streams = timeline(ev, comm)
+        summed = rank_timeline(ev, comm)
     else:
         ops = w.placer.ops(w.iterations)
         unknown = {o.name for o in ops if match(o.name) is None}
-        devices, streams = [], []
+        devices, streams, summed = [], [], None
     table = OpTable.from_ops(ops, (Provenance("trace"),))
     return RankBreakdown(rank=rank, path=ev.path, table=table, iterations=w.iterations,
                          time_source="device" if has_device else "cpu", device_rows=devices,
                          stream_rows=streams, unknown=frozenset(unknown),
                          header={k: v for k, v in ev.header.items()
                                  if k in ("schemaVersion", "distributedInfo", "traceName")},
-                         scoped=w.scoped)
+                         scoped=w.scoped, timeline=summed)
 
 
 def mean_table(parts: Iterable[OpTable], records: Iterable[Record] = ()) -> OpTable:

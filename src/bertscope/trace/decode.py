@@ -31,6 +31,10 @@ from bertscope.trace.events import (
     FLOW_COLUMNS,
     INPUT_DIMS,
     INPUT_TYPE,
+    MEMORY_COLUMNS,
+    MEMORY_DEVICE,
+    MEMORY_NAME,
+    MEMORY_TOTAL,
     SEQUENCE,
     STREAM,
     TS,
@@ -58,6 +62,7 @@ class Columns:
         self.cols = {c: array(code) for c, (code, _) in COLUMNS.items()}
         self.flows = tuple(array(code) for code, _ in FLOW_COLUMNS)
         self.links = tuple(array(code) for code, _ in FLOW_COLUMNS)
+        self.memory = tuple(array(code) for code, _ in MEMORY_COLUMNS)
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
         self.ids: list[Any] = []
@@ -230,6 +235,13 @@ class Columns:
             fid = as_id(e.get("id"))
             if e.get("cat") in (_FLOW, _FWDBWD) and fid >= 0:
                 add({"ph": ph, "cat": e["cat"], "id": fid, TS.key: as_time(e.get(TS.key))})
+        elif ph in ("i", "I") and e.get("name") == MEMORY_NAME:
+            args = e.get("args")
+            if isinstance(args, dict):
+                for a, v in zip(self.memory, (as_time(e.get(TS.key)),
+                                              as_id(args.get(MEMORY_DEVICE.key)),
+                                              as_id(args.get(MEMORY_TOTAL.key))), strict=True):
+                    a.append(v)
         elif ph == "B":
             self._open.setdefault((e.get("pid"), e.get("tid")), []).append(e)
         elif ph == "E":
@@ -250,9 +262,13 @@ class Columns:
                                                                strict=True))
         links = tuple(np_(a, dtype) for a, (_, dtype) in zip(self.links, FLOW_COLUMNS,
                                                                strict=True))
-        _check_times(path, cols["ts"], cols["dur"], flows[0], flows[2], links[0], links[2])
+        memory = tuple(np_(a, dtype) for a, (_, dtype) in zip(self.memory, MEMORY_COLUMNS,
+                                                                strict=True))
+        _check_times(path, cols["ts"], cols["dur"], flows[0], flows[2], links[0], links[2],
+                     memory[0])
         return Events(path=path, **cols, names=self.names, ids=self.ids, dims=self.dims,
-                      types=self.types, header=header, flows=flows, links=links)  # type: ignore[arg-type]
+                      types=self.types, header=header, flows=flows, links=links,  # type: ignore[arg-type]
+                      memory=memory)  # type: ignore[arg-type]
 
 
 MAX_TIME_US = 1e18

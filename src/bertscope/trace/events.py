@@ -132,10 +132,22 @@ COLUMNS: dict[str, tuple[str, type[np.generic]]] = {
 FLOW_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("d", np.float64), ("q", np.int64), ("d", np.float64), ("q", np.int64))
 """Typecode and dtype of `Events.flows` (start ts, start id, end ts, end id)."""
+MEMORY_NAME = "[memory]"
+"""Name of the allocator's instant events (Kineto, `profile_memory=True`)."""
+MEMORY_DEVICE = Arg("Device Id", -1, as_id, "[memory] instants: the device (-1: the CPU)")
+MEMORY_TOTAL = Arg("Total Allocated", 0, as_id,
+                   "[memory] instants: bytes allocated on that device after the event")
+MEMORY_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
+    ("d", np.float64), ("q", np.int64), ("q", np.int64))
+"""Typecode and dtype of `Events.memory` (ts, device id, total allocated bytes)."""
 
 
 def _no_flows() -> tuple[np.ndarray, ...]:
     return tuple(np.zeros(0, dtype) for _, dtype in FLOW_COLUMNS)
+
+
+def _no_memory() -> tuple[np.ndarray, ...]:
+    return tuple(np.zeros(0, dtype) for _, dtype in MEMORY_COLUMNS)
 
 
 @dataclass(slots=True)
@@ -179,6 +191,9 @@ class Events:
     a `Sequence number` arg."""
     header: dict[str, Any] = field(default_factory=dict)
     """Top-level keys other than traceEvents (schemaVersion, distributedInfo, ...)."""
+    memory: tuple[np.ndarray, np.ndarray, np.ndarray] = field(
+        default_factory=_no_memory)  # type: ignore[arg-type]
+    """`[memory]` instants (ts us, device id, total allocated bytes), in file order."""
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -198,6 +213,6 @@ class Events:
 
 __all__ = ["CANONICAL_CATEGORY", "CATEGORIES", "COLUMNS", "CORRELATION", "CPU_KINDS", "DEVICE",
            "DEVICE_KINDS", "DUR", "EVENT_ARGS", "EVENT_FIELDS", "FLOW_COLUMNS", "INPUT_DIMS",
-           "INPUT_TYPE",
+           "INPUT_TYPE", "MEMORY_COLUMNS", "MEMORY_DEVICE", "MEMORY_NAME", "MEMORY_TOTAL",
            "PID", "SEQUENCE", "STREAM", "TID", "TS", "Arg", "Events", "Kind", "as_id", "as_is",
            "as_time", "kind_of"]

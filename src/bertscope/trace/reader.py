@@ -10,8 +10,9 @@ parsed document (which takes ~10x the file size as Python objects).
 
 Kept: complete events (`ph` "X", and "B"/"E" pairs) of CPU ops, user annotations, CUDA/HIP
 runtime calls, GPU kernels, memcpy and memset; `ac2g` flow events (launch -> kernel links,
-used where a kernel lacks a `correlation` arg) in their own small columns. Dropped:
-python_function stacks, counters, instants, metadata, GPU-side annotations (they span
+used where a kernel lacks a `correlation` arg) and the allocator's `[memory]` instants (ts,
+device, total allocated) in their own small columns. Dropped: python_function stacks,
+counters, other instants, metadata, GPU-side annotations (they span
 kernels and would double count). The fields read and the columns are declared in
 `events.py`.
 Input shapes are kept only for the GEMM-like CPU ops of the registry (`gemm_ops.py`, what
