@@ -412,6 +412,14 @@ class RunConfig:
     """The embedding and head are built with the vocabulary rounded up to a multiple of this
     (`analytic.families.model_blocks`): rows nobody looks up, GEMMs the tensor cores run at
     full width (`perf.gpu_gemm.alignment`)."""
+    vocab_multiple_times_tp: bool | None = setting(
+        None, "Pad the vocabulary to vocab_multiple x the tensor-parallel size (Megatron-LM's "
+              "make_vocab_size_divisible_by x tp) where a layout has tp > 1 (default: the "
+              "recipe's).", recipe=True)
+    """Where the job has a tensor-parallel size t (the distributed model), the vocabulary is
+    padded to a multiple of `vocab_multiple` x t, as Megatron-LM's `_vocab_size_with_padding`
+    does, so each rank's vocabulary shard is a multiple of `vocab_multiple`
+    (`analytic.families.vocab_multiple`); no effect at t = 1."""
     packing: Packing = setting(
         Packing.NONE, "How real sequence lengths (--seq-lengths) fill the batch x seq slots: "
                       "none (padded to --seq; only tokens/s counts real tokens), unpadded "
@@ -454,7 +462,8 @@ class RunConfig:
                                                          "attention"))
         object.__setattr__(self, "checkpoint", parse_enum(Checkpoint, self.checkpoint,
                                                           "checkpoint"))
-        for name in ("dropout", "masked_lm_only", "fusion", "fused_accumulation"):
+        for name in ("dropout", "masked_lm_only", "fusion", "fused_accumulation",
+                     "vocab_multiple_times_tp"):
             if not isinstance(getattr(self, name), bool):  # never a truthy string
                 raise BertscopeError(f"{name} must be true or false (a bool), got "
                                      f"{shown(getattr(self, name))}")

@@ -40,7 +40,7 @@ def build(m: str | Path | ModelConfig | Job,
         job = m
     else:
         job = Job(model=get_model(m), run=as_run(run, "build"))
-    blocks = model_blocks(job.model, job.run)
+    blocks = model_blocks(job.model, job.run, job.layout.tp)  # vocabulary padded for tp
     cols = expand_columns(blocks, job.model.num_layers, job.run.micro_batches)
     mem = _memory_estimate(job.model, job.run, blocks)
     records = (Provenance("analytic", _parameter_count(job.model)), mem)

@@ -32,23 +32,33 @@ def producer(m: ModelConfig) -> Producer:
     return fn
 
 
-def model_blocks(m: ModelConfig, run: RunConfig) -> list[Block]:
+def model_blocks(m: ModelConfig, run: RunConfig, tp: int = 1) -> list[Block]:
     """All rows of one training iteration (one optimizer step) of `m`, as blocks in
     execution order (the pair is checked where it is made: `Job`, `parallel.Workload`,
-    `sweep.grid`). An fp8 run is its family's bf16 blocks with the FP8 recipe's rows
+    `sweep.grid`), the vocabulary padded for a tensor-parallel size `tp`
+    (`padded_vocabulary`). An fp8 run is its family's bf16 blocks with the FP8 recipe's rows
     (`fp8.to_fp8`), so every producer gets fp8 from this one place."""
-    blocks = producer(m)(padded_vocabulary(m, run), run)
+    blocks = producer(m)(padded_vocabulary(m, run, tp), run)
     if run.precision is not Precision.FP8:
         return blocks
     return to_fp8(blocks, m.num_layers,
                   weights_per_step=run.weight_cast is not WeightCast.PER_MICRO_BATCH)
 
 
-def padded_vocabulary(m: Any, run: RunConfig) -> Any:
-    """`m` with its vocabulary rounded up to a multiple of `run.vocab_multiple` (the
-    recipe's: NVIDIA's BERT pads to 8, Megatron to 128), `m` itself where that changes
-    nothing. `m` is a ModelConfig or the sweep's model view (vocabulary arrays)."""
-    mult = getattr(run, "vocab_multiple", 1) or 1
+def vocab_multiple(run: RunConfig, tp: int = 1) -> int:
+    """What the vocabulary is padded to a multiple of: `run.vocab_multiple` (the recipe's:
+    NVIDIA's BERT 8, Megatron 128), times the tensor-parallel size `tp` where
+    `run.vocab_multiple_times_tp` (Megatron-LM's `_vocab_size_with_padding`: multiple =
+    make_vocab_size_divisible_by x tensor_model_parallel_size)."""
+    mult = int(getattr(run, "vocab_multiple", 1) or 1)
+    return mult * int(tp) if getattr(run, "vocab_multiple_times_tp", False) else mult
+
+
+def padded_vocabulary(m: Any, run: RunConfig, tp: int = 1) -> Any:
+    """`m` with its vocabulary rounded up to a multiple of `vocab_multiple(run, tp)`, `m`
+    itself where that changes nothing. `m` is a ModelConfig or the sweep's model view
+    (vocabulary arrays)."""
+    mult = vocab_multiple(run, tp)
     padded = np.ceil(np.asarray(m.vocab_size) / mult) * mult
     if np.array_equal(padded, np.asarray(m.vocab_size)):
         return m
@@ -59,10 +69,11 @@ def padded_vocabulary(m: Any, run: RunConfig) -> Any:
     return view
 
 
-def model_ops(m: ModelConfig, run: RunConfig) -> list[Op]:
+def model_ops(m: ModelConfig, run: RunConfig, tp: int = 1) -> list[Op]:
     """All rows of one training iteration of `m`, one per op site (`expand` of
-    `model_blocks`)."""
-    return expand(model_blocks(m, run), m.num_layers, run.micro_batches)
+    `model_blocks`; `tp`: the tensor-parallel size the vocabulary is padded for)."""
+    return expand(model_blocks(m, run, tp), m.num_layers, run.micro_batches)
 
 
-__all__ = ["Producer", "model_blocks", "model_ops", "padded_vocabulary", "producer"]
+__all__ = ["Producer", "model_blocks", "model_ops", "padded_vocabulary", "producer",
+           "vocab_multiple"]

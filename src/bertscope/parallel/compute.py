@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from bertscope.analytic.families import model_ops
+from bertscope.analytic.blocks import expand
+from bertscope.analytic.families import model_blocks, vocab_multiple
 from bertscope.analytic.optimizer import accumulate_op, optimizer_ops
 from bertscope.analytic.params import parameter_count
 from bertscope.errors import BertscopeError
@@ -132,6 +133,15 @@ class ComputeTable:
     emb_bwd: np.ndarray
     head_fwd: np.ndarray
     head_bwd: np.ndarray
+    layer_once: np.ndarray
+    """Seconds per optimizer step, not per micro-batch, of one layer's rows that run once a
+    step outside the update: fp8 weight casts under `WeightCast.PER_STEP` or `KEPT`
+    (Transformer Engine casts the weights in the first micro-batch and reuses them;
+    `analytic.fp8`); zero otherwise. Not in `layer_fwd`."""
+    emb_once: np.ndarray
+    """... of the embedding section."""
+    head_once: np.ndarray
+    """... of the heads and loss."""
     layer_saved: np.ndarray
     """Bytes one layer keeps for backward per micro-batch (no recomputation)."""
     core_saved: np.ndarray
@@ -211,16 +221,24 @@ def _tags(cols: Columns) -> Columns:
     return {"section": section, "dim": dim, "divide": divide, "divide_saved": divide_saved}
 
 
-def _base_rows(workload: Workload, micro_batch: int) -> Columns:
-    """One layer's and the outside sections' rows of a micro-batch (no optimizer rows); with
-    two stacks (T5), one layer of each. With `run.fusion` the activation chains are fused
+def _base_rows(workload: Workload, micro_batch: int, tp: int = 1) -> Columns:
+    """One layer's and the outside sections' rows of a micro-batch (no optimizer rows), the
+    vocabulary padded for tensor-parallel size `tp` (`families.vocab_multiple`); with two
+    stacks (T5), one layer of each. With `run.fusion` the activation chains are fused
     (`_fused`; the optimizer's rows too, in `_update_ops`)."""
     m = workload.model
     one = {"decoder_layers": 1} if m.decoder_layer_count else {}
     m1 = with_changes(m, num_layers=1, share_layers=False, **one)
-    ops = [op for op in model_ops(m1, workload.run_for(micro_batch))
-           if op.phase is not Phase.OPTIMIZER]
-    return _columns(_fused(ops, workload))
+    run = workload.run_for(micro_batch)
+    blocks = model_blocks(m1, run, tp)
+    # rows of blocks that run once per optimizer step outside the update (fp8 weight casts
+    # under `WeightCast.PER_STEP`/`KEPT`: `fp8.to_fp8`) apart from the micro-batch's rows
+    ops, once = ([op for op in expand([b for b in blocks if b.micro is micro], m1.num_layers)
+                  if op.phase is not Phase.OPTIMIZER] for micro in (True, False))
+    each, step = _fused(ops, workload), _fused(once, workload) if once else []
+    cols = _columns([*each, *step])
+    cols["per_step"] = np.arange(len(each) + len(step)) >= len(each)
+    return cols
 
 
 def _fused(ops: list[Op], workload: Workload) -> list[Op]:
@@ -314,9 +332,13 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     keys: list[tuple[int, int, int, int]] = []  # (bi, ti, spi, rows)
     weights: list[np.ndarray] = []
     for bi, b in enumerate(bs):
-        base = _base_rows(workload, int(b))
-        tags, weight = _tags(base), _layer_weights(workload, base)
+        bases: dict[int, tuple[Columns, Columns, np.ndarray]] = {}  # by vocabulary multiple
         for ti, t in enumerate(ts):
+            mult = vocab_multiple(workload.run, int(t))
+            if mult not in bases:
+                base = _base_rows(workload, int(b), int(t))
+                bases[mult] = (base, _tags(base), _layer_weights(workload, base))
+            base, tags, weight = bases[mult]
             for spi in (0, 1):
                 if t == 1 and spi:
                     continue  # no sequence parallelism without tensor parallelism
@@ -334,7 +356,8 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     flat = np.repeat([np.ravel_multi_index(k[:3], shape) for k in keys], [k[3] for k in keys])
     n_rows = len(flat)
     section, phase = np.concatenate(sections), stacked["phase"][:n_rows]
-    fwd = phase == Phase.FORWARD
+    once = np.concatenate([p["per_step"] for p in parts])
+    fwd = (phase == Phase.FORWARD) & ~once
     attn = np.isin(stacked["sublayer"][:n_rows], list(_ATTN_CORE))
     dropped = attn & np.isin(stacked["category"][:n_rows], list(_DROPPED))
     w_rows = np.concatenate(weights)
@@ -354,10 +377,11 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     windows = _gemm_windows(stacked, n_rows, layer, total)
     table = ComputeTable(
         batches=bs, tps=ts,
-        layer_fwd=total(layer & fwd), layer_bwd=total(layer & ~fwd),
+        layer_fwd=total(layer & fwd), layer_bwd=total(layer & ~fwd & ~once),
+        layer_once=total(layer & once), emb_once=total(emb & once), head_once=total(head & once),
         attn_fwd=total(layer & fwd & attn),
-        emb_fwd=total(emb & fwd), emb_bwd=total(emb & ~fwd),
-        head_fwd=total(head & fwd), head_bwd=total(head & ~fwd),
+        emb_fwd=total(emb & fwd), emb_bwd=total(emb & ~fwd & ~once),
+        head_fwd=total(head & fwd), head_bwd=total(head & ~fwd & ~once),
         layer_saved=total(layer & fwd, saved), core_saved=total(layer & fwd & dropped, saved),
         layer_input=np.broadcast_to(
             (bs * _mean_seq(workload) * workload.model.hidden
@@ -371,7 +395,8 @@ def compute_table(workload: Workload, profile: DeviceProfile, batches: ArrayLike
     # tp = 1 has no sequence-parallel variant: mirror it so lookups with sp = 0 or 1 agree
     one = ts == 1
     for arr in (table.layer_fwd, table.layer_bwd, table.attn_fwd, table.emb_fwd, table.emb_bwd,
-                table.head_fwd, table.head_bwd, table.layer_saved, table.core_saved,
+                table.head_fwd, table.head_bwd, table.layer_once, table.emb_once,
+                table.head_once, table.layer_saved, table.core_saved,
                 table.emb_saved, table.head_saved, table.transient, table.gemm_windows):
         arr[:, one, 1] = arr[:, one, 0]
     if len(_TABLES) > 64:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from bertscope.analytic.families import vocab_multiple
 from bertscope.analytic.memory import gradient_bytes
 from bertscope.config import config_dict
 from bertscope.job import Job, Layout, ZeroStage
@@ -25,7 +26,7 @@ from bertscope.parallel.memory import (
     FULL_CODE,
     SELECTIVE_CODE,
     layer_params_per_device,
-    stage_params,
+    padded_stage_params,
     zero_static_bytes,
 )
 from bertscope.parallel.overlap import tp_layer_comm
@@ -64,10 +65,12 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     (`check_layout`, with each layout's global batch). Returns arrays of
     the time parts (`TIME_KEYS`), iteration_s, tokens_per_s, bubble_fraction, the memory
     parts of the peak stage (`MEMORY_KEYS`), memory_bytes, fits, micro_batch, recompute_s
-    (part of compute_s), accumulate_s (gradient accumulation, part of compute_s) and one
-    micro-batch step of the slower stage: step_fwd_compute_s, step_fwd_comm_s,
+    (part of compute_s), accumulate_s (gradient accumulation, part of compute_s),
+    weight_cast_s (weight casts run once per step, part of compute_s: fp8 under per_step or
+    kept) and one micro-batch step of the slower stage: step_fwd_compute_s, step_fwd_comm_s,
     step_bwd_compute_s, step_bwd_comm_s (they sum to compute_s / micro_batches less
-    accumulation, plus (tp_comm_s + pp_comm_s) / micro_batches): what a timeline lays out."""
+    accumulation and the per-step casts, plus (tp_comm_s + pp_comm_s) / micro_batches): what
+    a timeline lays out."""
     m, w = workload.model, workload
     dp, tp, pp, mb = (np.asarray(arrays[k], dtype=np.int64)
                       for k in ("dp", "tp", "pp", "micro_batches"))
@@ -124,8 +127,9 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     bubble = (pp - 1) / v * step
 
     # data parallel / ZeRO
-    psi_first, psi_last = stage_params(m, tp, pp)
+    psi_first, psi_last = padded_stage_params(m, w.run, tp, pp)  # the padded vocabulary
     psi_layer = layer_params_per_device(m, tp)
+    vocab_multiples = np.array([vocab_multiple(w.run, int(t)) for t in tp], dtype=float)
     bwd_first = lps * (lb + rec) + eb + single * hb
     bwd_last = lps * (lb + rec) + hb + single * eb
     fwd_first = lps * lf + ef + single * hf
@@ -134,8 +138,9 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     # keeps 16-bit weights or fuses accumulation (Megatron-LM reduces bf16 runs' gradients
     # in fp32: arguments.py, validate_args), else the working precision's as before
     grad_b = gradient_bytes(w.run)
+    vocab = np.ceil(m.vocab_size / vocab_multiples) * vocab_multiples  # padded, per layout
     tied = np.where(pp > 1, topo.time(Collective.ALL_REDUCE,
-                                      m.vocab_size * m.emb / tp * grad_b, 2,
+                                      vocab * m.emb / tp * grad_b, 2,
                                       (pp - 1) * tp * dp), 0.0)
     # one micro-batch step of the slower stage, forward and backward (recompute runs in
     # backward), each with its exposed communication: TP collectives (forward: the layers'
@@ -192,9 +197,14 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     accumulate = (mb - 1) * table.accumulate_per_param * psi_max / np.where(
         zero >= ZeroStage.GRADIENTS, dp, 1)
 
+    # rows run once per step, not per micro-batch (fp8 weight casts under per_step / kept:
+    # `ComputeTable.layer_once`), on the slower stage
+    lo, eo, ho = look(table.layer_once), look(table.emb_once), look(table.head_once)
+    weight_cast = np.where(first_slow, lps * lo + eo + single * ho, lps * lo + ho + single * eo)
+
     out: dict[str, np.ndarray] = {
         "micro_batch": b,
-        "compute_s": mb * c_slow + accumulate,
+        "compute_s": mb * c_slow + accumulate + weight_cast,
         "recompute_s": mb * lps * rec,
         "tp_comm_s": mb * tp_stage,
         "pp_comm_s": mb * p2p,
@@ -207,6 +217,7 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
     out["step_fwd_comm_s"] = tp_fwd + p2p / 2
     out["step_bwd_comm_s"] = tp_stage - tp_fwd + p2p / 2
     out["accumulate_s"] = accumulate
+    out["weight_cast_s"] = weight_cast
     out["iteration_s"] = sum(out[k] for k in TIME_KEYS)
     out["tokens_per_s"] = gb * w.tokens_per_sequence / out["iteration_s"]  # real tokens
     out["bubble_fraction"] = bubble_fraction(sch, pp, mb, v)

@@ -44,8 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from bertscope.analytic.families import padded_vocabulary
 from bertscope.analytic.params import ParamGroup, group_layout
-from bertscope.config import Checkpoint, ModelConfig, Optimizer, Precision
+from bertscope.config import Checkpoint, ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError, parse_enum
 from bertscope.job import ZeroStage
 from bertscope.parallel.collectives import ArrayLike
@@ -115,6 +116,18 @@ def stage_params(m: ModelConfig, tp: ArrayLike, pp: ArrayLike) -> tuple[np.ndarr
     single = p == 1
     first = body + emb + np.where(single, head, 0.0)
     last = body + head + np.where(single, emb, 0.0)
+    return first, last
+
+
+def padded_stage_params(m: ModelConfig, run: RunConfig, tp: ArrayLike,
+                        pp: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """`stage_params` of `m` with its vocabulary padded as `run` pads it for each layout's
+    tensor-parallel size (`families.padded_vocabulary`: Megatron's 128 x tp)."""
+    t, p = np.broadcast_arrays(np.asarray(tp, dtype=np.int64), np.asarray(pp))
+    first, last = np.zeros(t.shape), np.zeros(t.shape)
+    for size in np.unique(t):
+        at = t == size
+        first[at], last[at] = stage_params(padded_vocabulary(m, run, int(size)), t[at], p[at])
     return first, last
 
 
@@ -227,6 +240,7 @@ __all__ = [
     "head_params_per_device",
     "layer_activation_bytes",
     "layer_params_per_device",
+    "padded_stage_params",
     "recompute_working_bytes",
     "stage_params",
     "zero_static_bytes",

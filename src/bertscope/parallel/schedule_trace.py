@@ -168,6 +168,7 @@ def layout_timeline(job: Job, cluster: Cluster) -> dict[str, Any]:
         t = flush
         for name, dur, tid, phase in (
                 ("gradient accumulation", r["accumulate_s"], COMPUTE_TID, "backward"),
+                ("weight casts (once per step)", r["weight_cast_s"], COMPUTE_TID, "forward"),
                 ("nccl:data-parallel gradient sync (exposed)", r["dp_comm_s"], COMM_TID, None),
                 ("optimizer step", r["optimizer_s"], COMPUTE_TID, "optimizer")):
             if dur > 0:

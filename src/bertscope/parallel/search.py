@@ -24,7 +24,7 @@ import numpy as np
 from bertscope.config import Checkpoint
 from bertscope.errors import BertscopeError, is_positive_int, parse_enum
 from bertscope.io import Format, atomic_write, frame_bytes, output_format
-from bertscope.job import Job, Layout, Schedule, ZeroStage
+from bertscope.job import Job, Layout, Schedule, ZeroStage, recipe_layout
 from bertscope.parallel.compute import compute_table
 from bertscope.parallel.evaluation import MEMORY_KEYS, OVERLAP_KEYS, TIME_KEYS, evaluate_arrays
 from bertscope.parallel.job import Cluster, Workload
@@ -153,11 +153,33 @@ def _pick(values: list[Any], pinned: Any) -> list[Any]:
     return values if pinned is None else [v for v in values if v == pinned]
 
 
+def recipe_pins(workload: Workload, space: SearchSpace) -> dict[str, Any]:
+    """The layout defaults of the workload's recipe (`job.recipe_layout`: the megatron
+    recipe's sequence parallelism, distributed optimizer (ZeRO 1), interleaved schedule and
+    communication overlap) that the search pins instead of searching over, each where it
+    applies to a layout (`enumerate_layouts`): those `space` leaves unset (None); a value
+    `space` gives wins."""
+    return {k: v for k, v in recipe_layout(workload.run.recipe).items()
+            if k in _RECIPE_PINNED and getattr(space, k) is None}
+
+
+_RECIPE_PINNED = ("zero", "sequence_parallel", "schedule", *OVERLAP_KEYS)
+"""The `SearchSpace` fields a recipe's layout defaults may pin."""
+
+
 def enumerate_layouts(workload: Workload, cluster: Cluster,
                       space: SearchSpace | None = None) -> dict[str, np.ndarray]:
     """Every valid layout in `space` as equal-length arrays (the form `evaluate_arrays`
-    takes). See the module docstring for what counts as valid."""
+    takes). See the module docstring for what counts as valid. The fields `space` leaves
+    unset that the run's recipe gives a layout default for (`recipe_pins`) are pinned to it
+    where it applies, as `job.with_recipe_layout` applies them to one job: sequence
+    parallelism where tp > 1, the ZeRO stage where dp > 1 (and the pipeline allows it), the
+    interleaved schedule where pp > 1 and the micro-batches are a multiple of pp (1F1B
+    elsewhere), each overlap flag where it has an effect (tensor-parallel overlap with
+    tp > 1, the data-parallel ones with dp > 1, the parameter gather with ZeRO 1); the rest
+    at `Layout.fill`'s defaults."""
     space = space or SearchSpace()
+    pins = recipe_pins(workload, space)
     m, n, gb = workload.model, cluster.devices, workload.global_batch
     per_node = cluster.topology.devices_per_node
     blocks: list[dict[str, np.ndarray]] = []
@@ -176,10 +198,15 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
             if space.zero is not None:  # a pinned stage with dp = 1 is a harmless no-op
                 limit = ZeroStage.OPTIMIZER if p > 1 else ZeroStage.PARAMETERS
                 zeros = [int(space.zero)] if space.zero <= limit else []
+            elif "zero" in pins:  # the recipe's stage where it applies, else none
+                zeros = [int(pins["zero"])] if d > 1 and pins["zero"] <= top else [0]
             cks = _pick([c.code for c in CHECKPOINTS], None if space.checkpoint is None
                         else space.checkpoint.code)
-            sps = _pick([False] if t == 1 else [False, True], space.sequence_parallel)
-            scheds = _schedules(m.stack_layers, p, space)
+            sp_pin = space.sequence_parallel
+            if sp_pin is None and t > 1:  # the recipe's where tensor parallelism is
+                sp_pin = pins.get("sequence_parallel")
+            sps = _pick([False] if t == 1 else [False, True], sp_pin)
+            scheds = _schedules(m.stack_layers, p, space, pins.get("schedule"))
             if not (ms and zeros and cks and sps and scheds):
                 continue
             grid = np.meshgrid(np.asarray(ms), np.asarray(zeros), np.asarray(cks),
@@ -188,12 +215,21 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
             sc = np.asarray([s for s, _ in scheds])[k]
             vs = np.asarray([v for _, v in scheds])[k]
             keep = ~((sc == INTERLEAVED_CODE) & (mb % p != 0))
+            if pins.get("schedule") is Schedule.INTERLEAVED and INTERLEAVED_CODE in sc:
+                # the recipe's interleaving where it applies; 1F1B only where it does not
+                keep &= (sc == INTERLEAVED_CODE) | (mb % p != 0)
             size = int(keep.sum())
+            flags = {k: np.full(size, on) for k, on in space.overlap().items()}
+            effect = {"overlap_tp_comm": np.full(size, t > 1),
+                      "overlap_grad_reduce": np.full(size, d > 1),
+                      "overlap_param_gather": (d > 1) & (z[keep] == ZeroStage.OPTIMIZER)}
+            for k in OVERLAP_KEYS:
+                if k in pins:  # the recipe's flag where it has an effect (`job._EFFECT`)
+                    flags[k] = np.asarray(pins[k], dtype=bool) & effect[k]
             blocks.append({
                 "dp": np.full(size, d), "tp": np.full(size, t), "pp": np.full(size, p),
                 "micro_batches": mb[keep], "zero": z[keep], "checkpoint": ck[keep],
-                "sp": sp[keep], "schedule": sc[keep], "virtual_stages": vs[keep],
-                **{k: np.full(size, on) for k, on in space.overlap().items()}})
+                "sp": sp[keep], "schedule": sc[keep], "virtual_stages": vs[keep], **flags})
     if not blocks:
         return {k: np.zeros(0, dtype=bool if k in OVERLAP_KEYS else np.int64) for k in
                 ("dp", "tp", "pp", "micro_batches", "zero", "checkpoint", "sp", "schedule",
@@ -201,8 +237,11 @@ def enumerate_layouts(workload: Workload, cluster: Cluster,
     return {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
 
 
-def _schedules(layers: int, p: int, space: SearchSpace) -> list[tuple[int, int]]:
-    """(schedule code, virtual stages) pairs to try with p stages."""
+def _schedules(layers: int, p: int, space: SearchSpace,
+               recipe: Schedule | None = None) -> list[tuple[int, int]]:
+    """(schedule code, virtual stages) pairs to try with p stages; `recipe`: the recipe's
+    schedule, pinned where `space` gives none (interleaved keeps 1F1B beside it, for the
+    micro-batch counts interleaving does not apply to and layers that do not split)."""
     if p == 1:  # no pipeline: the schedule does not apply
         ok = space.schedule is not Schedule.INTERLEAVED and space.virtual_stages in (None, 1)
         return [(Schedule.ONE_F_ONE_B.code, 1)] if ok else []
@@ -210,6 +249,9 @@ def _schedules(layers: int, p: int, space: SearchSpace) -> list[tuple[int, int]]
     pairs += [(Schedule.INTERLEAVED.code, v) for v in divisors(layers // p) if v > 1]
     if space.schedule is not None:
         pairs = [(s, v) for s, v in pairs if s == space.schedule.code]
+    elif recipe is not None:
+        fallback = Schedule.ONE_F_ONE_B.code if recipe is Schedule.INTERLEAVED else recipe.code
+        pairs = [(s, v) for s, v in pairs if s in (recipe.code, fallback)]
     if space.virtual_stages is not None:
         pairs = [(s, v) for s, v in pairs if v == space.virtual_stages]
     return pairs
@@ -249,5 +291,5 @@ def search(workload: Workload, cluster: Cluster, space: SearchSpace | None = Non
     return SearchResult(workload=workload, frame=frame, seconds=time.perf_counter() - t0)
 
 
-__all__ = ["SearchResult", "SearchSpace", "divisors", "enumerate_layouts", "row_job",
-           "search"]
+__all__ = ["SearchResult", "SearchSpace", "divisors", "enumerate_layouts", "recipe_pins",
+           "row_job", "search"]
