@@ -44,11 +44,24 @@ SWEEP = ["sweep", "bert-tiny,bert-mini", "--device", "a100,tpu-v4", "--batch", "
 @pytest.fixture(scope="module")
 def local_cluster() -> Iterator[LocalCluster]:
     """A scheduler (in this process) and two worker processes on 127.0.0.1; a task is
-    tried on at most 2 workers (allowed-failures 1) so that the exhausted case is quick."""
+    tried on at most 2 workers (allowed-failures 1) so that the exhausted case is quick.
+    Closed after the module: its port closed and no worker or nanny process left (the
+    multiprocessing resource tracker, which outlives any spawn, aside)."""
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}), LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address=None) as c:
+        address = c.scheduler_address
         yield c
+    import psutil
+
+    host, port = address.removeprefix("tcp://").rsplit(":", 1)
+    with pytest.raises(ConnectionRefusedError):  # the scheduler's port is closed
+        socket.create_connection((host, int(port)), timeout=5).close()
+
+    left = [p for p in psutil.Process().children(recursive=True)
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+            and "resource_tracker" not in " ".join(p.cmdline())]
+    assert not left, [p.cmdline() for p in left]  # no worker or nanny outlives the cluster
 
 
 @pytest.fixture
