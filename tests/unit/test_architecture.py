@@ -37,7 +37,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "bertscope"
 
 GROUND = {"config", "family", "families", "presets", "hf_config", "job", "taxonomy", "optable",
           "io", "errors", "lazyre", "stop", "bounded", "paths", "requirements", "packing",
-          "recipes"}
+          "recipes", "cluster"}
 ALLOWED: dict[str, set[str]] = {
     # the ground floor knows no producer, consumer or screen
     "errors": set(),
@@ -48,6 +48,8 @@ ALLOWED: dict[str, set[str]] = {
     "paths": {"errors"},
     "lazyre": set(),
     "stop": set(),  # the stop protocol: signals, partial results, children
+    # where work runs: in-process, local worker processes, or a Dask cluster
+    "cluster": {"errors", "requirements", "stop"},
     # the family specs are data (the code they name is resolved on use); Family is built
     # from them; presets and the config.json reader build on config's classes
     "families": {"errors"},

@@ -38,6 +38,7 @@ def test_the_trace_command_path_imports_neither_numpy_nor_pandas() -> None:
     loaded = _loaded("bertscope", "bertscope.cli", "bertscope.cli.trace")
     assert {"bertscope.cli.trace", "typer"} <= loaded  # the probe did import the command
     assert "numpy" not in loaded and "pandas" not in loaded
+    assert "dask" not in loaded and "distributed" not in loaded  # only with --scheduler
     assert "bertscope.analytic" not in loaded  # no producer the command does not use
     others = {f"bertscope.cli.{m}" for m in ("predict", "distributed", "sweep", "study")}
     assert not loaded & others
@@ -47,6 +48,9 @@ def test_the_probe_sees_numpy_where_it_is_imported() -> None:
     # the same check fails for what does need numpy: the reader's columns are arrays
     assert "numpy" in _loaded("bertscope.trace")
     assert "numpy" in _loaded("bertscope.analytic")
+    # dask only when a scheduler is used: the modules that can use one import without it
+    loaded = _loaded("bertscope.trace", "bertscope.sweep", "bertscope.cluster")
+    assert "bertscope.cluster" in loaded and "dask" not in loaded and "distributed" not in loaded
 
 
 def test_import_bertscope_alone_loads_no_subpackage() -> None:

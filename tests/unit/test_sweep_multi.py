@@ -182,14 +182,15 @@ def test_cli_layout_axes(tmp_path, capsys, monkeypatch) -> None:
 
 _POOLS = """
 import json, sys
+import bertscope.cluster as cluster
 import bertscope.sweep as sw
 used = []
-real = sw._pool
-def spy(n, tasks, configs):
-    pool = real(n, tasks, configs)
+real = cluster.local_pool
+def spy(n, *, processes):
+    pool = real(n, processes=processes)
     used.append(type(pool).__name__)
     return pool
-sw._pool = spy
+cluster.local_pool = spy
 sw.PROCESS_CONFIGS = 2
 sw.PROCESS_PIECES = 1
 kw = dict(batch=range(1, 9), seq=[32, 64], precision=["fp32", "bf16"], optimizer=["adam", "lamb"],
@@ -212,7 +213,8 @@ def test_worker_processes_give_the_threads_answer() -> None:
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got["used"] == ["ProcessPoolExecutor", "ThreadPoolExecutor"] and not got["torch"]
+    # workers=1: no pool, the pieces run in this process
+    assert got["used"] == ["ProcessPoolExecutor"] and not got["torch"]
     # 2 models x (a100: fp32 and bf16, tpu-v4: bf16 only, no fp32 peak) x 8 batches x 2 seqs
     # x 2 optimizers x 2 micro
     assert got["rows"] == 2 * 3 * 8 * 2 * 2 * 2
@@ -225,8 +227,8 @@ def test_threads_where_torch_is_loaded(monkeypatch) -> None:
     import sys
     from concurrent.futures import ThreadPoolExecutor
 
-    import bertscope.sweep as sw
+    from bertscope.cluster import local_pool
 
     monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch", object()))
-    with sw._pool(2, 100, 10**9) as pool:
+    with local_pool(2, processes=True) as pool:
         assert isinstance(pool, ThreadPoolExecutor)

@@ -25,6 +25,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 import bertscope.config as config
+from bertscope.cluster import ENV
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, check_output, output_format
 from bertscope.job import Job, Layout
@@ -39,6 +40,10 @@ DeviceOpt = Annotated[str, typer.Option(
     help="Catalog device (see `bertscope devices`), a .toml/.json device file, or a profile "
          "JSON with calibrated efficiency models.")]
 TopOpt = Annotated[int, typer.Option(help="Show the N largest entries.")]
+SchedulerOpt = Annotated[str | None, typer.Option(
+    envvar=ENV, show_envvar=False, metavar="ADDRESS",
+    help=f"Run on the Dask cluster of this scheduler (tcp://HOST:8786; default: ${ENV}, else "
+         f"locally). Its workers need bertscope and the input files at the same paths.")]
 
 _MARK = "__job_command__"
 

@@ -27,6 +27,7 @@ import typer
 from rich.markup import escape
 
 from bertscope.cli.options import (
+    SchedulerOpt,
     check_command_paths,
     check_export,
     check_suffix,
@@ -186,8 +187,10 @@ def axis_options() -> list[AxisOption]:
 
 
 def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: int,
-               output: Path | None, yes: bool, store: Path | None, no_store: bool) -> None:
+               output: Path | None, yes: bool, scheduler: str | None, store: Path | None,
+               no_store: bool) -> None:
     """Evaluate the grid and print, write and record it."""
+    from bertscope.cluster import check_scheduler
     from bertscope.report.progress import progress_bar
     from bertscope.report.sweep import print_sweep
     from bertscope.report.tables import make_console
@@ -199,10 +202,12 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
     check_command_paths({"MODELS": [model_file(m) for m in models.split(",")],
                          "--device": device.split(",")}, {"--output": output}, store, no_store)
     check_export(output)
+    check_scheduler(scheduler)
     st = open_store(store, no_store)
     with progress_bar() as tell:
         result = sweep(parse_words(models, "models"), parse_words(device, "device"),
-                       max_configs=None if yes else MAX_CONFIGS, progress=tell, **axes)
+                       max_configs=None if yes else MAX_CONFIGS, progress=tell,
+                       scheduler=scheduler, **axes)
     if result.empty:  # an empty result is not success: nothing printed, written or recorded
         raise BertscopeError(f"nothing to evaluate: {result.empty}; change the axes")
     ranked = result.ranked(sort, top)  # checks the column before anything is written
@@ -239,6 +244,7 @@ def sweep_command() -> Callable[..., None]:
             Path | None, typer.Option(help="Write every row (.csv or .parquet).")]),
         inspect.Parameter("yes", K, default=False, annotation=Annotated[bool, typer.Option(
             "--yes", help="Evaluate a grid above 2,000,000 configurations.")]),
+        inspect.Parameter("scheduler", K, default=None, annotation=SchedulerOpt),
         inspect.Parameter("store", K, default=None, annotation=StoreOpt),
         inspect.Parameter("no_store", K, default=False, annotation=NoStoreOpt),
     ]

@@ -9,7 +9,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from bertscope.cli.options import TopOpt, check_command_paths, check_suffix, check_top
+from bertscope.cli.options import (
+    SchedulerOpt,
+    TopOpt,
+    check_command_paths,
+    check_suffix,
+    check_top,
+)
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import Format, atomic_write, check_output, export_format
@@ -43,10 +49,12 @@ def trace_cmd(
     plot: Annotated[Path | None, typer.Option(
         help="With --by rank: write a heat map of ranks x time categories (.png or "
              ".svg).")] = None,
+    scheduler: SchedulerOpt = None,
     store: StoreOpt = None,
     no_store: NoStoreOpt = False,
 ) -> None:
     """Break a profiler trace down by category, sublayer and phase; streams, overlap, idle."""
+    from bertscope.cluster import check_scheduler
     from bertscope.trace import analyze_trace
 
     check_top(top)
@@ -73,8 +81,9 @@ def trace_cmd(
                         {"--output": output, "--plot": plot}, store, no_store)
     check_output(output)
     check_output(plot)
+    check_scheduler(scheduler)
     st = open_store(store, no_store)
-    result = analyze_trace(path, rank=rank, patterns=patterns)
+    result = analyze_trace(path, rank=rank, patterns=patterns, scheduler=scheduler)
     if file_format is None:
         from bertscope.report.tables import make_console
         from bertscope.report.trace import print_headline, print_trace

@@ -165,6 +165,10 @@ class Columns:
         self._cols: Mapping[str, np.ndarray] = MappingProxyType(out)
         self._n = lengths.pop() if lengths else 0
 
+    def __reduce__(self) -> tuple[type[Columns], tuple[dict[str, np.ndarray]]]:
+        """Pickled as its columns (sent to and from worker processes: `bertscope.cluster`)."""
+        return (Columns, (dict(self._cols),))
+
     def __getitem__(self, name: str) -> np.ndarray:
         return self._cols[name]
 

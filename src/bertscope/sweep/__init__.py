@@ -20,14 +20,11 @@ producer on arrays and the same `perf.predict.row_times`. Configurations a model
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import os
 import sys
-import threading
 import time
 import types
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -36,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bertscope import cluster
 from bertscope.config import ModelConfig
 from bertscope.errors import BertscopeError, as_values, check_path, is_positive_int, shown
 from bertscope.io import atomic_write, frame_bytes, output_format
@@ -43,7 +41,6 @@ from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
 from bertscope.presets import get_model
-from bertscope.stop import STOP, blocked_signals, worker_initializer
 from bertscope.sweep import engine, multi
 from bertscope.sweep.grid import KNOB_AXES, MODEL_AXES, Grid, Group, run_axes
 from bertscope.taxonomy import Category
@@ -165,7 +162,8 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
           devices: Sequence[str | Path | DeviceProfile] | str | Path | DeviceProfile = ("a100",),
           *,
           max_configs: int | None = MAX_CONFIGS, progress: Progress | None = None,
-          workers: int | None = None, **axes: Any) -> SweepResult:
+          workers: int | None = None, scheduler: str | None = None,
+          **axes: Any) -> SweepResult:
     """Evaluate every configuration of the grid (see the module docstring). Axes: the model
     dimensions (`num_layers`, `hidden`, `heads`, `intermediate`, `vocab_size`: ModelConfig's
     fields), every `RunConfig` field by its name (`batch`, `seq`, `micro_batches`,
@@ -178,7 +176,10 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
     A grid above `max_configs` is refused (None: no cap). A grid none of whose
     configurations can run gives an empty result whose `empty` says why. Pieces of
     the grid run on `workers` threads (default: one per CPU core; numpy's loops release the
-    GIL); the result does not depend on it."""
+    GIL), or forked processes for large grids of many pieces (`PROCESS_CONFIGS`); with
+    `scheduler` (a Dask scheduler's address, tcp://HOST:PORT) on that cluster's workers
+    (`bertscope.cluster`; multi-device points stay local). The result does not depend on
+    where they ran."""
     if max_configs is not None and not is_positive_int(max_configs):
         raise BertscopeError(f"max_configs must be a positive integer or None, got "
                              f"{shown(max_configs)}")
@@ -188,6 +189,7 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
     if progress is not None and not callable(progress):
         raise BertscopeError(f"progress must be a callable (stage, done, total) or None, "
                              f"got {shown(progress)}")
+    scheduler = cluster.check_scheduler(scheduler)
     grid = make_grid(models, devices, **axes)
     if max_configs is not None and grid.size > max_configs:
         raise BertscopeError(
@@ -205,21 +207,16 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
              if single else [])
     parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]] = []
     done = 0
-    n_workers = max(1, min(workers or os.cpu_count() or 1, max(1, len(tasks)), 16))
-    with _pool(n_workers, len(tasks), grid.size) as pool:
-        try:
-            with blocked_signals():  # workers forked here start with SIGINT held
-                results = pool.map(_evaluate, [(piece, targets, sets) for _, piece in tasks],
-                                   chunksize=max(1, len(tasks) // (8 * n_workers)))
-            for (group, piece), res in zip(tasks, results, strict=True):
-                labels = _labels(group)
-                parts += [(labels, target, cols) for target, cols in res]
-                done += piece.size * len(targets)
-                tell("sweep", done, grid.size)
-                STOP.check()
-        except BaseException:  # Ctrl-C, SIGTERM, a failed piece: no worker outlives it
-            _stop_pool(pool)
-            raise
+    n_workers = cluster.local_workers(max(1, len(tasks)), workers)
+    processes = len(tasks) >= PROCESS_PIECES * n_workers and grid.size >= PROCESS_CONFIGS
+    with cluster.mapped(_evaluate, [(piece, targets, sets) for _, piece in tasks],
+                        scheduler=scheduler, workers=n_workers, processes=processes,
+                        what="sweep piece") as results:
+        for (group, piece), res in zip(tasks, results, strict=True):
+            labels = _labels(group)
+            parts += [(labels, target, cols) for target, cols in res]
+            done += piece.size * len(targets)
+            tell("sweep", done, grid.size)
     for group in grid.groups() if combos else ():  # multi-device points: `multi`
         labels = _labels(group)
         parts += [(labels, target, {**cols, MULTI: np.ones(0)})
@@ -247,42 +244,6 @@ PROCESS_PIECES = 8
 def _evaluate(task: tuple[Group, Any, Any]) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
     """`engine.evaluate_piece` on one (piece, targets, model sets) task (a pool's unit)."""
     return engine.evaluate_piece(*task)
-
-
-def _pool(n_workers: int, tasks: int, configs: int) -> Any:
-    """Threads for small grids and few pieces; for large grids of many pieces
-    (`PROCESS_CONFIGS`), forked worker processes where forking is safe: a POSIX fork start
-    method, no other thread running in this process and no torch loaded (a forked copy of a
-    threaded runtime can deadlock). Never spawn or forkserver: they re-run the caller's main
-    module, which a script calling `sweep()` at top level does not guard. Forked workers
-    follow the stop protocol (`stop.worker_initializer`, `_stop_pool`)."""
-    if (n_workers > 1 and tasks >= PROCESS_PIECES * n_workers and configs >= PROCESS_CONFIGS
-            and "fork" in multiprocessing.get_all_start_methods()
-            and threading.active_count() == 1 and "torch" not in sys.modules):
-        return ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"),
-                                   initializer=worker_initializer, initargs=(os.getpid(),))
-    return ThreadPoolExecutor(n_workers)
-
-
-def _stop_pool(pool: Any) -> None:
-    """End a pool the sweep leaves early (the stop protocol, `bertscope.stop`): pieces not
-    started are cancelled and each worker process (which ignores SIGINT and dies with this
-    process: `stop.worker_initializer`) finishes the piece it holds (bounded: `CHUNK`
-    entries) and exits; no worker traceback, no BrokenProcessPool. Workers are not
-    terminated mid-piece: one killed while sending its result leaves the pool's reader
-    thread waiting for the rest of the message forever (a hang at exit). Threads likewise
-    finish the piece they hold."""
-    workers = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in workers:
-        proc.join(timeout=STOP_WAIT_S)
-    for proc in workers:  # a piece that would not end: the last resort
-        if proc.is_alive():
-            proc.kill()
-
-
-STOP_WAIT_S = 60.0
-"""How long a stopping sweep waits for each worker process to finish its piece."""
 
 
 def _labels(group: Group) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from bertscope import cluster
 from bertscope.errors import BertscopeError, check_path, shown
 from bertscope.optable import OpTable, Provenance, Record
 from bertscope.taxonomy import Classifier, Pattern, load_patterns
@@ -172,34 +173,40 @@ class TraceResult:
 
 
 def analyze_trace(path: str | Path, *, rank: int | None = None,
-                  patterns: str | Path | Sequence[Pattern] | None = None) -> TraceResult:
+                  patterns: str | Path | Sequence[Pattern] | None = None,
+                  scheduler: str | None = None) -> TraceResult:
     """Read a trace file or a folder of per-rank trace files (one rank, or all).
 
-    `patterns` is a pattern file (or patterns) tried before the built-in table."""
+    `patterns` is a pattern file (or patterns) tried before the built-in table. The files
+    of a folder are read side by side on local worker processes (`bertscope.cluster`), or
+    with `scheduler` (a Dask scheduler's address, tcp://HOST:PORT) on that cluster's
+    workers, each reading its file where it lies (the folder must be on a file system the
+    workers share) and sending back only its rank's breakdown. The result does not depend
+    on where the files were read."""
     _check_arguments(path, rank, patterns)
-    extra = load_patterns(patterns) if isinstance(patterns, str | Path) else (patterns or ())
-    classify = Classifier(extra)
+    scheduler = cluster.check_scheduler(scheduler)
+    extra = tuple(load_patterns(patterns) if isinstance(patterns, str | Path)
+                  else (patterns or ()))
     files = trace_files(path)
     if rank is not None and len(files) > 1:  # read only that rank's file(s)
         files = [f for f in files if _peek_rank(f) == rank]
         if not files:
             raise BertscopeError(f"{path}: no trace file for rank {rank} (ranks come from "
                                  f"distributedInfo or a rankN/workerN file name)")
+    items = [(f, i, rank, extra) for i, f in enumerate(files)]
+    if scheduler is not None:  # the workers' working folder is not ours: absolute paths
+        items = [(f.absolute(), i, rank, extra) for f, i, rank, extra in items]
     ranks: dict[int, RankBreakdown] = {}
-    for i, f in enumerate(files):
-        ev = read_events(f, keep_dims=lambda n: has_gemm_shape(n) or classify(n).is_gemm)
-        r = ev.rank
-        if r is None:
-            r = rank_from_name(f)
-        if r is None:
-            r = i if rank is None else rank
-        if rank is not None and r != rank:
-            raise BertscopeError(f"{f}: this trace is rank {r}, not rank {rank}")
-        if r in ranks:
-            raise BertscopeError(f"{f}: a second trace for rank {r} (first: {ranks[r].path});"
-                                 f" read one file at a time")
-        ranks[r] = break_down(ev, r, classify)
-        del ev
+    with cluster.mapped(_breakdown_file, items, scheduler=scheduler,
+                        what="trace file") as results:
+        for f, b in zip(files, results, strict=True):
+            b.path = f  # as the caller named it, wherever it was read
+            if rank is not None and b.rank != rank:
+                raise BertscopeError(f"{f}: this trace is rank {b.rank}, not rank {rank}")
+            if b.rank in ranks:
+                raise BertscopeError(f"{f}: a second trace for rank {b.rank} (first: "
+                                     f"{ranks[b.rank].path}); read one file at a time")
+            ranks[b.rank] = b
     ranks = dict(sorted(ranks.items()))
     table = mean_table(b.table for b in ranks.values())
     unknown_names = set().union(*(b.unknown for b in ranks.values())) if ranks else set()
@@ -224,6 +231,22 @@ def _check_arguments(path: Any, rank: Any, patterns: Any) -> None:
     if not (patterns is None or isinstance(patterns, str | Path) or listed):
         raise BertscopeError(f"patterns: expected a pattern file or a list of Patterns, got "
                              f"{type(patterns).__name__} {shown(patterns)}")
+
+
+def _breakdown_file(item: tuple[Path, int, int | None, tuple[Pattern, ...]]) -> RankBreakdown:
+    """One trace file's breakdown (the unit `analyze_trace` maps over a folder's files, in
+    this process, a worker process or on a Dask worker): (path, index in the folder, the
+    rank asked for, the user's patterns). The rank is the trace's distributedInfo, else a
+    rankN/workerN file name, else the rank asked for, else the index."""
+    f, index, wanted, extra = item
+    classify = Classifier(extra)
+    ev = read_events(f, keep_dims=lambda n: has_gemm_shape(n) or classify(n).is_gemm)
+    r = ev.rank
+    if r is None:
+        r = rank_from_name(f)
+    if r is None:
+        r = index if wanted is None else wanted
+    return break_down(ev, r, classify)
 
 
 def _peek_rank(f: Path) -> int | None:
