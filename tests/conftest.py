@@ -31,6 +31,8 @@ def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
     if family is Family.VIT:  # 32px images of 8px patches: 16 patches + the class token
         base.update(type_vocab_size=1, vocab_size=10, image_size=32, patch_size=8,
                     max_positions=17, tie_word_embeddings=False)
+    if family is Family.XLNET:  # 5 cached positions of the previous segment
+        base.update(mem_len=5)
     base.update(kw)
     return ModelConfig(**base)  # type: ignore[arg-type]
 
