@@ -57,7 +57,7 @@ class RelativeEncoding(nn.Module):
         freq = torch.arange(0, self.h, 2.0, dtype=torch.float, device=device)
         inv = 1 / torch.pow(10000, freq / self.h)
         pos = torch.arange(kl, -s, -1.0, device=device)
-        angle = torch.einsum("i,d->id", pos, inv)
+        angle = pos[:, None] * inv[None, :]  # HF's einsum("i,d->id"): one product each
         emb = torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)[:, None, :]
         return self.drop(emb.expand(-1, b, -1))
 
