@@ -230,11 +230,9 @@ class ModelConfig:
     channels: int = 3
     """ViT: image channels."""
     mem_len: int = 0
-    """XLNet: cached hidden states of the previous segment each layer's keys and values
-    also cover (no gradient through them); 0: none."""
+    """XLNet: previous-segment states each layer's keys and values also cover (0: none)."""
     partial_prediction: int = 6
-    """XLNet: 1/K of each sequence's tokens are predicted (seq // K targets; K = 6, Yang et
-    al. 2019, Appendix A.3)."""
+    """XLNet's K: seq // K tokens predicted per sequence (6: Yang et al. 2019, App. A.3)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -251,10 +249,6 @@ class ModelConfig:
                                    "relative_buckets", "image_size", "patch_size", "channels",
                                    "partial_prediction"),
                             f"model {self.name!r}: ", limits=MODEL_LIMITS)
-        if (isinstance(self.mem_len, bool) or not isinstance(self.mem_len, int)
-                or not 0 <= self.mem_len <= MODEL_LIMITS["mem_len"]):
-            raise BertscopeError(f"model {shown(self.name)}: mem_len must be a whole number "
-                                 f"from 0 to {MODEL_LIMITS['mem_len']}, got {shown(self.mem_len)}")
         for key in ("kv_heads", "head_size", "decoder_layers"):
             v = getattr(self, key)
             if v is not None and (not is_positive_int(v) or v > MODEL_LIMITS[key]):
@@ -294,8 +288,9 @@ class ModelConfig:
             raise BertscopeError(f"{name}: embedding_size applies to ALBERT only")
         if self.share_layers and f is not Family.ALBERT:
             raise BertscopeError(f"{name}: share_layers applies to ALBERT only")
-        if self.mem_len and f is not Family.XLNET:
-            raise BertscopeError(f"{name}: mem_len applies to XLNet only")
+        if self.mem_len != 0 and (f is not Family.XLNET or not is_positive_int(self.mem_len)
+                                  or self.mem_len > MODEL_LIMITS["mem_len"]):
+            raise BertscopeError(f"{name}: mem_len (XLNet only) too big or not a whole number")
 
     @property
     def head_dim(self) -> int:
@@ -514,27 +509,13 @@ class RunConfig:
         if self.decoder_seq is not None and fam.architecture is not Architecture.ENCODER_DECODER:
             raise BertscopeError(f"decoder_seq applies to encoder-decoder models (T5), not "
                                  f"{model.name}; leave it out")
-        if fam is Family.XLNET:
-            self._check_xlnet(model)
+        if fam is Family.XLNET and self.seq < model.partial_prediction:  # seq // K targets: 0
+            raise BertscopeError(f"{model.name}: no token to predict; raise --seq to K or more")
         if parse_lengths(self.seq_lengths) and (
-                fam is Family.VIT or fam.architecture is Architecture.ENCODER_DECODER):
+                fam in (Family.VIT, Family.XLNET) or model.decoder_layer_count):
             raise BertscopeError(f"seq_lengths applies to encoder and decoder-only language "
                                  f"models, not {model.name} (a ViT's sequences are its "
                                  f"patches; T5's are not modelled unpadded); leave it out")
-
-
-    def _check_xlnet(self, model: ModelConfig) -> None:
-        """XLNet predicts seq // K tokens (at least one) with eager relative attention, on
-        padded sequences."""
-        if self.seq < model.partial_prediction:
-            raise BertscopeError(f"{model.name} predicts seq // {model.partial_prediction} "
-                                 f"tokens per sequence; use --seq {model.partial_prediction} "
-                                 f"or more")
-        if self.attention is not Attention.EAGER:
-            raise BertscopeError(f"{model.name}'s relative attention runs as eager kernels "
-                                 f"(Hugging Face's XLNet); use --attention eager")
-        if parse_lengths(self.seq_lengths):
-            raise BertscopeError(f"seq_lengths is not modelled for {model.name}; leave it out")
 
 
 def recipe_fields() -> tuple[str, ...]:

@@ -57,7 +57,7 @@ def test_reference_xlnet_has_hugging_faces_loss_gradients_and_memory() -> None:
         torch.testing.assert_close(a, b)
 
 
-def _gemm_flops(df):  # noqa: ANN001, ANN202
+def _gemm_flops(df):
     """GEMM FLOPs by (sublayer, phase), entries of zero left out (the mask's permuting
     einsum is a GEMM op of no FLOPs)."""
     g = df[gemm_mask(df["category"])]

@@ -27,6 +27,9 @@ paper), n heads of d, h = n d. Per layer (post-norm, as the paper's Transformer-
 
 After the stack: dropout of the query stream, the LM head (h -> V with a bias, its weight
 tied to the word embedding) on the b P predicted tokens only, and the cross-entropy.
+The core runs as `run.attention` says: eager kernels (Hugging Face's), one fused
+scale-mask-softmax-dropout kernel, or (sdpa) one fused kernel over Q + r_w, K and V taking
+the position and segment scores (computed as above) as its additive bias.
 Backward: the last layer's content stream after K and V feeds nothing the loss reads, so
 autograd runs none of its backward (the `last` block); gradients of every product with a
 constant operand (the encodings, the target mapping, the segment matrix) are not computed.
@@ -34,11 +37,12 @@ constant operand (the encodings, the target mapping, the segment matrix) are not
 
 from __future__ import annotations
 
+from bertscope.analytic.attention import LSE_BYTES, _flash_rows, _fused_softmax
 from bertscope.analytic.blocks import Block, Repeat
 from bertscope.analytic.optimizer import accumulates, accumulation_blocks, optimizer_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup
 from bertscope.analytic.section import INDEX_BYTES, Section, cast_policy, checkpointed
-from bertscope.config import ModelConfig, RunConfig
+from bertscope.config import Attention, ModelConfig, RunConfig
 from bertscope.taxonomy import Category, Phase, PipelineStage, Sublayer, TensorSplit
 
 C, P, S, T = Category, Phase, Sublayer, TensorSplit
@@ -72,12 +76,10 @@ def _core(sec: Section, m: ModelConfig, run: RunConfig, stream: str, score: Subl
     kl, r = m.mem_len + s, m.mem_len + 2 * s
     g, t = b * n, b * s
     e = g * s * kl  # score elements
-    sec.grad_sum(f"{stream}.q.grad_sum", score, t * h, n=2)  # Q feeds three bias adds
+    sec.grad_sum(f"{stream}.q.grad_sum", score, t * h, n=2)
     _bias_add(sec, f"{stream}.r_w_bias", score, t * h, h)
     _bias_add(sec, f"{stream}.r_r_bias", S.REL_POS, t * h, h)
     _bias_add(sec, f"{stream}.r_s_bias", score, t * h, h)
-    sec.bmm(f"{stream}.score", score, g, s, kl, d, saved_elems=t * h + b * kl * h,
-            split=T.SPLIT)
     sec.bmm(f"{stream}.pos_score", S.REL_POS, g, s, r, d, saved_elems=t * h + b * r * h,
             split=T.SPLIT)
     # rel_shift_bnij: the (b, n, R, s) view sliced past its first row is copied, then K of
@@ -90,16 +92,27 @@ def _core(sec: Section, m: ModelConfig, run: RunConfig, stream: str, score: Subl
             split=T.SPLIT)
     sec.bmm(f"{stream}.seg_matrix", score, t, kl, n, 2, saved_elems=0, split=T.SPLIT,
             a_grad=False)
-    sec.add(f"{stream}.add_pos", score, e, split=T.SPLIT)
     sec.add(f"{stream}.add_seg", score, e, t * n * 2, split=T.SPLIT)
-    sec.scale(f"{stream}.score_scale", score, e, split=T.SPLIT)  # / sqrt(d)
+    mask = b * s * kl  # the (s, K, b) mask, scaled by 1e30 in each layer and stream
     sec.fwd.append(sec.row(f"{stream}.mask_scale", score, C.ELEMENTWISE, P.FORWARD,
-                           elements=b * s * kl, flops=b * s * kl,
-                           bytes_read=sec.ab * b * s * kl, bytes_written=sec.ab * b * s * kl))
-    sec.add(f"{stream}.score_mask", score, e, b * s * kl, split=T.SPLIT)
-    sec.softmax(f"{stream}.softmax", softmax, e, split=T.SPLIT)
-    if run.dropout:
-        sec.dropout(f"{stream}.attn_dropout", softmax, e, keeps_output=True, split=T.SPLIT)
+                           elements=mask, flops=mask, bytes_read=sec.ab * mask,
+                           bytes_written=sec.ab * mask))
+    if run.attention is Attention.SDPA:  # one fused kernel: Q + r_w, K, V, bias bd + ef
+        _flash_rows(sec, run.dropout, e, t * h, b * kl * h, LSE_BYTES * g * s, e + mask,
+                    S.ATTN_FUSED if score is S.ATTN_SCORE else score, shape=(s, kl, d, g))
+        return
+    sec.bmm(f"{stream}.score", score, g, s, kl, d, saved_elems=t * h + b * kl * h,
+            split=T.SPLIT)
+    sec.add(f"{stream}.add_pos", score, e, split=T.SPLIT)
+    if run.attention is Attention.FUSED_SOFTMAX:  # scale, mask, softmax, dropout: one kernel
+        _fused_softmax(sec, run.dropout, e, mask, softmax)
+    else:
+        sec.scale(f"{stream}.score_scale", score, e, split=T.SPLIT)  # / sqrt(d)
+        sec.add(f"{stream}.score_mask", score, e, mask, split=T.SPLIT)
+        sec.softmax(f"{stream}.softmax", softmax, e, split=T.SPLIT)
+        if run.dropout:
+            sec.dropout(f"{stream}.attn_dropout", softmax, e, keeps_output=True,
+                        split=T.SPLIT)
     sec.bmm(f"{stream}.context", context, g, s, d, kl, saved_elems=b * kl * h, split=T.SPLIT)
     sec.copy(f"{stream}.context_merge", context, t * h)  # (b, n, s, d) -> (s, b, n d)
 

@@ -28,7 +28,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from bertscope.config import Attention as AttentionKind
 from bertscope.config import Checkpoint, ModelConfig, RunConfig
+from bertscope.errors import BertscopeError
 from bertscope.measure.models.layers import (
     DROPOUT_PROB,
     IGNORE_INDEX,
@@ -365,7 +367,11 @@ def load_hf_xlnet(model: XLNetForPretraining, hf: nn.Module) -> None:
 
 
 def build_xlnet(model: ModelConfig, run: RunConfig) -> XLNetForPretraining:
-    """The reference XLNet for a run: dropout and checkpointing from `run`."""
+    """The reference XLNet for a run: dropout and checkpointing from `run` (eager attention
+    only, as Hugging Face's: its position and segment scores are added to the scores)."""
+    if run.attention is AttentionKind.SDPA:
+        raise BertscopeError("the reference XLNet runs eager attention (its position and "
+                             "segment scores are added to the scores); drop --attention sdpa")
     return XLNetForPretraining(model, dropout=DROPOUT_PROB if run.dropout else 0.0,
                                checkpointing=run.checkpoint is Checkpoint.FULL)
 
