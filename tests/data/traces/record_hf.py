@@ -4,11 +4,11 @@ regenerate them; needs torch and transformers, which the tests do not).
     .venv/bin/python tests/data/traces/record_hf.py
 
 Each is one AdamW training step (forward, loss, backward, optimizer) of a 2-layer model of
-tiny width (BERT, GPT-2, Llama, T5, ViT, XLNet with a 4-position memory), recorded by torch.profiler on CPU with shapes,
-modules and stacks, as a user would record one (`with_modules=True, with_stack=True`). To
-keep the files small, the Python frame events (python_function events other than
-`nn.Module: ...`) are dropped: the trace reader drops them too; everything else is as torch
-wrote it.
+tiny width (BERT, GPT-2, Llama, T5, ViT, XLNet with a 4-position memory), recorded by
+torch.profiler on CPU with shapes, modules and stacks, as a user would record one
+(`with_modules=True, with_stack=True`). To keep the files small, the Python frame events
+(python_function events other than `nn.Module: ...`) are dropped: the trace reader drops
+them too; everything else is as torch wrote it.
 """
 
 from __future__ import annotations
