@@ -113,8 +113,8 @@ def _core(sec: Section, m: ModelConfig, run: RunConfig, stream: str, score: Subl
         if run.dropout:
             sec.dropout(f"{stream}.attn_dropout", softmax, e, keeps_output=True,
                         split=T.SPLIT)
+    # the einsum writes the context as (s, b, n, d): heads merge as a view, no copy
     sec.bmm(f"{stream}.context", context, g, s, d, kl, saved_elems=b * kl * h, split=T.SPLIT)
-    sec.copy(f"{stream}.context_merge", context, t * h)  # (b, n, s, d) -> (s, b, n d)
 
 
 def _post(sec: Section, run: RunConfig, h: int, rows: int, name: str, sub: Sublayer) -> None:
@@ -170,6 +170,9 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int, *, content_grads: bool) -> S
     sec.grad_sum("kv_input.grad_sum", S.QKV, kl * h)  # K and V read the concatenation
     sec.linear("k", S.QKV, kl, h, h, bias=False, split=T.COLUMN)  # keeps [mem; h] for K, V
     sec.linear("v", S.QKV, kl, h, h, bias=False, save_input=False, split=T.COLUMN)
+    # backward copies one (m + s, b, n, d) key/value gradient back from the heads layout, and
+    # the query stream's Q gradient (measured: tests/integration/test_head_copies.py)
+    sec.copy("kv_heads", S.QKV, kl * h, forward=False)
     if content_grads:  # both streams read K, V and the projected encodings
         sec.grad_sum("kv_heads.grad_sum", S.QKV, 2 * kl * h)
         sec.grad_sum("pos_heads.grad_sum", S.REL_POS, r * h)
@@ -183,6 +186,7 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int, *, content_grads: bool) -> S
         sec.fwd += fwd_only.fwd
     # the query stream: Q of g mapped to the s positions, the core, mapped back
     sec.linear("query.q", S.QKV, tg, h, h, bias=False, split=T.COLUMN)
+    sec.copy("query.q_heads", S.QKV, tg * h, forward=False)
     sec.bmm("query.map_in", S.QUERY_STREAM, b, s, h, predicted(m, run), saved_elems=0,
             split=T.SPLIT, a_grad=False)
     _core(sec, m, run, "query", S.QUERY_STREAM, S.QUERY_STREAM, S.QUERY_STREAM)
