@@ -198,6 +198,8 @@ BAD: dict[str, tuple[str, ...]] = {
     "F-trace-rank": ("trace", str(TRACE), "--rank", "-1"),
     "F-trace-dur": ("trace", "{d}/dur_negative.json"),
     "F-profile-top": ("profile", *TINY, "--top", "-3"),
+    "F-ops-xlnet-no-target": ("ops", "xlnet-base", "--seq", "5"),  # seq // 6 = 0 predicted
+    "F-profile-xlnet-sdpa": ("profile", "xlnet-base", "--seq", "12", "--attention", "sdpa"),
     "F-profile-nproc": ("profile", *TINY, "--nproc", str(64 * (os.cpu_count() or 1))),
     "F-validate-held-out-first": ("validate", "--validate", "bert-nope:1:16"),
     "F-validate-seq-beyond-positions": ("validate", "--validate", "bert-tiny:2:100000"),
