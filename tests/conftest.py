@@ -31,6 +31,8 @@ def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
     if family is Family.VIT:  # 32px images of 8px patches: 16 patches + the class token
         base.update(type_vocab_size=1, vocab_size=10, image_size=32, patch_size=8,
                     max_positions=17, tie_word_embeddings=False)
+    if family is Family.XLNET:  # 5 cached positions of the previous segment
+        base.update(mem_len=5)
     base.update(kw)
     return ModelConfig(**base)  # type: ignore[arg-type]
 
@@ -38,7 +40,10 @@ def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
 def sized(m: ModelConfig, seq: int) -> tuple[ModelConfig, int]:
     """A model and a sequence length that fit each other, for tests drawing lengths: a ViT's
     sequence is its patches + 1, so `seq` picks a seq x seq grid of patches (seq^2 + 1 tokens,
-    growing with seq); other families keep the model and the length."""
+    growing with seq); XLNet predicts seq // K tokens, so K is at most seq; other families
+    keep the model and the length."""
+    if m.family is Family.XLNET:
+        return replace(m, partial_prediction=min(m.partial_prediction, seq)), seq
     if m.family is not Family.VIT:
         return m, seq
     fitted = replace(m, image_size=m.patch_size * seq, max_positions=seq * seq + 1)

@@ -166,7 +166,7 @@ MODEL_LIMITS = {"num_layers": 10_000, "hidden": 2**20, "heads": 2**16, "intermed
                 "vocab_size": 2**24, "max_positions": 2**24, "type_vocab_size": 2**16,
                 "kv_heads": 2**16, "head_size": 2**16, "decoder_layers": 10_000,
                 "relative_buckets": 2**16, "image_size": 2**16, "patch_size": 2**16,
-                "channels": 2**10}
+                "channels": 2**10, "mem_len": 2**24, "partial_prediction": 2**16}
 """Largest model sizes accepted (a few orders of magnitude beyond the largest published
 Transformers: GPT-3 96 layers, hidden 12,288; PaLM vocab 256k); bigger is refused in one line."""
 
@@ -229,6 +229,10 @@ class ModelConfig:
     """ViT: patch height and width in pixels."""
     channels: int = 3
     """ViT: image channels."""
+    mem_len: int = 0
+    """XLNet: previous-segment states each layer's keys and values also cover (0: none)."""
+    partial_prediction: int = 6
+    """XLNet's K: seq // K tokens predicted per sequence (6: Yang et al. 2019, App. A.3)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -242,7 +246,8 @@ class ModelConfig:
                                  f"integer, got {shown(self.position_offset)}")
         check_positive_ints(self, ("num_layers", "hidden", "heads", "intermediate",
                                    "vocab_size", "max_positions", "type_vocab_size",
-                                   "relative_buckets", "image_size", "patch_size", "channels"),
+                                   "relative_buckets", "image_size", "patch_size", "channels",
+                                   "partial_prediction"),
                             f"model {self.name!r}: ", limits=MODEL_LIMITS)
         for key in ("kv_heads", "head_size", "decoder_layers"):
             v = getattr(self, key)
@@ -283,6 +288,9 @@ class ModelConfig:
             raise BertscopeError(f"{name}: embedding_size applies to ALBERT only")
         if self.share_layers and f is not Family.ALBERT:
             raise BertscopeError(f"{name}: share_layers applies to ALBERT only")
+        if self.mem_len != 0 and (f is not Family.XLNET or not is_positive_int(self.mem_len)
+                                  or self.mem_len > MODEL_LIMITS["mem_len"]):
+            raise BertscopeError(f"{name}: mem_len (XLNet only) too big or not a whole number")
 
     @property
     def head_dim(self) -> int:
@@ -510,8 +518,10 @@ class RunConfig:
         if self.decoder_seq is not None and fam.architecture is not Architecture.ENCODER_DECODER:
             raise BertscopeError(f"decoder_seq applies to encoder-decoder models (T5), not "
                                  f"{model.name}; leave it out")
+        if fam is Family.XLNET and self.seq < model.partial_prediction:  # seq // K targets: 0
+            raise BertscopeError(f"{model.name}: no token to predict; raise --seq to K or more")
         if parse_lengths(self.seq_lengths) and (
-                fam is Family.VIT or fam.architecture is Architecture.ENCODER_DECODER):
+                fam in (Family.VIT, Family.XLNET) or model.decoder_layer_count):
             raise BertscopeError(f"seq_lengths applies to encoder and decoder-only language "
                                  f"models, not {model.name} (a ViT's sequences are its "
                                  f"patches; T5's are not modelled unpadded); leave it out")

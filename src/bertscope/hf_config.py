@@ -218,5 +218,35 @@ def read_vit(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
                               "hidden_act", o))
 
 
+_XLNET_MODELLED: dict[str, Any] = {"attn_type": "bi", "bi_data": False, "untie_r": True,
+                                   "same_length": False, "clamp_len": (-1, None),
+                                   "reuse_len": (None, 0)}
+"""XLNet config.json keys that change the work, with the values modelled (the published
+checkpoints': bidirectional attention, one direction of data, per-layer relative biases)."""
+
+XLNET_MEM_LEN = 384
+"""The pretraining memory length where config.json leaves `mem_len` null (the published
+checkpoints do): zihangdai/xlnet README's pretraining command, --mem_len=384."""
+
+
+def read_xlnet(raw: dict[str, Any], o: str, name: str) -> ModelConfig:
+    """XLNet config.json files (xlnet/xlnet-{base,large}-cased): XLNetLMHeadModel's sizes;
+    `mem_len` null (as published) is the pretraining's 384."""
+    refuse_unmodelled(raw, _XLNET_MODELLED, o)
+    require(raw, ("d_model", "n_layer", "n_head", "d_inner", "vocab_size"), o)
+    h, heads = expect(raw, "d_model", int, o), expect(raw, "n_head", int, o)
+    d_head = expect(raw, "d_head", int, o, None, nullable=True)
+    if d_head is not None and heads > 0 and d_head * heads != h:
+        raise BertscopeError(f"{o}: d_head {d_head} x n_head {heads} must equal d_model {h}")
+    mem = expect(raw, "mem_len", int, o, None, nullable=True)
+    return ModelConfig(
+        name=name, family=Family.XLNET, num_layers=expect(raw, "n_layer", int, o), hidden=h,
+        heads=heads, intermediate=expect(raw, "d_inner", int, o),
+        vocab_size=expect(raw, "vocab_size", int, o), max_positions=512, type_vocab_size=2,
+        mem_len=XLNET_MEM_LEN if mem is None else mem,
+        activation=parse_enum(Activation, expect(raw, "ff_activation", str, o, "gelu"),
+                              "ff_activation", o))
+
+
 __all__ = ["Reader", "from_hf_config", "read_encoder", "read_gpt2", "read_llama", "read_t5",
-           "read_vit", "refuse_unmodelled", "require"]
+           "read_vit", "read_xlnet", "refuse_unmodelled", "require"]

@@ -90,6 +90,12 @@ def _vit(name: str, layers: int, hidden: int, heads: int, patch: int = 16) -> Mo
                        patch_size=patch, tie_word_embeddings=False)
 
 
+def _xlnet(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
+    return ModelConfig(name=name, family=Family.XLNET, num_layers=layers, hidden=hidden,
+                       heads=heads, intermediate=4 * hidden, vocab_size=32000,
+                       max_positions=512, type_vocab_size=2, mem_len=384)
+
+
 OTHER_PRESETS = (
     # google-t5/t5-{small,base,large,3b,11b} and google/t5-v1_1-{small,...,xxl} config.json
     _t5("t5-small", 6, 512, 8, 2048, 64),
@@ -107,6 +113,12 @@ OTHER_PRESETS = (
     _vit("vit-base", 12, 768, 12),
     _vit("vit-large", 24, 1024, 16),
     _vit("vit-huge", 32, 1280, 16, patch=14),
+    # xlnet/xlnet-{base,large}-cased config.json (d_inner 4h, vocab 32000, untie_r); the
+    # pretraining memory: mem_len 384 for 512-token segments (zihangdai/xlnet README's
+    # pretraining command: --seq_len=512 --reuse_len=256 --mem_len=384 --num_predict=85, i.e.
+    # K = 6, Yang et al. 2019, Appendix A.3)
+    _xlnet("xlnet-base", 12, 768, 12),
+    _xlnet("xlnet-large", 24, 1024, 16),
 )
 
 

@@ -96,6 +96,19 @@ class Sublayer(StrEnum):
     """Rotary position embedding applied to queries and keys (Su et al. 2021; Llama)."""
     REL_POS_BIAS = "rel_pos_bias"
     """T5's relative position bias: a bucketed (heads x s x s) bias added to the scores."""
+    # XLNet
+    REL_POS = "rel_pos"
+    """Relative positional encoding (Transformer-XL, XLNet): the sinusoidal encodings of the
+    relative distances, their projection by W_r, the position scores (with the r_r bias) and
+    the relative shift that aligns them with the content scores."""
+    MEMORY = "memory"
+    """Segment-level recurrence (Transformer-XL, XLNet): the previous segment's cached hidden
+    states concatenated before the keys and values (no gradient through them) and the new
+    memory cached for the next segment."""
+    QUERY_STREAM = "query_stream"
+    """XLNet's query stream attention beyond what it shares with the content stream: the
+    target-mapping products and its content and segment scores, softmax and context (its
+    projections, position terms, norms and feed-forward are the shared sublayers')."""
     ATTN_FUSED = "attn_fused"
     """A fused attention kernel: scores, softmax and context in one (SDPA, FlashAttention).
     (Not `attn_core`: that scope tag marks a whole attention module whose ops the trace
@@ -148,6 +161,9 @@ _GROUP = {
     Sublayer.ATTN_FUSED: SublayerGroup.ATTENTION_CORE,
     Sublayer.ROTARY: SublayerGroup.ATTENTION_CORE,
     Sublayer.REL_POS_BIAS: SublayerGroup.ATTENTION_CORE,
+    Sublayer.REL_POS: SublayerGroup.ATTENTION_CORE,
+    Sublayer.MEMORY: SublayerGroup.ATTENTION_LINEAR,
+    Sublayer.QUERY_STREAM: SublayerGroup.ATTENTION_CORE,
     Sublayer.CROSS_QKV: SublayerGroup.ATTENTION_LINEAR,
     Sublayer.CROSS_OUTPUT: SublayerGroup.ATTENTION_LINEAR,
     Sublayer.CROSS_CORE: SublayerGroup.ATTENTION_CORE,

@@ -30,6 +30,10 @@ def hf_config(m: ModelConfig) -> object:
             num_heads=m.heads, relative_attention_num_buckets=m.relative_buckets,
             feed_forward_proj=ffn, tie_word_embeddings=m.tie_word_embeddings,
             decoder_start_token_id=0, pad_token_id=0, attn_implementation="eager")
+    if m.family is Family.XLNET:
+        return transformers.XLNetConfig(
+            vocab_size=m.vocab_size, d_model=m.hidden, n_layer=m.num_layers, n_head=m.heads,
+            d_inner=m.intermediate, ff_activation=m.activation.value, mem_len=m.mem_len)
     if m.family is Family.VIT:
         return transformers.ViTConfig(
             hidden_size=m.hidden, num_hidden_layers=m.num_layers, num_attention_heads=m.heads,
@@ -72,6 +76,7 @@ def hf_model(m: ModelConfig, *, pretraining: bool) -> torch.nn.Module:
         Family.T5: (transformers.T5Model, transformers.T5ForConditionalGeneration),
         Family.VIT: (functools.partial(transformers.ViTModel, add_pooling_layer=False),
                      transformers.ViTForImageClassification),
+        Family.XLNET: (transformers.XLNetModel, transformers.XLNetLMHeadModel),
     }
     return kinds[m.family][pretraining](cfg)
 
@@ -130,7 +135,8 @@ def hf_trainable(m: ModelConfig, model: torch.nn.Module) -> int:
     return n
 
 
-OTHER_FAMILIES = [n for n, p in PRESETS.items() if p.family in (Family.T5, Family.VIT)]
+OTHER_FAMILIES = [n for n, p in PRESETS.items()
+                  if p.family in (Family.T5, Family.VIT, Family.XLNET)]
 
 
 @pytest.mark.parametrize(
@@ -141,6 +147,11 @@ OTHER_FAMILIES = [n for n, p in PRESETS.items() if p.family in (Family.T5, Famil
         ("t5-small", 60_506_624),
         ("t5-base", 222_903_552),
         ("vit-base", 86_567_656),
+        # XLNet-large by hand: 24 layers of 5 h^2 (q k v o r) + 5 h (r_r r_s r_w, seg_embed
+        # 2h) + 4 h (two LayerNorms) + 2 h f + f + h = 13,645,824 at h 1024, f 4096:
+        # 327,499,776; the word table 32000 h = 32,768,000 and mask_emb h: XLNetModel
+        # 360,268,800; the LM head's bias (its weight is the table): + 32,000
+        ("xlnet-large", 360_300_800),
     ],
 )
 def test_t5_and_vit_published_parameter_counts(preset: str, published: int) -> None:
@@ -184,6 +195,9 @@ def _inputs(m: ModelConfig, run: RunConfig) -> dict[str, torch.Tensor]:
     if m.family is Family.VIT:
         return {"pixel_values": torch.randn(b, m.channels, m.image_size, m.image_size),
                 "labels": torch.randint(0, m.vocab_size, (b,))}
+    if m.family is Family.XLNET:  # the batch maker's permutation-LM batch, with memory
+        from bertscope.measure.data import permutation_lm_inputs
+        return permutation_lm_inputs(m, run, 0, torch.device("cpu"), True)
     ids = torch.randint(5, m.vocab_size, (b, run.seq))
     if m.family is Family.T5:
         return {"input_ids": ids,

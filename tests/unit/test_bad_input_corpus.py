@@ -202,6 +202,8 @@ BAD: dict[str, tuple[str, ...]] = {
     "F-sweep-scheduler-space": ("sweep", "bert-tiny", "--scheduler", "tcp://a b:8786",
                                 "--output", "{d}/keep.csv"),
     "F-profile-top": ("profile", *TINY, "--top", "-3"),
+    "F-ops-xlnet-no-target": ("ops", "xlnet-base", "--seq", "5"),  # seq // 6 = 0 predicted
+    "F-profile-xlnet-sdpa": ("profile", "xlnet-base", "--seq", "12", "--attention", "sdpa"),
     "F-profile-nproc": ("profile", *TINY, "--nproc", str(64 * (os.cpu_count() or 1))),
     "F-validate-held-out-first": ("validate", "--validate", "bert-nope:1:16"),
     "F-validate-seq-beyond-positions": ("validate", "--validate", "bert-tiny:2:100000"),

@@ -39,6 +39,9 @@ L, ROT, REL = Positions.LEARNED, Positions.ROTARY, Positions.RELATIVE
 #   Linear(bias=False) everywhere, separate q, k, v; dropout_rate 0.1.
 # - ViT (Dosovitskiy et al. 2021): pre-LN (layernorm_before/after), learned positions,
 #   qkv_bias true, classifier head only.
+# - XLNet (Yang et al. 2019): post-LN bidirectional layers (XLNetRelativeAttention's and
+#   XLNetFeedForward's layer_norm(x + sublayer)), Transformer-XL relative positions, q/k/v/o/r
+#   einsum weights without biases, a permutation-LM head; dropout 0.1.
 EXPECTED = {
     Family.BERT: (E, False, False, L, True, False, True, True, True, False),
     Family.ROBERTA: (E, False, False, L, True, False, True, False, True, False),
@@ -47,6 +50,7 @@ EXPECTED = {
     Family.LLAMA: (D, True, True, ROT, False, False, False, False, False, False),
     Family.T5: (ED, True, True, REL, False, False, False, False, True, False),
     Family.VIT: (E, True, False, L, True, False, False, False, True, False),
+    Family.XLNET: (E, False, False, REL, False, False, False, False, True, False),
 }
 PROPS = ("architecture", "pre_norm", "rms_norm", "positions", "bias", "fused_qkv", "mlm_head",
          "pooler_head", "dropout", "factorized_embedding")
@@ -73,9 +77,10 @@ def test_llama_is_pre_norm_rmsnorm_rotary_without_biases() -> None:
 def test_by_model_type_maps_hugging_face_model_types() -> None:
     for model_type, family in (("bert", "bert"), ("roberta", "roberta"), ("albert", "albert"),
                                ("gpt2", "gpt2"), ("llama", "llama"), ("t5", "t5"),
-                               ("vit", "vit")):
+                               ("vit", "vit"), ("xlnet", "xlnet")):
         assert by_model_type(model_type).name == family
-    assert sorted(model_types()) == ["albert", "bert", "gpt2", "llama", "roberta", "t5", "vit"]
+    assert sorted(model_types()) == ["albert", "bert", "gpt2", "llama", "roberta", "t5", "vit",
+                                     "xlnet"]
     with pytest.raises(BertscopeError, match="model_type 'mistral' is not supported; "
                                              "supported: bert, roberta"):
         by_model_type("mistral")
@@ -112,6 +117,7 @@ HF_LAYERS = [
     ("llama", "model.layers.31", "model.layers.31.mlp"),
     ("t5", "decoder.block.2", "decoder.block.2.layer.0"),
     ("vit", "vit.layers.7", "vit.layers.7.attention"),
+    ("xlnet", "transformer.layer.23", "transformer.layer.23.rel_attn"),
 ]
 
 

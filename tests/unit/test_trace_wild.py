@@ -141,6 +141,7 @@ STACKS = {  # model -> (module path of the layer stack, its layer class, layers)
     "llama": ("LlamaForCausalLM_0/LlamaModel_0", "LlamaDecoderLayer", 2),
     "vit": ("ViTForImageClassification_0/ViTModel_0", "ViTLayer", 2),
     "t5": ("T5ForConditionalGeneration_0/T5Stack_0", "T5Block", 2),
+    "xlnet": ("XLNetLMHeadModel_0/XLNetModel_0", "XLNetLayer", 2),
 }
 
 
@@ -181,6 +182,9 @@ def test_per_layer_times_sum_to_the_stack(model: str) -> None:
             S.ATTN_OUTPUT, S.ATTN_ADD_NORM, S.CROSS_QKV, S.CROSS_CORE, S.CROSS_OUTPUT,
             S.CROSS_ADD_NORM, S.FFN1, S.FFN_ACT, S.FFN2, S.FFN_ADD_NORM, S.FINAL_NORM,
             S.LM_HEAD, S.LOSS, S.OPTIMIZER}),
+    # XLNet's projections are einsums inside XLNetRelativeAttention: attention-core scope
+    ("xlnet", {S.EMBEDDING, S.ATTN_SCORE, S.ATTN_SOFTMAX, S.ATTN_CONTEXT, S.ATTN_ADD_NORM,
+               S.FFN1, S.FFN_ACT, S.FFN2, S.FFN_ADD_NORM, S.LM_HEAD, S.LOSS, S.OPTIMIZER}),
     ("vit", {S.PATCH_EMBED, S.EMBEDDING, S.QKV, S.ATTN_SCORE, S.ATTN_SOFTMAX, S.ATTN_CONTEXT,
              S.ATTN_OUTPUT, S.ATTN_ADD_NORM, S.FFN1, S.FFN_ACT, S.FFN2, S.FFN_ADD_NORM,
              S.FINAL_NORM, S.CLS_HEAD, S.LOSS, S.OPTIMIZER}),

@@ -238,22 +238,28 @@ class Section:
             self.on_backward(back)
 
     def bmm(self, name: str, sub: Sublayer, g: int, m: int, n: int, k: int, *,
-            saved_elems: int, split: TensorSplit = T.REPLICATED) -> None:
-        """C = A B for g independent (m x k) @ (k x n) products."""
+            saved_elems: int, split: TensorSplit = T.REPLICATED, a_grad: bool = True,
+            b_grad: bool = True) -> None:
+        """C = A B for g independent (m x k) @ (k x n) products. `a_grad`/`b_grad`: whether
+        A (B) needs a gradient (False for a constant operand: XLNet's target mapping and
+        segment matrix), its data-gradient product run only where it does."""
         a = self.ab
         flops = 2 * g * m * n * k
         self.fwd.append(self.row(
             name, sub, C.BATCHED_GEMM, P.FORWARD, split=split, m=m, n=n, k=k, batch=g,
             flops=flops, bytes_read=a * g * (m * k + k * n), bytes_written=a * g * m * n,
             saved_bytes=a * saved_elems))
-        self.on_backward(
+        grads = [
             self.row(f"{name}.dgrad_a", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=split,
                      m=m, n=k, k=n, batch=g, flops=flops,
                      bytes_read=a * g * (m * n + k * n), bytes_written=a * g * m * k),
-            self.row(f"{name}.dgrad_b", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=split,
-                     m=k, n=n, k=m, batch=g, flops=flops,
-                     bytes_read=a * g * (m * k + m * n), bytes_written=a * g * k * n),
-        )
+        ] if a_grad else []
+        if b_grad:
+            grads.append(self.row(
+                f"{name}.dgrad_b", sub, C.BATCHED_GEMM, P.BACKWARD_DATA, split=split,
+                m=k, n=n, k=m, batch=g, flops=flops,
+                bytes_read=a * g * (m * k + m * n), bytes_written=a * g * k * n))
+        self.on_backward(*grads)
 
     # -- memory-bound ----------------------------------------------------------------------
     def pointwise(self, name: str, sub: Sublayer, cat: Category, e: int, kind: str, *,

@@ -37,7 +37,8 @@ class Positions(StrEnum):
     ROTARY = "rotary"
     """Rotary embeddings applied to queries and keys in every layer (Llama)."""
     RELATIVE = "relative"
-    """A bucketed relative position bias added to the attention scores (T5)."""
+    """Relative positions in every layer: a bucketed bias added to the attention scores (T5),
+    or sinusoidal encodings of the relative distances projected per layer (XLNet)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

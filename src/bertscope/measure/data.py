@@ -14,6 +14,8 @@ pretraining data, random content, no downloads. A family's spec names its batch 
   `target_seq` label ids per sequence, drawn uniformly from the vocabulary above T5's
   special ids (pad 0, eos 1, unk 2); no padding. The decoder's inputs are the labels shifted
   right (the model does it, as Hugging Face's `_shift_right`).
+- **XLNet** (permutation LM, `permutation_lm_batch`): uniform ids, two segments, a random
+  factorization order per sequence with its last seq // K positions predicted.
 - **ViT** (image classification): standard-normal pixels (already normalized images) of
   `channels x image_size x image_size` and uniform class labels.
 
@@ -191,6 +193,36 @@ def token_ids(m: ModelConfig, batch: int, seq: int, seed: int,
     return torch.from_numpy(ids.astype(np.int64)).to(device)
 
 
+def permutation_lm_batch(m: ModelConfig, run: RunConfig, *, seed: int = 0,
+                         device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """A deterministic random XLNet micro-batch (Yang et al. 2019, section 2.3): uniform
+    token ids, segment ids 0 then 1 (halves), one random factorization order per sequence
+    whose last P = seq // K positions are predicted. A position may not see a predicted one
+    at or after it in the order (`perm_mask` 1: non-predicted positions see each other);
+    `target_mapping` (b, P, s) one-hot picks the predicted positions in order, `labels`
+    their token ids."""
+    rng = np.random.default_rng(seed)
+    b, s = run.batch, run.seq
+    p = s // m.partial_prediction
+    ids = rng.integers(0, m.vocab_size, size=(b, s))
+    order = np.stack([rng.permutation(s) for _ in range(b)])  # order[i, r]: r-th position
+    rank = np.argsort(order, axis=1)  # rank[i, j]: where position j comes in the order
+    target = rank >= s - p
+    perm = target[:, None, :] & (rank[:, None, :] >= rank[:, :, None])
+    mapping = np.zeros((b, p, s), dtype=np.float32)
+    rows = np.arange(b)[:, None]
+    mapping[rows, np.arange(p)[None, :], order[:, s - p:]] = 1.0
+    types = (np.arange(s) >= s // 2).astype(np.int64)[None, :].repeat(b, axis=0)
+
+    def t(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+
+    return {"input_ids": t(ids, torch.long), "perm_mask": t(perm, torch.float32),
+            "target_mapping": t(mapping, torch.float32),
+            "token_type_ids": t(types, torch.long),
+            "labels": t(np.take_along_axis(ids, order[:, s - p:], axis=1), torch.long)}
+
+
 # --- batch makers: (model, run, seed, device, for a Hugging Face model) -> forward kwargs --
 
 
@@ -224,6 +256,21 @@ def image_inputs(m: ModelConfig, run: RunConfig, seed: int, device: torch.device
     return image_batch(m, run, seed=seed, device=device).model_inputs()
 
 
+def permutation_lm_inputs(m: ModelConfig, run: RunConfig, seed: int, device: torch.device,
+                          hf: bool) -> dict[str, Any]:
+    """One XLNet micro-batch (`permutation_lm_batch`). The reference model carries its own
+    memory; Hugging Face's XLNetLMHeadModel is given one (`mems`: standard-normal (mem_len,
+    b, h) states per layer, seeded) and asked to return the next (`use_mems`)."""
+    kw: dict[str, Any] = permutation_lm_batch(m, run, seed=seed, device=device)
+    if hf and m.mem_len:
+        rng = np.random.default_rng(seed + 1)
+        kw["mems"] = [torch.from_numpy(rng.standard_normal((m.mem_len, run.batch, m.hidden),
+                                                           dtype=np.float32)).to(device)
+                      for _ in range(m.num_layers)]
+        kw["use_mems"] = True
+    return kw
+
+
 __all__ = [
     "Batch",
     "ImageBatch",
@@ -234,6 +281,8 @@ __all__ = [
     "image_batch",
     "image_inputs",
     "masked_per_sequence",
+    "permutation_lm_batch",
+    "permutation_lm_inputs",
     "seq2seq_batch",
     "seq2seq_inputs",
     "synthetic_batch",

@@ -113,4 +113,19 @@ VIT = compile_patterns([
 """ViTForImageClassification."""
 
 
-__all__ = ["ENCODER", "GPT2", "LLAMA", "T5", "VIT"]
+XLNET = compile_patterns([
+    (r"transformer\.(word_embedding|dropout)$", S.EMBEDDING),
+    (r"rel_attn\.layer_norm$", S.ATTN_ADD_NORM),
+    (r"\.rel_attn(\.dropout)?$", ATTN_CORE),
+    (r"ff\.layer_1$", S.FFN1),
+    (r"ff\.activation_function$", S.FFN_ACT),
+    (r"ff\.layer_2$", S.FFN2),
+    (r"\.ff(\.layer_norm|\.dropout)?$", S.FFN_ADD_NORM),
+    (r"(^|\.)lm_loss$", S.LM_HEAD),
+])
+"""XLNetLMHeadModel: both streams' projections (einsums with (h, n, d) weights) and cores
+run inline in XLNetRelativeAttention (an attention-core scope, split by category and
+order); one dropout module serves the embeddings, the encodings and the output."""
+
+
+__all__ = ["ENCODER", "GPT2", "LLAMA", "T5", "VIT", "XLNET"]

@@ -172,6 +172,17 @@ def vit_config(m: ModelConfig, *, dropout: float = 0.0) -> Any:
         attention_probs_dropout_prob=dropout, attn_implementation="eager")
 
 
+def xlnet_config(m: ModelConfig, *, dropout: float = 0.0) -> Any:
+    """The transformers XLNetConfig of `m` (bidirectional, untied relative biases, its
+    memory length), dropout `dropout`."""
+    import transformers
+
+    return transformers.XLNetConfig(
+        vocab_size=m.vocab_size, d_model=m.hidden, n_layer=m.num_layers, n_head=m.heads,
+        d_inner=m.intermediate, ff_activation=m.activation.value, mem_len=m.mem_len,
+        dropout=dropout, initializer_range=INIT_STD, layer_norm_eps=1e-12)
+
+
 def hf_decoder_param_name(cfg: ModelConfig, name: str) -> str:
     """The GPT2LMHeadModel / LlamaForCausalLM parameter name matching one of
     `DecoderForCausalLM`'s (`layers.0.attn.qkv.weight` -> `transformer.h.0.attn.c_attn.weight`)."""

@@ -4,11 +4,11 @@ regenerate them; needs torch and transformers, which the tests do not).
     .venv/bin/python tests/data/traces/record_hf.py
 
 Each is one AdamW training step (forward, loss, backward, optimizer) of a 2-layer model of
-tiny width (BERT, GPT-2, Llama, T5, ViT), recorded by torch.profiler on CPU with shapes,
-modules and stacks, as a user would record one (`with_modules=True, with_stack=True`). To
-keep the files small, the Python frame events (python_function events other than
-`nn.Module: ...`) are dropped: the trace reader drops them too; everything else is as torch
-wrote it.
+tiny width (BERT, GPT-2, Llama, T5, ViT, XLNet with a 4-position memory), recorded by
+torch.profiler on CPU with shapes, modules and stacks, as a user would record one
+(`with_modules=True, with_stack=True`). To keep the files small, the Python frame events
+(python_function events other than `nn.Module: ...`) are dropped: the trace reader drops
+them too; everything else is as torch wrote it.
 """
 
 from __future__ import annotations
@@ -46,8 +46,19 @@ def _models() -> dict[str, tuple[torch.nn.Module, dict[str, torch.Tensor]]]:
         vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16,
         attn_implementation="eager"))
+    xlnet = tf.XLNetLMHeadModel(tf.XLNetConfig(
+        vocab_size=64, d_model=16, n_layer=2, n_head=2, d_inner=32, mem_len=4))
+    perm = torch.zeros(2, 8, 8)
+    perm[:, :, -2:] = 1.0  # the last two positions are predicted, seen by no one
+    mapping = torch.zeros(2, 2, 8)
+    mapping[:, 0, 6] = mapping[:, 1, 7] = 1.0
+    xlnet_batch = {"input_ids": ids, "perm_mask": perm, "target_mapping": mapping,
+                   "token_type_ids": (torch.arange(8) >= 4).long().expand(2, 8),
+                   "mems": [torch.randn(4, 2, 16) for _ in range(2)], "use_mems": True,
+                   "labels": ids[:, -2:].contiguous()}
     return {
         "bert": (bert, {"input_ids": ids, "labels": ids}),
+        "xlnet": (xlnet, xlnet_batch),
         "llama": (llama, {"input_ids": ids, "labels": ids}),
         "gpt2": (gpt2, {"input_ids": ids, "labels": ids}),
         "t5": (t5, {"input_ids": ids, "labels": ids[:, :4].contiguous()}),
