@@ -76,9 +76,9 @@ class Roofs:
 def draw_roofline(ax: Any, roofs: Roofs, x: np.ndarray, y: np.ndarray, cats: np.ndarray,
                   t: np.ndarray, *, total: float | None = None, t_max: float | None = None,
                   fontsize: float = 8, area: float = 600) -> dict[Category, float]:
-    """Draw `roofs` (slope, ceilings labelled with their peak, ridge points) and the ops at
-    intensity `x`, achieved FLOP/s `y`, coloured by category `cats`, area ~ time `t` (scaled
-    to `t_max`, default the largest: marker `area` points^2), on the log-log axes `ax`; the roofs carry legend labels
+    """Draw `roofs` (slope, ceilings, ridge points) and the ops at intensity `x`, achieved
+    FLOP/s `y`, coloured by category `cats`, marker area ~ time `t` (`area` points^2 at
+    `t_max`, default the largest), on the log-log axes `ax`; the roofs carry legend labels
     (peak, bandwidth) for the caller to place. Returns each category's percent of `total`
     (default: of `t`)."""
     bw = roofs.bandwidth
