@@ -86,3 +86,26 @@ def test_the_header_check_rejects_what_it_should(tmp_path: Path) -> None:
     got = {name: _summary_problem(Path(name), tmp_path) is None for name in cases}
     assert got == {"good.txt": True, "wrongname.txt": False, "nohash.txt": False,
                    "nocmd.txt": False, "empty.txt": False}
+
+
+SCREENSHOTS = "docs/study"
+SCREENSHOTS_BUDGET = 600 * 2**10  # bytes: every section's screenshot and the first screen
+
+
+def test_every_study_section_has_a_small_screenshot() -> None:
+    """docs/study holds one screenshot per section of the study (NN-<key>.png, the keys the
+    section modules give their `Section`), made by bench/study_screenshot.py; with
+    docs/study_report.png they stay within the budget."""
+    import ast
+
+    keys = set()
+    for src in (ROOT / "src" / "bertscope" / "studies" / "sections").glob("*.py"):
+        for node in ast.walk(ast.parse(src.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Section"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                keys.add(node.args[0].value)
+    shots = [p for p in tracked(SCREENSHOTS) if p.suffix == ".png"]
+    assert len(keys) >= 10
+    assert {p.stem.split("-", 1)[1] for p in shots} == keys
+    total = sum((ROOT / p).stat().st_size for p in [*shots, Path("docs/study_report.png")])
+    assert total <= SCREENSHOTS_BUDGET, f"{total:,} bytes of screenshots"

@@ -45,11 +45,20 @@ nav a{margin-right:.8em}
 """
 
 
-def _svg(fig: Any, prefix: str) -> str:
+def _save(fig: Any, stem: Path) -> str:
+    """Write `fig` as `stem`.png and `stem`.svg, laid out once (the first save runs the
+    layout; later ones reuse it); the SVG's text."""
+    fig.savefig(stem.with_suffix(".png"), dpi=110)
+    fig.set_layout_engine("none")
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})  # same input, same bytes
     text = buf.getvalue()
-    # drop the XML prolog and DOCTYPE (inline SVG); ids scoped to this figure
+    stem.with_suffix(".svg").write_text(text, encoding="utf-8")
+    return text
+
+
+def _inline_svg(text: str, prefix: str) -> str:
+    """An SVG file's text for inlining: no XML prolog or DOCTYPE, ids scoped to `prefix`."""
     return scope_ids(text[text.index("<svg"):], prefix)
 
 
@@ -105,12 +114,10 @@ def write_report(folder: Path, sections: list[Any], settings: dict[str, Any],
         render = RENDERERS.get(sec.figure)
         if render is not None:
             fig = render(sec)
-            for ext in ("png", "svg"):
-                fig.savefig(folder / "figures" / f"{sec.key}.{ext}", dpi=110,
-                            metadata={"Date": None} if ext == "svg" else None)
-                files.append(f"figures/{sec.key}.{ext}")
+            svg = _save(fig, folder / "figures" / sec.key)
+            files += [f"figures/{sec.key}.png", f"figures/{sec.key}.svg"]
             body.append(f'<figure class="figure" id="fig-{html.escape(sec.key)}">'
-                        f'{_svg(fig, f"fig{i}")}</figure>')
+                        f'{_inline_svg(svg, f"fig{i}")}</figure>')
             plt.close(fig)
         for name, df in sec.tables.items():
             if df is None or df.empty:

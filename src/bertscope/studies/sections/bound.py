@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bertscope.perf import Prediction
 from bertscope.studies.sections.context import GEMM, MEMORY_BOUND_AT, Ctx, Section, pct
 
 
 def bound_share(ctx: Ctx) -> Section:
-    """2. Time in memory-bandwidth-bound ops per device and precision; per-op rooflines."""
-    rows, ops = [], []
+    """2. Time in memory-bandwidth-bound ops per device and precision; per-op rooflines with
+    each device's roofs (bandwidth, GEMM and vector peaks of the format that ran)."""
+    rows, ops, roofs = [], [], []
     for m in ctx.models:
         for ph in ctx.phases:
             for prec in ctx.precisions:
@@ -29,6 +31,14 @@ def bound_share(ctx: Ctx) -> Section:
                                  "overhead_bound": float(by.get("overhead", 0.0)),
                                  "non_gemm_share": float(non_gemm / total)})
                     if m is ctx.big and ph is ctx.phases[0] and prec is ctx.low:
+                        pr = Prediction.of(ctx.pred(m, run, dev))
+                        roofs.append({"device": dev.device.name,
+                                      "format": fmt.value if fmt else "",
+                                      "bandwidth": float(pr.bandwidth),
+                                      "gemm_format": str(pr.gemm_format),
+                                      "gemm_peak_flops": float(pr.gemm_peak_flops),
+                                      "vector_format": str(pr.vector_format),
+                                      "vector_peak_flops": float(pr.vector_peak_flops)})
                         flops = df["flops"].to_numpy()
                         ok = (flops > 0) & (df["time_s"].to_numpy() > 0)
                         ops.append(pd.DataFrame({
@@ -60,7 +70,8 @@ def bound_share(ctx: Ctx) -> Section:
                         f"{len(rises)} of {len(p)} devices (mean {pct(p[lo].mean())} -> "
                         f"{pct(p[hi].mean())}): faster tensor math leaves the rest exposed.")
     return Section("bound", "Compute-bound vs memory-bound", findings,
-                   {"bound_share": df, "ops": pd.concat(ops) if ops else pd.DataFrame()},
+                   {"bound_share": df, "ops": pd.concat(ops) if ops else pd.DataFrame(),
+                    "roofs": pd.DataFrame(roofs)},
                    "bound")
 
 

@@ -1,12 +1,42 @@
-"""Section 3: GEMM heterogeneity (distinct shapes, FLOP shares, efficiency)."""
+"""Section 3: GEMM heterogeneity (each of the paper's GEMMs per pass; distinct shapes, FLOP
+shares, efficiency)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from bertscope.perf import Prediction
 from bertscope.studies.sections.context import GEMM, Ctx, Section, pct
-from bertscope.taxonomy import Category, Phase
+from bertscope.taxonomy import Category, Phase, Sublayer
+
+PAPER_GEMMS: dict[Sublayer, str] = {
+    Sublayer.QKV: "QKV", Sublayer.ATTN_SCORE: "scores", Sublayer.ATTN_CONTEXT: "context",
+    Sublayer.ATTN_OUTPUT: "attention output", Sublayer.FFN_GATE: "FC gate",
+    Sublayer.FFN1: "FC1", Sublayer.FFN2: "FC2", Sublayer.MLM_HEAD: "MLM head",
+    Sublayer.NSP_HEAD: "NSP head", Sublayer.LM_HEAD: "LM head"}
+"""Each GEMM's name as Pati et al. (IISWC 2022) name BERT's GEMMs, in the order of a layer;
+a sublayer not listed keeps its own name, after these."""
+PASSES: dict[Phase, str] = {Phase.FORWARD: "forward", Phase.RECOMPUTE: "forward",
+                            Phase.BACKWARD_DATA: "data gradient",
+                            Phase.BACKWARD_WEIGHT: "weight gradient",
+                            Phase.BACKWARD: "backward"}
+"""A GEMM row's pass (recomputation is forward work)."""
+
+
+def per_gemm(df: pd.DataFrame, peak: float) -> pd.DataFrame:
+    """One row per GEMM (`PAPER_GEMMS`) and pass of the GEMM rows `df` (with "gemm" and
+    "pass" columns): the pass's phase (forward for recomputation), FLOPs, time, share of GEMM
+    time and fraction of the GEMM `peak`, in the paper's order."""
+    g = df.groupby(["gemm", "pass"], observed=True, sort=False).agg(
+        flops=("flops", "sum"), time_s=("time_s", "sum")).reset_index()
+    g.insert(2, "phase", g["pass"].map({n: p.value for p, n in reversed(PASSES.items())}))
+    g["time_share"] = g["time_s"] / g["time_s"].sum()
+    g["efficiency"] = g["flops"] / g["time_s"] / peak
+    order = {n: i for i, n in enumerate(dict.fromkeys(PAPER_GEMMS.values()))}
+    passes = {n: i for i, n in enumerate(dict.fromkeys(PASSES.values()))}
+    return g.sort_values(["gemm", "pass"], key=lambda c: c.map(
+        order if c.name == "gemm" else passes).fillna(len(order))).reset_index(drop=True)
 
 
 def gemm_shapes(ctx: Ctx) -> Section:
@@ -19,11 +49,10 @@ def gemm_shapes(ctx: Ctx) -> Section:
     peak = Prediction.of(t).gemm_peak_flops
     df["kind"] = np.where(df["category"].astype(str) == Category.BATCHED_GEMM.value,
                           "attention (batched)", "linear")
-    df["pass"] = df["phase"].astype(str).map({Phase.FORWARD.value: "forward",
-                                              Phase.RECOMPUTE.value: "forward",
-                                              Phase.BACKWARD_DATA.value: "data gradient",
-                                              Phase.BACKWARD_WEIGHT.value: "weight gradient"})
-    g = df.groupby(["m", "n", "k", "batch", "kind", "pass"], observed=True).agg(
+    df["pass"] = df["phase"].astype(str).map({p.value: n for p, n in PASSES.items()})
+    names = {s.value: n for s, n in PAPER_GEMMS.items()}
+    df["gemm"] = df["sublayer"].astype(str).map(lambda v: names.get(v, v))
+    g = df.groupby(["gemm", "m", "n", "k", "batch", "kind", "pass"], observed=True).agg(
         count=("count", "sum"), flops=("flops", "sum"), time_s=("time_s", "sum"),
         intensity=("intensity", "mean")).reset_index()
     g["format"] = Prediction.of(t).gemm_format.value  # the format that ran on `dev`
@@ -35,13 +64,15 @@ def gemm_shapes(ctx: Ctx) -> Section:
     share_f = kinds["flops"] / kinds["flops"].sum()
     share_t = kinds["time_s"] / kinds["time_s"].sum()
     big = g[g["flop_share"] >= 0.01]
+    shapes = len(g[["m", "n", "k", "batch", "kind", "pass"]].drop_duplicates())
     worst = g.loc[g["efficiency"].idxmin()]
     findings = [f"{ctx.big.name}, {ctx.phases[0].name}, {ctx.on(dev, ctx.low).value} on "
                 f"{dev.device.name}: "
-                f"{len(g)} distinct GEMM shapes; the {len(big)} with at least 1% of the GEMM "
+                f"{shapes} distinct GEMM shapes; the {len(big)} GEMMs with at least 1% of the "
+                f"GEMM "
                 f"FLOPs reach {pct(big['efficiency'].min())} to {pct(big['efficiency'].max())}"
                 f" of the GEMM peak, the least efficient "
-                f"({int(worst['m'])}x{int(worst['n'])}x{int(worst['k'])}, "
+                f"({worst['gemm']} {int(worst['m'])}x{int(worst['n'])}x{int(worst['k'])}, "
                 f"{worst['pass']}) {pct(worst['efficiency'])}."]
     if "attention (batched)" in kinds.index and "linear" in kinds.index:
         a = "attention (batched)"
@@ -51,7 +82,11 @@ def gemm_shapes(ctx: Ctx) -> Section:
     passes = g.groupby("pass")[["flops", "time_s"]].sum()
     pe = (passes["flops"] / passes["time_s"] / peak).sort_values()
     findings.append(f"By pass: {', '.join(f'{k} {pct(v)}' for k, v in pe.items())} of peak.")
-    tables = {"gemm_shapes": g}
+    by_gemm = per_gemm(df, peak)
+    by_gemm.insert(0, "format", g["format"].iloc[0])
+    by_gemm.insert(0, "device", dev.device.name)
+    by_gemm.insert(0, "model", ctx.big.name)
+    tables = {"per_gemm": by_gemm, "gemm_shapes": g}
     for meas in ctx.measured:  # achieved rates of the measured GEMMs (no peak to divide by)
         mdf = meas.table.df
         mg = mdf[mdf["category"].astype(str).isin(GEMM) & (mdf["time_s"] > 0)
@@ -73,4 +108,4 @@ def gemm_shapes(ctx: Ctx) -> Section:
     return Section("gemm", "GEMM heterogeneity", findings, tables, "gemm")
 
 
-__all__ = ["gemm_shapes"]
+__all__ = ["PAPER_GEMMS", "PASSES", "gemm_shapes", "per_gemm"]
