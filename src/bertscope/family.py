@@ -71,7 +71,7 @@ class FamilyBase(StrEnum):
         return self.spec.factorized_embedding
 
 
-Family = FamilyBase("Family", [(name.upper(), name) for name in SPECS],  # type: ignore[misc]
+Family = FamilyBase("Family", [(name.upper().replace("-", "_"), name) for name in SPECS],  # type: ignore[misc]
                     module=__name__, qualname="Family")
 Family.__doc__ = """Model family: decides the layer layout (norm placement and kind,
 positions, biases, fused or separate Q/K/V), weight sharing and the pretraining heads and

@@ -96,6 +96,14 @@ class Sublayer(StrEnum):
     """Rotary position embedding applied to queries and keys (Su et al. 2021; Llama)."""
     REL_POS_BIAS = "rel_pos_bias"
     """T5's relative position bias: a bucketed (heads x s x s) bias added to the scores."""
+    # Transformer-XL / XLNet
+    REL_POS = "rel_pos"
+    """Relative positional encodings (Dai et al. 2019): the sinusoid table of the key
+    positions, its projection W_r, the position scores (q + r_r) . r and the relative shift;
+    shared by Transformer-XL and XLNet."""
+    MEMORY = "memory"
+    """Segment-level recurrence: the concatenation of the previous segment's cached hidden
+    states (no gradient) with the current ones, and the copy that caches this segment's."""
     ATTN_FUSED = "attn_fused"
     """A fused attention kernel: scores, softmax and context in one (SDPA, FlashAttention).
     (Not `attn_core`: that scope tag marks a whole attention module whose ops the trace
@@ -148,6 +156,8 @@ _GROUP = {
     Sublayer.ATTN_FUSED: SublayerGroup.ATTENTION_CORE,
     Sublayer.ROTARY: SublayerGroup.ATTENTION_CORE,
     Sublayer.REL_POS_BIAS: SublayerGroup.ATTENTION_CORE,
+    Sublayer.REL_POS: SublayerGroup.ATTENTION_CORE,
+    Sublayer.MEMORY: SublayerGroup.ATTENTION_LINEAR,
     Sublayer.CROSS_QKV: SublayerGroup.ATTENTION_LINEAR,
     Sublayer.CROSS_OUTPUT: SublayerGroup.ATTENTION_LINEAR,
     Sublayer.CROSS_CORE: SublayerGroup.ATTENTION_CORE,
