@@ -31,6 +31,11 @@ def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
     if family is Family.VIT:  # 32px images of 8px patches: 16 patches + the class token
         base.update(type_vocab_size=1, vocab_size=10, image_size=32, patch_size=8,
                     max_positions=17, tie_word_embeddings=False)
+    if family is Family.TRANSFORMER_XL:  # 8 cached positions; a head and two tail clusters
+        # (div_val 2: widths 64, 32, 16) taking 5/8, 1/4 and 1/8 of the tokens: whole
+        # token counts for any batch x seq divisible by 8
+        base.update(type_vocab_size=1, mem_len=8, cutoffs=(200, 350), div_val=2,
+                    cluster_shares=(0.25, 0.125), activation=Activation.RELU)
     base.update(kw)
     return ModelConfig(**base)  # type: ignore[arg-type]
 

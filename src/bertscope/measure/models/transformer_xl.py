@@ -111,7 +111,8 @@ class MemoryUpdate(nn.Module):
         with torch.no_grad():
             s = x.size(1)
             if self.mem_len <= s:
-                return x[:, s - self.mem_len:].contiguous()
+                return x[:, s - self.mem_len:].detach().clone(
+                    memory_format=torch.contiguous_format)
             return torch.cat([mem[:, s:].to(x.dtype), x], 1)
 
 
