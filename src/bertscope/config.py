@@ -8,6 +8,7 @@ checkpoints' config.json files exactly, so parameter counts match Hugging Face's
 from __future__ import annotations
 
 import difflib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
@@ -324,7 +325,7 @@ class ModelConfig:
                                  f"{shown(self.tie_projs)}")
         ends = (0, *self.cutoffs, self.vocab_size)
         if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in self.cutoffs) \
-                or any(a >= b for a, b in zip(ends, ends[1:], strict=False)):
+                or any(a >= b for a, b in itertools.pairwise(ends)):
             raise BertscopeError(f"{name}: cutoffs must rise strictly between 0 and vocab_size "
                                  f"{self.vocab_size}, got {shown(self.cutoffs)}")
         shares = self.cluster_shares

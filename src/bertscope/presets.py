@@ -4,6 +4,7 @@ or a Hugging Face config.json path)."""
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import os
 from dataclasses import fields, replace
@@ -103,7 +104,7 @@ def zipf_shares(vocab: int, cutoffs: tuple[int, ...]) -> tuple[float, ...]:
     the data, not a measurement: real corpora put more of their tokens in the head."""
     ends = (*cutoffs, vocab)
     return tuple(round(math.log(hi / lo) / (math.log(vocab) + EULER_GAMMA), 4)
-                 for lo, hi in zip(ends, ends[1:], strict=False))
+                 for lo, hi in itertools.pairwise(ends))
 
 
 def _txl(name: str, layers: int, hidden: int, heads: int, d_head: int, ffn: int, vocab: int,

@@ -67,6 +67,14 @@ def cluster_tokens(m: Any, tokens: Any) -> list[Any]:
     return [tokens - sum(tails), *tails]
 
 
+def table_params(m: Any) -> Any:
+    """Parameters of the adaptive input's tables: (V x h) at div_val 1, else each cluster's
+    (size x h / div_val^i)."""
+    ends = (0, *m.cutoffs, m.vocab_size)
+    return sum((hi - lo) * w for lo, hi, w in zip(ends, ends[1:], cluster_widths(m),
+                                                   strict=False))
+
+
 def _move(sec: Section, name: str, sub: Sublayer, phase: Phase, e: Any, read: Any,
           written: Any) -> None:
     """A data-movement row (a copy, a concatenation, a gather) of e elements."""
@@ -201,7 +209,7 @@ def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     if not nc:  # one softmax over the vocabulary (enwik8's 204 symbols)
         sec.linear("lm_head", S.LM_HEAD, t, h, v, cast_input=True, split=T.COLUMN)
         sec.cross_entropy("lm_loss", t, v, split=T.SPLIT)
-        _tied_grad_sum(sec, m, widths, ends)
+        _tied_grad_sum(sec, m)
         return sec
     head = ends[1] + nc  # the shortlist and one logit per tail cluster
     # the head's weight and bias: the shortlist's rows with the cluster rows appended
@@ -224,18 +232,15 @@ def _heads(m: ModelConfig, run: RunConfig, ab: int) -> Section:
         sec.linear(f"cluster{i}.logits", S.LM_HEAD, n, w, size, cast_input=m.div_val == 1,
                    split=T.REPLICATED)
         sec.cross_entropy(f"cluster{i}.loss", n, size)
-    _tied_grad_sum(sec, m, widths, ends)
+    _tied_grad_sum(sec, m)
     return sec
 
 
-def _tied_grad_sum(sec: Section, m: ModelConfig, widths: list[Any],
-                   ends: tuple[Any, ...]) -> None:
+def _tied_grad_sum(sec: Section, m: ModelConfig) -> None:
     """The tied tables' two gradients (the adaptive input's and the softmax's) summed."""
     if not m.tie_word_embeddings:
         return
-    e = sum((hi - lo) * w for lo, hi, w in zip(ends, ends[1:], widths, strict=False))
-    if m.div_val == 1:
-        e = m.vocab_size * m.hidden
+    e = table_params(m)
     sec.on_backward(sec.row("tied_embedding.grad_sum", S.EMBEDDING, C.ELEMENTWISE,
                             P.BACKWARD_WEIGHT, elements=e, flops=e,
                             bytes_read=2 * sec.ab * e, bytes_written=sec.ab * e))
@@ -259,9 +264,8 @@ def txl_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:
     without it): biases, the cluster rows, its head projection (div_val > 1) and the tail
     projections unless tied to the input's (`tie_projs`), the tables unless tied."""
     h, a, d, f = m.hidden, m.heads, m.head_dim, m.intermediate
-    ends = (0, *m.cutoffs, m.vocab_size)
     widths = cluster_widths(m)
-    tables = sum((hi - lo) * w for lo, hi, w in zip(ends, ends[1:], widths, strict=False))
+    tables = table_params(m)
     n_tables = 1 if m.div_val == 1 else len(widths)
     projs = sum(w * h for w in widths) if m.div_val > 1 else 0
     n_projs = len(widths) if m.div_val > 1 else 0
@@ -284,5 +288,5 @@ def txl_layout(m: ModelConfig, pretraining: bool = True) -> GroupLayout:
     return GroupLayout([emb, r_bias], [StackGroup(layer)], after)
 
 
-__all__ = ["cluster_tokens", "cluster_widths", "memory_update", "txl_blocks", "txl_layer",
-           "txl_layout"]
+__all__ = ["cluster_tokens", "cluster_widths", "memory_update", "table_params", "txl_blocks",
+           "txl_layer", "txl_layout"]

@@ -120,7 +120,6 @@ class AC(nn.Module):
     """Content scores (q + r_w) k^T per head: (b, a, s, k)."""
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, r_w: torch.Tensor) -> torch.Tensor:
-        b, s, a, d = q.shape
         return torch.matmul((q + r_w).transpose(1, 2), k.permute(0, 2, 3, 1))
 
 
