@@ -8,7 +8,6 @@ checkpoints' config.json files exactly, so parameter counts match Hugging Face's
 from __future__ import annotations
 
 import difflib
-import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
@@ -24,7 +23,7 @@ from bertscope.errors import (
 )
 
 # Model families and their layout properties live in `bertscope.family` (re-exported here).
-from bertscope.family import Architecture, Family, Positions
+from bertscope.family import Architecture, Family, MemoryFields, Positions
 from bertscope.packing import Packing, check_lengths, parse_lengths, real_tokens
 from bertscope.packing import sequences as micro_batch_sequences
 from bertscope.recipes import Recipe, defaults, field_names
@@ -173,8 +172,9 @@ Transformers: GPT-3 96 layers, hidden 12,288; PaLM vocab 256k); bigger is refuse
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
-class ModelConfig:
-    """A Transformer as its family and sizes (encoder, decoder or encoder-decoder).
+class ModelConfig(MemoryFields):
+    """A Transformer as its family and sizes (encoder, decoder or encoder-decoder); the
+    Transformer-XL fields are `MemoryFields`'.
 
     Raises `BertscopeError` (a ValueError) on construction when the sizes are invalid.
     """
@@ -230,24 +230,6 @@ class ModelConfig:
     """ViT: patch height and width in pixels."""
     channels: int = 3
     """ViT: image channels."""
-    mem_len: int = 0
-    """Transformer-XL: hidden states of the previous segment each layer caches and attends
-    over together with the current segment's (Dai et al. 2019, section 3.2), without
-    gradients through them; 0: no memory."""
-    cutoffs: tuple[int, ...] = ()
-    """Transformer-XL: vocabulary cutoffs of the adaptive input and adaptive softmax (Baevski
-    & Auli 2019; Grave et al. 2017): ids below cutoffs[0] form the head cluster, each next
-    range a tail cluster (empty: one full softmax)."""
-    div_val: int = 1
-    """Transformer-XL: cluster i's embedding width is h / div_val^i (1: every cluster h wide,
-    one table)."""
-    cluster_shares: tuple[float, ...] = ()
-    """Transformer-XL: the share of tokens (inputs and targets alike) falling in each tail
-    cluster, one per cutoff; each tail cluster's softmax runs on its share only. The presets
-    take Zipf's law (`presets.zipf_shares`)."""
-    tie_projs: bool = True
-    """Transformer-XL: the tail clusters' softmax projections are the adaptive input's
-    (WikiText-103's `tie_projs`), not their own (One Billion Word's)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -283,7 +265,7 @@ class ModelConfig:
         self._check_family()
         object.__setattr__(self, "activation",
                            parse_enum(Activation, self.activation, "activation"))
-        self._check_adaptive()
+        self.check_memory_fields(MODEL_LIMITS)
         if self.position_offset < 0 or self.position_offset >= self.max_positions:
             raise BertscopeError(f"model {self.name!r}: position_offset {self.position_offset} "
                                  f"must be in [0, max_positions)")
@@ -303,50 +285,6 @@ class ModelConfig:
             raise BertscopeError(f"{name}: embedding_size applies to ALBERT only")
         if self.share_layers and f is not Family.ALBERT:
             raise BertscopeError(f"{name}: share_layers applies to ALBERT only")
-
-    def _check_adaptive(self) -> None:
-        """Transformer-XL's memory and adaptive input/softmax fields: whole, in range, and set
-        on Transformer-XL only."""
-        name = f"model {self.name!r}"
-        for key in ("cutoffs", "cluster_shares"):
-            v = getattr(self, key)
-            if not isinstance(v, list | tuple):
-                raise BertscopeError(f"{name}: {key} must be a list, got {shown(v)}")
-            object.__setattr__(self, key, tuple(v))
-        for key in ("mem_len", "div_val"):
-            v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, Integral) or not (
-                    (0 if key == "mem_len" else 1) <= v <= MODEL_LIMITS[key]):
-                raise BertscopeError(f"{name}: {key} must be an integer in "
-                                     f"[{0 if key == 'mem_len' else 1}, {MODEL_LIMITS[key]}], "
-                                     f"got {shown(v)}")
-        if not isinstance(self.tie_projs, bool):
-            raise BertscopeError(f"{name}: tie_projs must be true or false (a bool), got "
-                                 f"{shown(self.tie_projs)}")
-        ends = (0, *self.cutoffs, self.vocab_size)
-        if not all(isinstance(c, Integral) and not isinstance(c, bool) for c in self.cutoffs) \
-                or any(a >= b for a, b in itertools.pairwise(ends)):
-            raise BertscopeError(f"{name}: cutoffs must rise strictly between 0 and vocab_size "
-                                 f"{self.vocab_size}, got {shown(self.cutoffs)}")
-        shares = self.cluster_shares
-        if len(shares) != len(self.cutoffs) or not all(
-                isinstance(p, int | float) and not isinstance(p, bool) and 0 <= p <= 1
-                for p in shares) or sum(shares) > 1:
-            raise BertscopeError(f"{name}: cluster_shares needs one share in [0, 1] per cutoff "
-                                 f"({len(self.cutoffs)}), summing to at most 1, got "
-                                 f"{shown(shares)}")
-        if self.hidden // self.div_val ** len(self.cutoffs) < 1:
-            raise BertscopeError(f"{name}: hidden {self.hidden} / div_val^{len(self.cutoffs)} "
-                                 f"leaves the last cluster no width; lower div_val")
-        if self.family is not Family.TRANSFORMER_XL and (
-                self.mem_len or self.cutoffs or self.div_val != 1):
-            raise BertscopeError(f"{name}: mem_len, cutoffs and div_val apply to "
-                                 f"Transformer-XL only")
-
-    @property
-    def cluster_ends(self) -> tuple[int, ...]:
-        """Transformer-XL: the adaptive clusters' bounds, 0, the cutoffs, the vocabulary."""
-        return (0, *self.cutoffs, self.vocab_size)
 
     @property
     def head_dim(self) -> int:
@@ -565,9 +503,8 @@ class RunConfig:
         if self.decoder_seq is not None and fam.architecture is not Architecture.ENCODER_DECODER:
             raise BertscopeError(f"decoder_seq applies to encoder-decoder models (T5), not "
                                  f"{model.name}; leave it out")
-        if parse_lengths(self.seq_lengths) and (
-                fam in (Family.VIT, Family.TRANSFORMER_XL)
-                or fam.architecture is Architecture.ENCODER_DECODER):
+        if parse_lengths(self.seq_lengths) and (fam in (Family.VIT, Family.TRANSFORMER_XL) or
+                                                fam.architecture is Architecture.ENCODER_DECODER):
             raise BertscopeError(f"seq_lengths applies to encoder and decoder-only language "
                                  f"models, not {model.name} (a ViT's sequences are its "
                                  f"patches; T5's are not modelled unpadded); leave it out")

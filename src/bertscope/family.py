@@ -8,6 +8,7 @@ from enum import StrEnum
 from bertscope.families import SPECS
 from bertscope.families import spec as family_spec
 from bertscope.families.spec import Architecture, FamilySpec, Positions
+from bertscope.families.transformer_xl import MemoryFields
 
 
 class FamilyBase(StrEnum):
@@ -78,4 +79,4 @@ positions, biases, fused or separate Q/K/V), weight sharing and the pretraining 
 objective; one member per family spec (`Family.BERT`, `Family.GPT2`, ...). Sizes that vary
 within a family are `ModelConfig` fields."""
 
-__all__ = ["Architecture", "Family", "FamilyBase", "Positions"]
+__all__ = ["Architecture", "Family", "FamilyBase", "MemoryFields", "Positions"]
