@@ -45,6 +45,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from bertscope.analytic.blocks import Block
 from bertscope.analytic.iteration import one_stack_blocks
 from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup
@@ -61,9 +63,11 @@ def cluster_widths(m: Any) -> list[Any]:
 
 
 def cluster_tokens(m: Any, tokens: Any) -> list[Any]:
-    """Tokens of `tokens` falling in each adaptive cluster under the model's `cluster_shares`
-    (the head cluster: the rest)."""
-    tails = [tokens * p for p in m.cluster_shares]
+    """Tokens of `tokens` falling in each adaptive cluster under the model's `cluster_shares`,
+    rounded to whole tokens (half to even, as the reference's batch maker rounds them); the
+    head cluster gets the rest. `tokens`: an int, or an array in a sweep."""
+    whole = round if isinstance(tokens, int) else np.round
+    tails = [whole(tokens * p) for p in m.cluster_shares]
     return [tokens - sum(tails), *tails]
 
 

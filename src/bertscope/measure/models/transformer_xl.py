@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from bertscope.analytic.transformer_xl import cluster_widths
+from bertscope.analytic.transformer_xl import cluster_tokens, cluster_widths
 from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.measure.models.layers import (
     DROPOUT_PROB,
@@ -348,7 +348,7 @@ def txl_inputs(m: ModelConfig, run: RunConfig, seed: int, device: torch.device,
     t, ends = run.batch * run.seq, m.cluster_ends
 
     def draw() -> torch.Tensor:
-        counts = [round(t * p) for p in m.cluster_shares]
+        counts = cluster_tokens(m, t)[1:]
         cluster = np.repeat(np.arange(len(ends) - 1), [t - sum(counts), *counts])
         rng.shuffle(cluster)
         lo, hi = np.asarray(ends[:-1])[cluster], np.asarray(ends[1:])[cluster]
