@@ -137,10 +137,12 @@ def txl_layer(m: ModelConfig, run: RunConfig, ab: int) -> Section:
     if mem:  # [memory; h]: no gradient flows into the memory (the backward is a view)
         _move(sec, "memory_concat", S.MEMORY, P.FORWARD, tk * h, ab * tk * h, ab * tk * h)
     sec.linear("qkv", S.QKV, tk, h, 3 * i, bias=False, cast_input=True, split=T.COLUMN)
-    # backward: the gradients of q (the last s positions only), k and v assembled into the
-    # (tk x 3 a d) gradient of the projection's output
-    _move(sec, "qkv.grad_assemble", S.QKV, P.BACKWARD_DATA, tk * 3 * i,
-          ab * (t * i + 2 * tk * i), ab * tk * 3 * i)
+    # backward: the head-layout gradients copied back before the projection's data
+    # gradient, as for GPT-2's fused projection (`analytic.attention`): dq (the last s
+    # positions, into the zeroed gradient of all k) and one of dK, dV (the split's
+    # concatenation reads the other in place; measured, tests/integration/test_head_copies.py)
+    sec.copy("q_heads", S.QKV, t * i, forward=False)
+    sec.copy("k_heads", S.QKV, tk * i, forward=False)
     sec.linear("r_net", S.REL_POS, k, h, i, bias=False, save_input=False, input_grad=False,
                cast_input=True, split=T.COLUMN)
     sec.grad_sum("q.grad_sum", S.QKV, t * i)  # q feeds q + r_w and q + r_r

@@ -153,15 +153,31 @@ class RelAttention(nn.Module):
         b, s, a, d = q.shape
         scores = (self.score(q, k, r_w) + self.pos(q, r, r_r)) * self.scale + mask
         p = self.drop(self.softmax(scores))
-        y = self.context(p, v)
-        return y.transpose(1, 2).contiguous().view(b, s, a * d)
+        return self.context(p, v)
 
 
 class PV(nn.Module):
-    """Context P V per head: (b, a, s, d)."""
+    """Context P V per head, heads merged: (b, s, a d)."""
 
     def forward(self, p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(p, v.transpose(1, 2))
+        b, a, s, _ = p.shape
+        y = torch.matmul(p, v.transpose(1, 2))  # (b, a, s, d)
+        return y.transpose(1, 2).contiguous().view(b, s, -1)
+
+
+class QKV(nn.Module):
+    """One projection of the k = mem + seg positions split into heads: Q of the last s
+    positions (the memory's queries are computed and dropped), K and V of all k."""
+
+    def __init__(self, h: int, a: int, d: int) -> None:
+        super().__init__()
+        self.a, self.d = a, d
+        self.proj = nn.Linear(h, 3 * a * d, bias=False)
+
+    def forward(self, x: torch.Tensor, s: int) -> tuple[torch.Tensor, ...]:
+        b, k, _ = x.shape
+        q, key, v = (t.view(b, k, self.a, self.d) for t in self.proj(x).chunk(3, -1))
+        return q[:, k - s:], key, v
 
 
 class Residual(nn.Module):
@@ -196,7 +212,7 @@ class TxlLayer(nn.Module):
         self.a, self.d = cfg.heads, cfg.head_dim
         i = cfg.heads * cfg.head_dim
         self.memory, self.update = Memory(), MemoryUpdate(cfg.mem_len)
-        self.qkv = nn.Linear(cfg.hidden, 3 * i, bias=False)
+        self.qkv = QKV(cfg.hidden, cfg.heads, cfg.head_dim)
         self.r_net = nn.Linear(cfg.hidden, i, bias=False)
         self.attn = RelAttention(cfg.head_dim, dropout)
         self.out = nn.Linear(i, cfg.hidden, bias=False)
@@ -207,10 +223,8 @@ class TxlLayer(nn.Module):
     def forward(self, x: torch.Tensor, mem: torch.Tensor | None, pos: torch.Tensor,
                 r_w: torch.Tensor, r_r: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
-        w = self.qkv(self.memory(mem, x))  # (b, k, 3 a d)
-        k = w.size(1)
-        q, key, v = (t.view(b, k, self.a, self.d) for t in w.chunk(3, -1))
-        y = self.attn(q[:, k - s:], key, v, self.r_net(pos), r_w, r_r, mask)
+        q, key, v = self.qkv(self.memory(mem, x), s)  # (b, s | k, a, d)
+        y = self.attn(q, key, v, self.r_net(pos), r_w, r_r, mask)
         x = self.attn_res(self.out(y), x)
         return self.ffn_res(self.ffn(x), x)
 
