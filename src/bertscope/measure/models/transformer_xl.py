@@ -150,7 +150,6 @@ class RelAttention(nn.Module):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: torch.Tensor,
                 r_w: torch.Tensor, r_r: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        b, s, a, d = q.shape
         scores = (self.score(q, k, r_w) + self.pos(q, r, r_r)) * self.scale + mask
         p = self.drop(self.softmax(scores))
         return self.context(p, v)
@@ -160,7 +159,7 @@ class PV(nn.Module):
     """Context P V per head, heads merged: (b, s, a d)."""
 
     def forward(self, p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        b, a, s, _ = p.shape
+        b, _, s, _ = p.shape
         y = torch.matmul(p, v.transpose(1, 2))  # (b, a, s, d)
         return y.transpose(1, 2).contiguous().view(b, s, -1)
 
@@ -209,7 +208,6 @@ class TxlLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, dropout: float) -> None:
         super().__init__()
-        self.a, self.d = cfg.heads, cfg.head_dim
         i = cfg.heads * cfg.head_dim
         self.memory, self.update = Memory(), MemoryUpdate(cfg.mem_len)
         self.qkv = QKV(cfg.hidden, cfg.heads, cfg.head_dim)
@@ -222,8 +220,7 @@ class TxlLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, mem: torch.Tensor | None, pos: torch.Tensor,
                 r_w: torch.Tensor, r_r: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        b, s, _ = x.shape
-        q, key, v = self.qkv(self.memory(mem, x), s)  # (b, s | k, a, d)
+        q, key, v = self.qkv(self.memory(mem, x), x.size(1))  # (b, s | k, a, d)
         y = self.attn(q, key, v, self.r_net(pos), r_w, r_r, mask)
         x = self.attn_res(self.out(y), x)
         return self.ffn_res(self.ffn(x), x)
