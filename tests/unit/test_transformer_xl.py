@@ -176,3 +176,11 @@ def test_memory_is_carried_and_detached() -> None:
     # scaled embedding of the second segment
     emb = model.embeddings(second["input_ids"])
     torch.testing.assert_close(model.mems[0], emb.detach())
+
+
+def test_hugging_face_model_is_refused_in_one_line() -> None:
+    _torch()
+    from bertscope.measure.hf import build_hf_model
+
+    with pytest.raises(BertscopeError, match="transformers has no transformer-xl model"):
+        build_hf_model(_txl(), RunConfig(batch=1, seq=8))
