@@ -33,6 +33,11 @@ def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
                     max_positions=17, tie_word_embeddings=False)
     if family is Family.XLNET:  # 5 cached positions of the previous segment
         base.update(mem_len=5)
+    if family is Family.TRANSFORMER_XL:  # 8 cached positions; a head and two tail clusters
+        # (div_val 2: widths 64, 32, 16) taking 5/8, 1/4 and 1/8 of the tokens: whole
+        # token counts for any batch x seq divisible by 8
+        base.update(type_vocab_size=1, mem_len=8, cutoffs=(200, 350), div_val=2,
+                    cluster_shares=(0.25, 0.125), activation=Activation.RELU)
     base.update(kw)
     return ModelConfig(**base)  # type: ignore[arg-type]
 

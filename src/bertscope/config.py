@@ -23,7 +23,7 @@ from bertscope.errors import (
 )
 
 # Model families and their layout properties live in `bertscope.family` (re-exported here).
-from bertscope.family import Architecture, Family, Positions
+from bertscope.family import Architecture, Family, MemoryFields, Positions
 from bertscope.packing import Packing, check_lengths, parse_lengths, real_tokens
 from bertscope.packing import sequences as micro_batch_sequences
 from bertscope.recipes import Recipe, defaults, field_names
@@ -166,14 +166,16 @@ MODEL_LIMITS = {"num_layers": 10_000, "hidden": 2**20, "heads": 2**16, "intermed
                 "vocab_size": 2**24, "max_positions": 2**24, "type_vocab_size": 2**16,
                 "kv_heads": 2**16, "head_size": 2**16, "decoder_layers": 10_000,
                 "relative_buckets": 2**16, "image_size": 2**16, "patch_size": 2**16,
-                "channels": 2**10, "mem_len": 2**24, "partial_prediction": 2**16}
+                "channels": 2**10, "mem_len": 2**24, "partial_prediction": 2**16,
+                "div_val": 2**10}
 """Largest model sizes accepted (a few orders of magnitude beyond the largest published
 Transformers: GPT-3 96 layers, hidden 12,288; PaLM vocab 256k); bigger is refused in one line."""
 
 
 @dataclass(kw_only=True, slots=True, frozen=True)
-class ModelConfig:
-    """A Transformer as its family and sizes (encoder, decoder or encoder-decoder).
+class ModelConfig(MemoryFields):
+    """A Transformer as its family and sizes (encoder, decoder or encoder-decoder); the
+    Transformer-XL and XLNet fields are `MemoryFields`'.
 
     Raises `BertscopeError` (a ValueError) on construction when the sizes are invalid.
     """
@@ -229,10 +231,6 @@ class ModelConfig:
     """ViT: patch height and width in pixels."""
     channels: int = 3
     """ViT: image channels."""
-    mem_len: int = 0
-    """XLNet: previous-segment states each layer's keys and values also cover (0: none)."""
-    partial_prediction: int = 6
-    """XLNet's K: seq // K tokens predicted per sequence (6: Yang et al. 2019, App. A.3)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -246,8 +244,7 @@ class ModelConfig:
                                  f"integer, got {shown(self.position_offset)}")
         check_positive_ints(self, ("num_layers", "hidden", "heads", "intermediate",
                                    "vocab_size", "max_positions", "type_vocab_size",
-                                   "relative_buckets", "image_size", "patch_size", "channels",
-                                   "partial_prediction"),
+                                   "relative_buckets", "image_size", "patch_size", "channels"),
                             f"model {self.name!r}: ", limits=MODEL_LIMITS)
         for key in ("kv_heads", "head_size", "decoder_layers"):
             v = getattr(self, key)
@@ -269,6 +266,7 @@ class ModelConfig:
         self._check_family()
         object.__setattr__(self, "activation",
                            parse_enum(Activation, self.activation, "activation"))
+        self.check_memory_fields(MODEL_LIMITS)
         if self.position_offset < 0 or self.position_offset >= self.max_positions:
             raise BertscopeError(f"model {self.name!r}: position_offset {self.position_offset} "
                                  f"must be in [0, max_positions)")
@@ -288,9 +286,6 @@ class ModelConfig:
             raise BertscopeError(f"{name}: embedding_size applies to ALBERT only")
         if self.share_layers and f is not Family.ALBERT:
             raise BertscopeError(f"{name}: share_layers applies to ALBERT only")
-        if self.mem_len != 0 and (f is not Family.XLNET or not is_positive_int(self.mem_len)
-                                  or self.mem_len > MODEL_LIMITS["mem_len"]):
-            raise BertscopeError(f"{name}: mem_len (XLNet only) too big or not a whole number")
 
     @property
     def head_dim(self) -> int:
@@ -422,12 +417,9 @@ class RunConfig:
     full width (`perf.gpu_gemm.alignment`)."""
     vocab_multiple_times_tp: bool | None = setting(
         None, "Pad the vocabulary to vocab_multiple x the tensor-parallel size (Megatron-LM's "
-              "make_vocab_size_divisible_by x tp) where a layout has tp > 1 (default: the "
-              "recipe's).", recipe=True)
-    """Where the job has a tensor-parallel size t (the distributed model), the vocabulary is
-    padded to a multiple of `vocab_multiple` x t, as Megatron-LM's `_vocab_size_with_padding`
-    does, so each rank's vocabulary shard is a multiple of `vocab_multiple`
-    (`analytic.families.vocab_multiple`); no effect at t = 1."""
+              "make_vocab_size_divisible_by x tp; default: the recipe's).", recipe=True)
+    """With tensor-parallel size t, pad to `vocab_multiple` x t as Megatron-LM's
+    `_vocab_size_with_padding` does (`analytic.families.vocab_multiple`)."""
     packing: Packing = setting(
         Packing.NONE, "How real sequence lengths (--seq-lengths) fill the batch x seq slots: "
                       "none (padded to --seq; only tokens/s counts real tokens), unpadded "
@@ -520,11 +512,10 @@ class RunConfig:
                                  f"{model.name}; leave it out")
         if fam is Family.XLNET and self.seq < model.partial_prediction:  # seq // K targets: 0
             raise BertscopeError(f"{model.name}: no token to predict; raise --seq to K or more")
-        if parse_lengths(self.seq_lengths) and (
-                fam in (Family.VIT, Family.XLNET) or model.decoder_layer_count):
+        padded = fam in (Family.VIT, Family.XLNET, Family.TRANSFORMER_XL)  # or T5: no lengths
+        if parse_lengths(self.seq_lengths) and (padded or model.decoder_layer_count):
             raise BertscopeError(f"seq_lengths applies to encoder and decoder-only language "
-                                 f"models, not {model.name} (a ViT's sequences are its "
-                                 f"patches; T5's are not modelled unpadded); leave it out")
+                                 f"models, not {model.name} (not modelled unpadded); leave it out")
 
 
 def recipe_fields() -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from enum import StrEnum
 from bertscope.families import SPECS
 from bertscope.families import spec as family_spec
 from bertscope.families.spec import Architecture, FamilySpec, Positions
+from bertscope.families.transformer_xl import MemoryFields
 
 
 class FamilyBase(StrEnum):
@@ -71,11 +72,11 @@ class FamilyBase(StrEnum):
         return self.spec.factorized_embedding
 
 
-Family = FamilyBase("Family", [(name.upper(), name) for name in SPECS],  # type: ignore[misc]
+Family = FamilyBase("Family", [(name.upper().replace("-", "_"), name) for name in SPECS],  # type: ignore[misc]
                     module=__name__, qualname="Family")
 Family.__doc__ = """Model family: decides the layer layout (norm placement and kind,
 positions, biases, fused or separate Q/K/V), weight sharing and the pretraining heads and
 objective; one member per family spec (`Family.BERT`, `Family.GPT2`, ...). Sizes that vary
 within a family are `ModelConfig` fields."""
 
-__all__ = ["Architecture", "Family", "FamilyBase", "Positions"]
+__all__ = ["Architecture", "Family", "FamilyBase", "MemoryFields", "Positions"]

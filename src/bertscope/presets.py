@@ -4,6 +4,8 @@ or a Hugging Face config.json path)."""
 from __future__ import annotations
 
 import difflib
+import itertools
+import math
 import os
 from dataclasses import fields, replace
 from pathlib import Path
@@ -94,6 +96,65 @@ def _xlnet(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
     return ModelConfig(name=name, family=Family.XLNET, num_layers=layers, hidden=hidden,
                        heads=heads, intermediate=4 * hidden, vocab_size=32000,
                        max_positions=512, type_vocab_size=2, mem_len=384)
+EULER_GAMMA = 0.5772156649015329
+"""The Euler-Mascheroni constant: H_n = ln n + gamma + O(1/n)."""
+
+
+def zipf_shares(vocab: int, cutoffs: tuple[int, ...]) -> tuple[float, ...]:
+    """The share of tokens each tail cluster of an adaptive softmax gets when word ranks
+    follow Zipf's law with exponent 1 (the frequency of the r-th most frequent word is
+    proportional to 1/r; Zipf 1949, the law Grave et al. 2017 build the adaptive softmax on):
+    cluster [l, r) gets (H_r - H_l) / H_V ~ ln(r / l) / (ln V + gamma). An assumption about
+    the data, not a measurement: real corpora put more of their tokens in the head."""
+    ends = (*cutoffs, vocab)
+    return tuple(round(math.log(hi / lo) / (math.log(vocab) + EULER_GAMMA), 4)
+                 for lo, hi in itertools.pairwise(ends))
+
+
+def _txl(name: str, layers: int, hidden: int, heads: int, d_head: int, ffn: int, vocab: int,
+         cutoffs: tuple[int, ...], mem: int, *, div_val: int = 1,
+         tie_projs: bool = True) -> ModelConfig:
+    return ModelConfig(name=name, family=Family.TRANSFORMER_XL, num_layers=layers,
+                       hidden=hidden, heads=heads, head_size=d_head, intermediate=ffn,
+                       vocab_size=vocab, max_positions=mem, type_vocab_size=1, mem_len=mem,
+                       cutoffs=cutoffs, div_val=div_val, tie_projs=tie_projs,
+                       cluster_shares=zipf_shares(vocab, cutoffs),
+                       activation=Activation.RELU)
+
+
+WT103 = (267735, (20000, 40000, 200000))
+"""WikiText-103's vocabulary and the adaptive cutoffs the authors' data_utils.py sets for it
+(kimiyoung/transformer-xl `tf/data_utils.py`, `Corpus`: [0, 20000, 40000, 200000] + V)."""
+LM1B = (793470, (60000, 100000, 640000))
+"""One Billion Word: the authors' 1b_word_vocab.txt vocabulary and their cutoffs for it
+(the same `Corpus`: [0, 60000, 100000, 640000] + V)."""
+ENWIK8 = 204
+"""enwik8's symbols (bytes seen in the corpus): one softmax, no cutoffs."""
+
+TXL_PRESETS = (
+    # Dai et al. 2019 as trained by the authors' scripts (kimiyoung/transformer-xl):
+    # pytorch/run_wt103_base.sh: 16 layers, d 410, 10 heads of 41, d_inner 2100,
+    # tgt_len = mem_len = 150, adaptive softmax with div_val 1
+    _txl("txl-wt103-base", 16, 410, 10, 41, 2100, *WT103, 150),
+    # pytorch/run_wt103_large.sh: 18 layers, d 1024, 16 heads of 64, d_inner 4096,
+    # tgt_len = mem_len = 384, div_val 4 (tail projections tied: train.py's tie_projs)
+    _txl("txl-wt103-large", 18, 1024, 16, 64, 4096, *WT103, 384, div_val=4),
+    # pytorch/run_enwik8_base.sh: 12 layers, d 512, 8 heads of 64, d_inner 2048,
+    # tgt_len = mem_len = 512
+    _txl("txl-enwik8-base", 12, 512, 8, 64, 2048, ENWIK8, (), 512),
+    # tf/scripts/enwik8_tpu.sh: 24 layers, d 1024, 8 heads of 128, d_inner 3072,
+    # tgt_len = mem_len = 768
+    _txl("txl-enwik8-large", 24, 1024, 8, 128, 3072, ENWIK8, (), 768),
+    # tf/scripts/lm1b_base_gpu.sh: 18 layers, d 1024, 8 heads of 128, d_inner 4096,
+    # tgt_len = mem_len = 256, div_val 4, untied projections (proj_share_all_but_first=False)
+    _txl("txl-lm1b-base", 18, 1024, 8, 128, 4096, *LM1B, 256, div_val=4, tie_projs=False),
+    # tf/scripts/lm1b_large_tpu.sh: 24 layers, d 1280, 16 heads of 80, d_inner 8192,
+    # tgt_len = mem_len = 32, div_val 4, untied projections
+    _txl("txl-lm1b-large", 24, 1280, 16, 80, 8192, *LM1B, 32, div_val=4, tie_projs=False),
+)
+"""Transformer-XL's published sizes. `max_positions` records the training segment (relative
+positions bound no length); the training segment length is `--seq` (the scripts'
+tgt_len)."""
 
 
 OTHER_PRESETS = (
@@ -142,6 +203,7 @@ PRESETS: dict[str, ModelConfig] = {
         _albert("albert-xxlarge-v2", 12, 4096, 64),
         *DECODER_PRESETS,
         *OTHER_PRESETS,
+        *TXL_PRESETS,
     )
 }
 
@@ -188,4 +250,4 @@ def with_changes(model: ModelConfig, **changes: Any) -> ModelConfig:
 
 
 
-__all__ = ["PRESETS", "get_model", "with_changes"]
+__all__ = ["PRESETS", "TXL_PRESETS", "get_model", "with_changes", "zipf_shares"]

@@ -96,15 +96,15 @@ class Sublayer(StrEnum):
     """Rotary position embedding applied to queries and keys (Su et al. 2021; Llama)."""
     REL_POS_BIAS = "rel_pos_bias"
     """T5's relative position bias: a bucketed (heads x s x s) bias added to the scores."""
-    # XLNet
+    # Transformer-XL / XLNet
     REL_POS = "rel_pos"
-    """Relative positional encoding (Transformer-XL, XLNet): the sinusoidal encodings of the
-    relative distances, their projection by W_r, the position scores (with the r_r bias) and
-    the relative shift that aligns them with the content scores."""
+    """Relative positional encodings (Transformer-XL, Dai et al. 2019; XLNet): the sinusoid
+    table of the relative distances, its projection W_r, the position scores (with the r_r
+    bias) and the relative shift that aligns them with the content scores."""
     MEMORY = "memory"
     """Segment-level recurrence (Transformer-XL, XLNet): the previous segment's cached hidden
-    states concatenated before the keys and values (no gradient through them) and the new
-    memory cached for the next segment."""
+    states concatenated before the keys and values (no gradient through them) and the copy
+    that caches this segment's for the next."""
     QUERY_STREAM = "query_stream"
     """XLNet's query stream attention beyond what it shares with the content stream: the
     target-mapping products and its content and segment scores, softmax and context (its

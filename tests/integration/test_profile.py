@@ -265,3 +265,18 @@ def test_unprofiled_iteration_time_is_the_warm_ups_after_the_first(tmp_path, mon
     meta = json.loads(out.read_text())["meta"]
     assert len(meta["unprofiled_iteration_times_s"]) == 1
     assert meta["unprofiled_iteration_s"] == meta["unprofiled_iteration_times_s"][0]
+
+
+def test_transformer_xl_checkpointing_reruns_the_layers_not_the_memory_update() -> None:
+    # the memory carried between iterations: every measured iteration attends over the
+    # previous one's; full checkpointing reruns each layer (W_r and the Q/K/V projection of
+    # memory + segment included) but not the copy that caches the next memory
+    m = tiny(Family.TRANSFORMER_XL)
+    run = RunConfig(batch=2, seq=16, checkpoint="full")
+    got, want = profile(m, run, iters=1, warmup=1).table.df, build(m, run).df
+    for phases in ([Phase.FORWARD], [Phase.RECOMPUTE], [Phase.BACKWARD_DATA],
+                   [Phase.BACKWARD_WEIGHT]):
+        assert _gemm_flops(got, phases) == pytest.approx(_gemm_flops(want, phases)), phases
+    assert _gemm_flops(got, [Phase.RECOMPUTE]) > 0
+    memory = want[want["sublayer"] == Sublayer.MEMORY]
+    assert set(memory.loc[memory["name"] == "memory_update", "phase"]) == {Phase.FORWARD}

@@ -17,7 +17,7 @@ from bertscope.analytic.params import GroupLayout, ParamGroup, StackGroup, param
 from bertscope.config import Architecture, Family, ModelConfig, Positions, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.families import SPECS, FamilySpec, by_model_type, model_types, resolve, spec
-from bertscope.families.spec import PATH_FIELDS
+from bertscope.families.spec import OPTIONAL_PATHS, PATH_FIELDS
 from bertscope.hf_config import from_hf_config
 from tests.conftest import tiny
 
@@ -42,6 +42,9 @@ L, ROT, REL = Positions.LEARNED, Positions.ROTARY, Positions.RELATIVE
 # - XLNet (Yang et al. 2019): post-LN bidirectional layers (XLNetRelativeAttention's and
 #   XLNetFeedForward's layer_norm(x + sublayer)), Transformer-XL relative positions, q/k/v/o/r
 #   einsum weights without biases, a permutation-LM head; dropout 0.1.
+# - Transformer-XL (Dai et al. 2019; kimiyoung/transformer-xl pytorch/mem_transformer.py):
+#   post-LN (pre_lnorm=False: layer_norm(inp + attn_out)), relative positions, one qkv_net
+#   for Q, K and V (bias=False) but biased FFN layers, dropout, causal LM (no MLM/pooler).
 EXPECTED = {
     Family.BERT: (E, False, False, L, True, False, True, True, True, False),
     Family.ROBERTA: (E, False, False, L, True, False, True, False, True, False),
@@ -51,6 +54,7 @@ EXPECTED = {
     Family.T5: (ED, True, True, REL, False, False, False, False, True, False),
     Family.VIT: (E, True, False, L, True, False, False, False, True, False),
     Family.XLNET: (E, False, False, REL, False, False, False, False, True, False),
+    Family.TRANSFORMER_XL: (D, False, False, REL, True, True, False, False, True, False),
 }
 PROPS = ("architecture", "pre_norm", "rms_norm", "positions", "bias", "fused_qkv", "mlm_head",
          "pooler_head", "dropout", "factorized_embedding")
@@ -91,6 +95,9 @@ def test_by_model_type_maps_hugging_face_model_types() -> None:
 def test_analytic_paths_resolve_without_torch_in_the_way() -> None:
     for s in SPECS.values():
         for field in ("producer", "layout", "config_reader"):
+            if getattr(s, field) is None:  # no config.json (Transformer-XL)
+                assert field in OPTIONAL_PATHS and not s.model_types, (s.name, field)
+                continue
             assert callable(resolve(getattr(s, field))), (s.name, field)
 
 
@@ -100,6 +107,9 @@ def test_measure_paths_resolve() -> None:
 
     for s in SPECS.values():
         for field in PATH_FIELDS:
+            if getattr(s, field) is None:  # a family transformers does not have
+                assert field in OPTIONAL_PATHS and s.hf_class is None, (s.name, field)
+                continue
             assert resolve(getattr(s, field)) is not None, (s.name, field)
         assert issubclass(resolve(s.reference_layer), nn.Module)
         # every sublayer map knows the loss and calls the model itself "other"
@@ -126,6 +136,14 @@ def test_hf_layer_regex_matches_layers_not_their_children(family: str, layer: st
                                                           inside: str) -> None:
     pattern = re.compile(spec(family).hf_layers)
     assert pattern.search(layer) and not pattern.search(inside)
+
+
+def test_transformer_xl_has_no_hugging_face_model() -> None:
+    s = spec("transformer-xl")
+    assert Family.TRANSFORMER_XL.value == "transformer-xl"
+    assert (s.model_types, s.hf_class, s.config_reader) == ((), None, None)
+    with pytest.raises(BertscopeError, match="hf_config 'nope' is not"):
+        replace(s, hf_config="nope")
 
 
 def test_a_spec_path_must_name_module_and_attribute() -> None:

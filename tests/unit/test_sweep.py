@@ -149,6 +149,20 @@ def test_encoder_decoder_and_vision_models(model, seqs) -> None:
         _check(row, _reference(get_model(model), run, "a100", Knobs()))
 
 
+def test_transformer_xl_through_the_sweep() -> None:
+    # memory, relative positions and adaptive clusters (token counts rounded on the swept
+    # token arrays) equal the per-config path, also with the hidden size swept
+    res = sweep(["txl-wt103-large"], ["a100"], batch=[1, 3], seq=[7, 16], hidden=[512, 1024],
+                precision=["bf16"], checkpoint=["full"])
+    assert res.evaluated == 8
+    base = get_model("txl-wt103-large")
+    for row in res.frame.to_dict(orient="records"):
+        m = dataclasses.replace(base, hidden=row["hidden"], intermediate=row["intermediate"])
+        run = RunConfig(batch=row["batch"], seq=row["seq"], precision="bf16",
+                        checkpoint="full")
+        _check(row, _reference(m, run, "a100", Knobs()))
+
+
 def test_t5_layers_swept() -> None:
     # T5's decoder layers follow num_layers (decoder_layers None): its layer index is an
     # array over the axis, and each row still equals the per-configuration path

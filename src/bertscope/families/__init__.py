@@ -20,10 +20,20 @@ Adding a family is a new module here plus its tests:
 from __future__ import annotations
 
 from bertscope.errors import BertscopeError
-from bertscope.families import albert, bert, gpt2, llama, roberta, t5, vit, xlnet
+from bertscope.families import (
+    albert,
+    bert,
+    gpt2,
+    llama,
+    roberta,
+    t5,
+    transformer_xl,
+    vit,
+    xlnet,
+)
 from bertscope.families.spec import Architecture, FamilySpec, Positions, resolve
 
-_MODULES = (bert, roberta, albert, gpt2, llama, t5, vit, xlnet)
+_MODULES = (bert, roberta, albert, gpt2, llama, t5, vit, xlnet, transformer_xl)
 """The families, in the order `Family` lists them."""
 
 SPECS: dict[str, FamilySpec] = {mod.SPEC.name: mod.SPEC for mod in _MODULES}

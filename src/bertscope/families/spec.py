@@ -37,8 +37,9 @@ class Positions(StrEnum):
     ROTARY = "rotary"
     """Rotary embeddings applied to queries and keys in every layer (Llama)."""
     RELATIVE = "relative"
-    """Relative positions in every layer: a bucketed bias added to the attention scores (T5),
-    or sinusoidal encodings of the relative distances projected per layer (XLNet)."""
+    """Relative positions: a bucketed position bias added to the attention scores (T5), or
+    sinusoid encodings of the relative distances projected in every layer (Transformer-XL,
+    XLNet); the sequence is not bounded by a position table."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,8 +86,9 @@ class FamilySpec:
     execution order."""
     layout: str
     """Path of the parameter layout, `(ModelConfig, pretraining) -> GroupLayout`."""
-    config_reader: str
-    """Path of `(config.json dict, origin, name) -> ModelConfig` (`hf_config`)."""
+    config_reader: str | None
+    """Path of `(config.json dict, origin, name) -> ModelConfig` (`hf_config`); None for a
+    family with no Hugging Face config.json (Transformer-XL, removed from transformers 5)."""
 
     # --- measurement (torch) ----------------------------------------------------------
     reference: str
@@ -101,13 +103,14 @@ class FamilySpec:
     model when `hf`)."""
 
     # --- the Hugging Face model (`--hf`) ----------------------------------------------
-    hf_class: str
-    """The transformers class profiled with `--hf` (`"BertForPreTraining"`)."""
-    hf_config: str
+    hf_class: str | None
+    """The transformers class profiled with `--hf` (`"BertForPreTraining"`); None where
+    transformers has none (the `hf_*` fields are then None too and `--hf` is refused)."""
+    hf_config: str | None
     """Path of `(ModelConfig, dropout) -> transformers config` (no download)."""
-    hf_patterns: str
+    hf_patterns: str | None
     """Path of its module-path -> sublayer patterns (first match wins)."""
-    hf_layers: str
+    hf_layers: str | None
     """Regex (re.search) of the module paths that run as its layers."""
     hf_sentence_label: str | None = None
     """The Hugging Face forward's keyword for the sentence-level head's labels (BERT's
@@ -120,7 +123,9 @@ class FamilySpec:
         for f in fields(self):
             if f.name in PATH_FIELDS:
                 path = getattr(self, f.name)
-                module, _, attr = path.partition(":")
+                if path is None and f.name in OPTIONAL_PATHS:
+                    continue
+                module, _, attr = str(path).partition(":")
                 if not module or not attr:
                     raise BertscopeError(f"family {self.name!r}: {f.name} {path!r} is not "
                                      f"'module:attribute'")
@@ -129,6 +134,8 @@ class FamilySpec:
 PATH_FIELDS = frozenset({"producer", "layout", "config_reader", "reference", "reference_layer",
                          "reference_sublayer", "batch", "hf_config", "hf_patterns"})
 """The `FamilySpec` fields that hold an import path."""
+OPTIONAL_PATHS = frozenset({"config_reader", "hf_config", "hf_patterns"})
+"""Path fields a family without a Hugging Face model leaves None."""
 
 
 def resolve(path: str) -> Any:
@@ -138,4 +145,4 @@ def resolve(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-__all__ = ["PATH_FIELDS", "Architecture", "FamilySpec", "Positions", "resolve"]
+__all__ = ["OPTIONAL_PATHS", "PATH_FIELDS", "Architecture", "FamilySpec", "Positions", "resolve"]

@@ -23,6 +23,8 @@ from bertscope.taxonomy import Sublayer
 def hf_sublayer(m: ModelConfig) -> Callable[[str], Sublayer | str]:
     """A module-path -> sublayer function for the Hugging Face model of `m`'s family: the
     first of its patterns that matches the path, else its parent's."""
+    if m.family.spec.hf_patterns is None:
+        raise BertscopeError(f"transformers has no {m.family.spec.name} model to map")
     patterns: Patterns = resolve(m.family.spec.hf_patterns)
 
     def sublayer_of(name: str) -> Sublayer | str:
@@ -40,6 +42,8 @@ def hf_sublayer(m: ModelConfig) -> Callable[[str], Sublayer | str]:
 def hf_layers(m: ModelConfig, model: nn.Module) -> list[nn.Module]:
     """The modules of `model` (the Hugging Face model of `m`'s family) that run as its
     layers (ALBERT: its one shared layer; T5: the encoder's blocks, then the decoder's)."""
+    if m.family.spec.hf_layers is None:
+        raise BertscopeError(f"transformers has no {m.family.spec.name} model to map")
     layer = re.compile(m.family.spec.hf_layers)
     return [mod for name, mod in model.named_modules() if layer.search(name)]
 
@@ -54,6 +58,9 @@ def build_hf_model(m: ModelConfig, run: RunConfig) -> nn.Module:
         raise BertscopeError("Hugging Face models compute MLM logits on every position; "
                              "drop --masked-lm-only with --hf")
     spec = m.family.spec
+    if spec.hf_class is None or spec.hf_config is None:
+        raise BertscopeError(f"transformers has no {spec.name} model; profile the reference "
+                             f"model (drop --hf)")
     cfg = resolve(spec.hf_config)(m, dropout=DROPOUT_PROB if run.dropout else 0.0)
     model = getattr(transformers, spec.hf_class)(cfg)
     if spec.hf_loss_type is not None:  # a class whose name does not say its loss
