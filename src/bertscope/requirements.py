@@ -21,7 +21,7 @@ INSTALL: dict[str, str] = {
     "transformers": "pip install transformers",
     "matplotlib": "pip install matplotlib",
     "pyarrow": "pip install pyarrow",
-    "distributed": "pip install dask[distributed]",
+    "distributed": "pip install distributed",  # PyPI `distributed` depends on dask
 }
 """Import name of each library a feature may need -> the pip command that installs it (the
 real package index names: bertscope itself is installed from its source, so a hint naming

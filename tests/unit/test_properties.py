@@ -81,8 +81,13 @@ def test_totals_grow_with_batch_seq_and_hidden(family, a, d, b, s, prec):
 
 
 @FAST
-@given(families, heads, head_dims, sizes, seqs, checkpoints, st.integers(1, 3))
+@given(st.sampled_from([f for f in MODELLED if f is not Family.XLNET]), heads, head_dims,
+       sizes, seqs, checkpoints, st.integers(1, 3))
 def test_backward_gemm_flops_are_twice_forward(family, a, d, b, s, ckpt, micro):
+    # not XLNet: its last layer's content stream runs forward and never reaches the loss, and
+    # several of its batched GEMMs take a constant operand (segment one-hots, the query
+    # mapping); test_xlnet checks which get a gradient, and its per-phase GEMM FLOPs equal
+    # the reference model's measured ones (test_profile)
     _, _, df = _totals(_model(family, a, d), batch=b, seq=s, checkpoint=ckpt,
                        micro_batches=micro)
     # Llama's rotary-table product (inverse frequencies x positions) needs no gradient

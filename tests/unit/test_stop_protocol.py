@@ -389,19 +389,30 @@ def test_validate_asked_to_stop_in_a_last_iteration_goes_no_further(tmp_path: Pa
 
 
 def test_study_quick_stopped_in_its_measured_iteration(tmp_path: Path, monkeypatch) -> None:
-    """A SIGINT during the study's one measured iteration (which completes) is not ignored:
-    the study ends there (exit 130 under the CLI) and leaves no folder."""
-    pytest.importorskip("torch")
-    from bertscope.measure import profile as profile_mod
+    """A SIGINT during the study's one measured iteration (which completes: the fresh child
+    writes its result, exit 0) is not ignored: the study ends there (exit 130 under the CLI)
+    and leaves no folder."""
+    from bertscope.studies import study as study_mod
     from bertscope.studies.study import StudyConfig, study
 
-    ran: list[object] = []
-    monkeypatch.setattr(profile_mod, "profile", _fake_profile(ran, ask_stop=True))
+    ran: list[str] = []
+
+    def measured_in_child(spec: str, path: Path, **_k: object) -> Path:
+        ran.append(spec)
+        with STOP.graceful():  # the signal reaches this process while the child measures
+            STOP.signal(signal.SIGINT, None)
+        Path(path).write_text("{}")
+        return Path(path)
+
+    monkeypatch.setattr(study_mod, "require", lambda *a, **k: None)  # no torch needed here
+    monkeypatch.setattr(study_mod, "measure_fresh", measured_in_child)
+    monkeypatch.setattr(study_mod, "load_result", lambda path: SimpleNamespace(
+        facts=SimpleNamespace(device="cpu", iteration_s=0.1), table=None))
     out = tmp_path / "study"
     with pytest.raises(Interrupted) as e:
         study(StudyConfig(output=out, quick=True, models=("bert-base",), devices=("a100",),
                           precisions=("fp32",)))
-    assert len(ran) == 1 and e.value.exit_code == 130
+    assert ran == ["bert-mini:4:128:lamb"] and e.value.exit_code == 130
     assert list(tmp_path.iterdir()) == []  # no folder, no temporary one
 
 
