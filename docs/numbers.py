@@ -216,6 +216,9 @@ EXAMPLES: dict[str, Example] = {
         "distributed gpt3-175b --seq 2048 --precision bf16 --devices 1024 --device a100 "
         "--global-batch 1536 --tp 8 --pp 16 --dp 8 --micro-batches 192 --checkpoint full",
         grep(r"^Layout", r"^│ (compute|pipeline bubble|iteration)", after=1)),
+    "distributed-segment-memory": one(
+        "distributed txl-wt103-large --device a100 --devices 8 --global-batch 64",
+        grep(r"^│ (activations|segment memory|total)")),
     "runs-list": Example((
         Step("predict bert-base --batch 8 --seq 128 --device a100 --top 0 --store runs.sqlite",
              grep(r"^recorded as run")),

@@ -69,10 +69,12 @@ def test_memory_saved_bytes_by_hand() -> None:
     assert _rows(fwd, "k")["saved_bytes"].tolist() == [11_776]
     no_mem = build(replace(m, mem_len=0), run).df
     assert _rows(no_mem[no_mem["phase"] == "forward"], "k")["saved_bytes"].tolist() == [9_216]
-    # the new memory kept for the next segment: 4 x b m h = 4 x 2 x 5 x 64 = 2,560 a layer
-    assert _rows(fwd, "memory_cache")["saved_bytes"].tolist() == [2_560]
+    # the new memory kept for the next segment is state, not saved for backward: the
+    # segment memory counts it, 4 x b m h = 4 x 2 x 5 x 64 = 2,560 a layer, 2 layers 5,120
+    assert _rows(fwd, "memory_cache")["saved_bytes"].tolist() == [0]
+    assert memory_estimate(m, run).segment_memory == 5_120
     assert set(d.loc[d["sublayer"] == Sublayer.MEMORY, "phase"]) == {"forward"}
-    # the memory adds to every layer's saved activations
+    # the memory adds to every layer's saved activations (K and V keep [mem; h])
     assert memory_estimate(m, run).activations > memory_estimate(
         replace(m, mem_len=0), run).activations
 

@@ -21,6 +21,21 @@ only its input, and one layer's activations are live again while it is recompute
 selective checkpointing the attention core's memory-bound rows save nothing
 (`section.checkpointed`), so the stacked forward rows already say what is kept.
 The peak adds the largest single op output (a transient buffer) to everything above.
+
+**Segment memory** (Transformer-XL, XLNet: `ModelConfig.mem_len` > 0): the hidden states of
+the previous segment each layer attends over, `mem_len` positions x hidden per sequence per
+layer, kept from one iteration to the next without gradient (state, not a saved activation:
+no op row saves it, and checkpointing does not drop it). It is held in the activations'
+format (`Precision.act_bytes`, as the op rows that write it count it) for every sequence of
+the step: one memory per micro-batch slot, as the authors' `train.py` keeps one per
+`batch_chunk` (kimiyoung/transformer-xl, pytorch/train.py: `mems = [tuple() for _ in
+range(args.batch_chunk)]`), so batch x micro_batches sequences:
+
+    segment_memory = layers x batch x micro_batches x mem_len x hidden x act_bytes
+
+with one memory per layer (each layer's input, as the reference models and Hugging Face's
+XLNet cache them; the authors' Transformer-XL code also caches the last layer's output,
+which no layer reads: one layer more). Zero for every other family.
 """
 
 from __future__ import annotations
@@ -66,6 +81,9 @@ class MemoryEstimate(Record):
     """Saved by one encoder layer without checkpointing."""
     transient: int
     """Largest single op output, held while the next op consumes it."""
+    segment_memory: int = 0
+    """The previous segment's hidden states carried to the next iteration (Transformer-XL,
+    XLNet; `segment_memory_bytes`); 0 for models without memory."""
 
     @property
     def static(self) -> int:
@@ -74,8 +92,9 @@ class MemoryEstimate(Record):
 
     @property
     def peak(self) -> int:
-        """Static memory plus saved activations plus the largest transient buffer."""
-        return self.static + self.activations + self.transient
+        """Static memory plus saved activations, the segment memory and the largest
+        transient buffer."""
+        return self.static + self.activations + self.segment_memory + self.transient
 
     def as_dict(self) -> dict[str, int]:
         """All fields plus `static` and `peak`."""
@@ -87,9 +106,11 @@ class MemoryEstimate(Record):
 
     @classmethod
     def from_dict(cls, entries: Mapping[str, Any]) -> Self:
-        """From meta "memory" (`static` and `peak` are recomputed)."""
+        """From meta "memory" (`static` and `peak` are recomputed; a table saved before the
+        segment memory was a term reads it as 0)."""
         saved = entries["memory"]
-        return cls(**{f.name: int(saved[f.name]) for f in fields(cls)})
+        return cls(**{f.name: int(saved[f.name]) for f in fields(cls)
+                      if f.name in saved or f.name != "segment_memory"})
 
 
 def _is_one(count: Any) -> bool:
@@ -147,7 +168,19 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
         "activations": acts,
         "activations_per_layer": per_layer,
         "transient": transient,
+        # one memory per micro-batch slot: every sequence of the step (module docstring)
+        "segment_memory": segment_memory_bytes(m, sequences=run.batch * run.micro_batches,
+                                               act_bytes=ab),
     }
+
+
+def segment_memory_bytes(m: ModelConfig, *, sequences: Any, act_bytes: int,
+                         layers: Any = None) -> Any:
+    """Bytes of the segment memory (module docstring) of `sequences` sequences over `layers`
+    layers (default: the model's `num_layers`): layers x sequences x mem_len x hidden x
+    act_bytes; 0 where `mem_len` is 0. Numbers or arrays (a sweep's, a layout search's)."""
+    n = m.num_layers if layers is None else layers
+    return n * sequences * m.mem_len * m.hidden * act_bytes
 
 
 def gradient_bytes(run: RunConfig) -> int:
@@ -166,4 +199,5 @@ def memory_estimate(m: ModelConfig, run: RunConfig,
     return MemoryEstimate(**{k: int(v) for k, v in memory_parts(m, run, blocks).items()})
 
 
-__all__ = ["MemoryEstimate", "gradient_bytes", "memory_estimate", "memory_parts"]
+__all__ = ["MemoryEstimate", "gradient_bytes", "memory_estimate", "memory_parts",
+           "segment_memory_bytes"]

@@ -199,10 +199,10 @@ def _layer(m: ModelConfig, run: RunConfig, ab: int, *, content_grads: bool) -> S
     if not content_grads:
         sec.fwd += fwd_only.fwd[mark:]
     # the layer input cached as the next segment's memory: cat([mem, h])[-mem_len:], detached;
-    # the m x b x h it keeps stay until the next iteration reads them
+    # the m x b x h it keeps are state carried to the next iteration, not saved for this
+    # one's backward: `analytic.memory.segment_memory_bytes` counts them
     sec.fwd.append(sec.row("memory_cache", S.MEMORY, C.DATA_MOVEMENT, P.FORWARD,
-                           elements=kl * h, bytes_read=a * kl * h, bytes_written=a * kl * h,
-                           saved_bytes=a * b * mem * h))
+                           elements=kl * h, bytes_read=a * kl * h, bytes_written=a * kl * h))
     return sec
 
 

@@ -159,10 +159,12 @@ def check_memory(analytic: OpTable, device: torch.device) -> None:
     mem = MemoryEstimate.of(analytic)
     if free is not None and mem.peak > free:
         gib = 2**30
+        seg = (f", segment memory {mem.segment_memory / gib:.1f} GiB" if mem.segment_memory
+               else "")
         raise BertscopeError(
             f"this run needs ~{mem.peak / gib:.1f} GiB (analytic estimate: weights+grads+"
             f"optimizer {mem.static / gib:.1f} GiB, activations {mem.activations / gib:.1f}"
-            f" GiB) but {device.type} has {free / gib:.1f} GiB free; lower --batch or --seq, "
+            f" GiB{seg}) but {device.type} has {free / gib:.1f} GiB free; lower --batch or --seq, "
             f"or add --checkpoint full")
 
 

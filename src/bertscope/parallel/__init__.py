@@ -41,6 +41,7 @@ from bertscope.parallel.layouts import (
 from bertscope.parallel.memory import (
     Checkpoint,
     layer_activation_bytes,
+    segment_memory_per_device,
     zero_static_bytes,
 )
 from bertscope.parallel.search import SearchResult, SearchSpace, search
@@ -81,6 +82,7 @@ __all__ = [
     "links",
     "load_link",
     "search",
+    "segment_memory_per_device",
     "systems",
     "topology_for",
     "zero_stage",

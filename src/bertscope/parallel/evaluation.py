@@ -27,6 +27,7 @@ from bertscope.parallel.memory import (
     SELECTIVE_CODE,
     layer_params_per_device,
     padded_stage_params,
+    segment_memory_per_device,
     zero_static_bytes,
 )
 from bertscope.parallel.overlap import tp_layer_comm
@@ -51,7 +52,8 @@ OVERLAP_KEYS = ("overlap_tp_comm", "overlap_grad_reduce", "overlap_param_gather"
 
 TIME_KEYS = ("compute_s", "tp_comm_s", "pp_comm_s", "bubble_s", "dp_comm_s", "optimizer_s")
 """The parts an iteration's time splits into; they sum to iteration_s."""
-MEMORY_KEYS = ("weights", "gradients", "optimizer_states", "activations", "transient")
+MEMORY_KEYS = ("weights", "gradients", "optimizer_states", "activations", "segment_memory",
+               "transient")
 """The parts of a device's peak memory; they sum to memory_bytes."""
 
 
@@ -241,12 +243,16 @@ def evaluate_arrays(workload: Workload, cluster: Cluster, arrays: dict[str, np.n
                                      layer_params=psi_layer, grad_bytes=gradient_bytes(w.run))
     s_first = zero_static_bytes(psi_first, dp, zero, **static_kw)
     s_last = zero_static_bytes(psi_last, dp, zero, **static_kw)
-    tot_first = sum(s_first.values()) + acts_first + transient
-    tot_last = sum(s_last.values()) + acts_last + transient
+    # the previous segment's states (Transformer-XL, XLNet; 0 otherwise): each stage its
+    # L/p layers', for all b x mb sequences of the rank (one memory per micro-batch slot)
+    seg = segment_memory_per_device(m, sequences=b * mb, pp=pp, tp=tp, sp=sp, act_bytes=ab)
+    tot_first = sum(s_first.values()) + acts_first + seg + transient
+    tot_last = sum(s_last.values()) + acts_last + seg + transient
     first_peak = tot_first >= tot_last
     for key in ("weights", "gradients", "optimizer_states"):
         out[key] = np.where(first_peak, s_first[key], s_last[key])
     out["activations"] = np.where(first_peak, acts_first, acts_last)
+    out["segment_memory"] = seg
     out["transient"] = transient
     out["memory_bytes"] = np.maximum(tot_first, tot_last)
     out["fits"] = out["memory_bytes"] <= cluster.memory_bytes

@@ -33,6 +33,17 @@ sequence, b micro-batch, h hidden, a heads, t tensor-parallel size):
     full recomputation                       2sbh (2sbh/t with sequence parallelism, which
                                              keeps each layer's input sharded)
 
+**Segment memory** (Transformer-XL, XLNet; `analytic.memory.segment_memory_bytes`): the
+previous segment's hidden states, mem_len x hidden per sequence per layer, carried between
+iterations. Per device it follows the layout (`segment_memory_per_device`): a pipeline stage
+holds its own layers' memory (L/p layers); a data-parallel rank the memory of its own
+sequences, every micro-batch slot's (global batch / dp: one memory per micro-batch, as the
+authors' train.py keeps one per batch_chunk); tensor parallelism replicates it (it is each
+layer's input, which every tensor-parallel rank holds whole), unless sequence parallelism
+shards the layer input by position, when each rank keeps mem_len / t positions of it:
+
+    layers / p x global batch / dp x mem_len x hidden x act_bytes (/ t with sequence parallel)
+
 `layer_activation_bytes` computes the general form for any activation size, FFN size and
 dropout setting, term by term as the paper derives it; with the paper's assumptions it is the
 table above (tested).
@@ -45,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from bertscope.analytic.families import padded_vocabulary
+from bertscope.analytic.memory import segment_memory_bytes
 from bertscope.analytic.params import ParamGroup, group_layout
 from bertscope.config import Checkpoint, ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError, parse_enum
@@ -194,6 +206,20 @@ def layer_activation_bytes(*, seq: ArrayLike, micro_batch: ArrayLike, hidden: in
     return np.where(code == FULL_CODE, full, np.where(code == SELECTIVE_CODE, selective, none))
 
 
+def segment_memory_per_device(m: ModelConfig, *, sequences: ArrayLike, pp: ArrayLike = 1,
+                              tp: ArrayLike = 1, sp: ArrayLike = False,
+                              act_bytes: int = 2) -> np.ndarray:
+    """Bytes of the segment memory on one device (module docstring): the layers of one of
+    `pp` pipeline stages, for the `sequences` a data-parallel rank runs per step (micro-batch
+    x micro-batches), whole on every one of `tp` tensor-parallel ranks, or a 1/t share of the
+    positions each with sequence parallelism (`sp`). 0 for models without memory."""
+    t, spa = np.asarray(tp, dtype=float), np.asarray(sp, dtype=bool)
+    layers = m.num_layers / np.asarray(pp, dtype=float)
+    whole = segment_memory_bytes(m, sequences=np.asarray(sequences, dtype=float),
+                                 act_bytes=act_bytes, layers=layers)
+    return whole / np.where(spa, t, 1.0)
+
+
 def recompute_working_bytes(*, seq: ArrayLike, micro_batch: ArrayLike, hidden: int, heads: int,
                             intermediate: int, tp: ArrayLike = 1, sp: ArrayLike = False,
                             checkpoint: Checkpoint | str | np.ndarray = Checkpoint.NONE,
@@ -242,6 +268,7 @@ __all__ = [
     "layer_params_per_device",
     "padded_stage_params",
     "recompute_working_bytes",
+    "segment_memory_per_device",
     "stage_params",
     "zero_static_bytes",
 ]

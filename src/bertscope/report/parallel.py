@@ -27,8 +27,12 @@ _MEMORY_LABELS = {
     "gradients": "gradients",
     "optimizer_states": "optimizer states (incl. fp32 master)",
     "activations": "activations",
+    "segment_memory": "segment memory (previous segment's states)",
     "transient": "largest transient buffer",
 }
+
+_IF_ANY = frozenset({"segment_memory"})
+"""Memory parts shown only where they are not zero."""
 
 
 def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
@@ -82,6 +86,8 @@ def print_layout(result: LayoutResult, cluster: Cluster, console: Console,
         m.add_column(col, justify="left" if col == "part" else "right")
     for key in MEMORY_KEYS:
         value = result.memory[key]
+        if key in _IF_ANY and not value:
+            continue  # a model without memory has no segment-memory line
         m.add_row(_MEMORY_LABELS[key], binary(value),
                   f"{100 * value / result.memory_bytes:.1f}%")
     m.add_row("[bold]total[/]", binary(result.memory_bytes), "100.0%")

@@ -13,7 +13,14 @@ from bertscope.optable import OpTable
 from bertscope.packing import active
 from bertscope.perf.kernel_fusion import FusionStats
 from bertscope.perf.predict import Bound, BoundShare, Prediction
-from bertscope.report.tables import binary, job_line, print_breakdowns, shape, si
+from bertscope.report.tables import (
+    binary,
+    job_line,
+    print_breakdowns,
+    segment_part,
+    shape,
+    si,
+)
 
 
 def _time(seconds: float) -> str:
@@ -23,13 +30,13 @@ def _time(seconds: float) -> str:
 def memory_verdict(table: OpTable, capacity: float) -> tuple[bool, str] | None:
     """Whether the table's job fits one device of `capacity` bytes, and the line that says
     so: needed vs available (the analytic `MemoryEstimate`'s peak: weights, gradients and
-    optimizer state, saved activations and the largest transient buffer); None when the
-    table carries no estimate."""
+    optimizer state, saved activations, the segment memory of Transformer-XL and XLNet and
+    the largest transient buffer); None when the table carries no estimate."""
     mem = MemoryEstimate.on(table)
     if mem is None:
         return None
     parts = (f"weights+grads+optimizer {binary(mem.static)}, activations "
-             f"{binary(mem.activations)}")
+             f"{binary(mem.activations)}{segment_part(mem)}")
     if mem.peak <= capacity:
         return True, f"memory: fits, {binary(mem.peak)} of {binary(capacity)} ({parts})"
     return False, (f"memory: does not fit one device, needs {binary(mem.peak)} of "

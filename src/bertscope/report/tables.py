@@ -55,6 +55,12 @@ def binary(x: float) -> str:
     return f"{x:.0f} B"
 
 
+def segment_part(mem: MemoryEstimate) -> str:
+    """", segment memory N" where the model carries the previous segment's states
+    (Transformer-XL, XLNet), "" otherwise: the memory line's part for it."""
+    return f", segment memory {binary(mem.segment_memory)}" if mem.segment_memory else ""
+
+
 def shape(r: Mapping[str, Any]) -> str:
     """A row's shape: MxNxK[xbatch] for GEMMs, else its element count."""
     if r["batch"]:
@@ -171,7 +177,8 @@ def print_optable(table: OpTable, console: Console, top: int = 10) -> None:
         console.print(
             f"memory: weights {binary(mem.weights + mem.master_weights)}, "
             f"grads {binary(mem.gradients)}, optimizer {binary(mem.optimizer_states)}, "
-            f"activations {binary(mem.activations)}, peak ~ {binary(mem.peak)}")
+            f"activations {binary(mem.activations)}{segment_part(mem)}, "
+            f"peak ~ {binary(mem.peak)}")
     print_breakdowns(table, console)
     if top > 0:
         console.print(top_table(table, top))

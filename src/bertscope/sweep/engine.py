@@ -183,7 +183,8 @@ def _fixed(blocks: list[Block], m: Any, run: Any, full: tuple[int, ...]
     times (`_time_sums`), slice by slice."""
     mem = memory_parts(m, run, blocks)
     static = mem["weights"] + mem["master_weights"] + mem["gradients"] + mem["optimizer_states"]
-    peak = static + mem["activations"] + np.floor(mem["transient"])
+    peak = (static + mem["activations"] + mem["segment_memory"]
+            + np.floor(mem["transient"]))
     fixed = {"params": parameter_count(m), "memory_bytes": peak,
              "tokens": run.tokens}
     return {k: np.broadcast_to(np.asarray(v, dtype=float), full) for k, v in fixed.items()}
