@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from bertscope.cli.options import (
     DeviceOpt,
+    DevicesOpt,
     add_job_command,
     check_export,
     check_suffix,
@@ -37,7 +38,7 @@ def distributed_cmd(
     model: ModelConfig,
     run: dict[str, Any],
     layout: dict[str, Any],
-    devices: Annotated[int, typer.Option(help="Devices in all.")],
+    devices: DevicesOpt,
     device: DeviceOpt,
     global_batch: Annotated[int | None, typer.Option(
         help="Sequences per optimizer step (or give --batch, the micro-batch per replica; "
