@@ -53,6 +53,9 @@ MeasureOnOpt = Annotated[str, typer.Option(
     "--measure-on", help="The local device to measure on: cpu, cuda (or cuda:N) or auto.")]
 PrecisionListOpt = Annotated[str, typer.Option(
     "--precision", help="Comma list of precisions (fp32, fp16, bf16, ...; any case).")]
+VerboseOpt = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="Also print where every figure comes from (each peak's and "
+                            "model's source; links and topology notes).")]
 TopOpt = Annotated[int, typer.Option(help="Show the N largest entries.")]
 SchedulerOpt = Annotated[str | None, typer.Option(
     envvar=ENV, show_envvar=False, metavar="ADDRESS",
@@ -281,6 +284,7 @@ __all__ = [
     "ModelArg",
     "PrecisionListOpt",
     "TopOpt",
+    "VerboseOpt",
     "add_job_command",
     "app_command",
     "check_command_paths",
