@@ -297,6 +297,10 @@ def _json_stdout_as_export(text: str) -> str:
     """A command that printed JSON: its output marked as a JSON export section."""
     head, sep, body = text.partition("\n{")
     if sep and head.count("\n") == 1:
+        try:  # a printed path starting "{root}/" is not JSON
+            json.loads("{" + body)
+        except ValueError:
+            return text
         return f"{head}\n\n--- .json export ---\n{{{body}"
     return text
 

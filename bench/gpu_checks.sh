@@ -59,7 +59,7 @@ for spec in $runs; do
   IFS=: read -r model batch seq <<< "$spec"
   for attn in eager sdpa; do
     name="$model-b$batch-s$seq-bf16-$attn"
-    step "$name" 110 "${B[@]}" profile "$model" --device "$dev" --batch "$batch" --seq "$seq" \
+    step "$name" 110 "${B[@]}" profile "$model" --measure-on "$dev" --batch "$batch" --seq "$seq" \
       --precision bf16 --attention "$attn" --iters "$iters" --warmup "$warm" --top 0 \
       --output "$work/$name.json" --trace-out "$work/$name.trace.json" --no-store
     [ -f "$work/$name.trace.json" ] && gzip -f "$work/$name.trace.json"
@@ -69,12 +69,12 @@ done
 # the phase-2 shape of NVIDIA's BERT recipe, SDPA only
 if [ "$dev" = cuda ]; then
   name=bert-large-b8-s512-bf16-sdpa
-  step "$name" 110 "${B[@]}" profile bert-large --device cuda --batch 8 --seq 512 \
+  step "$name" 110 "${B[@]}" profile bert-large --measure-on cuda --batch 8 --seq 512 \
     --precision bf16 --attention sdpa --iters "$iters" --warmup "$warm" --top 0 \
     --output "$work/$name.json" --trace-out "$work/$name.trace.json" --no-store
   [ -f "$work/$name.trace.json" ] && gzip -f "$work/$name.trace.json"
   # attainable GEMM rates per format at training shapes (evidence for the catalog's caps)
   step gemm-caps 90 python3 bench/gpu_gemm_caps.py
 fi
-step calibrate-microbench 150 "${B[@]}" calibrate --device "$dev" \
+step calibrate-microbench 150 "${B[@]}" calibrate --measure-on "$dev" \
   --output "$work/microbench-profile.json"

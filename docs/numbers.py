@@ -157,7 +157,7 @@ GENERATED: dict[str, Callable[[], str]] = {"import-rules": _allowed_table}
 EXAMPLES: dict[str, Example] = {
     # README: the tour (one small output per core command)
     "readme-study": one(
-        "study --no-measure --models bert-base --devices a100,h100 --precisions bf16 "
+        "study --no-measure --models bert-base --device a100,h100 --precision bf16 "
         "--output study-bert-base",
         grep(r"^1\. ", after=2)),
     "readme-ops": one("ops bert-base --batch 8 --seq 128 --top 3", head(3)),
@@ -181,7 +181,7 @@ EXAMPLES: dict[str, Example] = {
         "--micro-batches 8 --precision bf16", grep(r"^Layout", after=1)),
     # guides
     "study-findings": one(  # the README's study, more of its findings
-        "study --no-measure --models bert-base --devices a100,h100 --precisions bf16 "
+        "study --no-measure --models bert-base --device a100,h100 --precision bf16 "
         "--output study-bert-base",
         grep(r"^[2-9]\. ", r"^10\. ", r"^wrote ", after=2)),
     "models": one("models", head(10)),

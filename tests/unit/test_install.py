@@ -140,8 +140,8 @@ def test_study_without_torch_writes_the_predicted_report_and_says_how_to_measure
     stderr saying how to add the measured part."""
     _without(monkeypatch, "torch")
     out = tmp_path / "s"
-    rc = main(["study", "--output", str(out), "--models", "bert-base", "--devices", "a100",
-               "--precisions", "fp32", "--no-store"])
+    rc = main(["study", "--output", str(out), "--models", "bert-base", "--device", "a100",
+               "--precision", "fp32", "--no-store"])
     _, err = capsys.readouterr()
     assert rc == 0, err
     assert (out / "report.html").is_file() and (out / "study.json").is_file()

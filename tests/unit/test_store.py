@@ -179,7 +179,7 @@ def test_sweep_and_study_record_their_summaries(tmp_path, monkeypatch, capsys) -
     monkeypatch.setenv("BERTSCOPE_STORE", str(store))
     assert main(["sweep", "bert-tiny", "--batch", "1..4", "--device", "a100,h100"]) == 0
     assert main(["study", "--output", str(tmp_path / "s"), "--no-measure", "--models",
-                 "bert-base", "--devices", "a100", "--precisions", "bf16"]) == 0
+                 "bert-base", "--device", "a100", "--precision", "bf16"]) == 0
     capsys.readouterr()
     s = Store.open(store)
     kinds = {r["kind"]: r["id"] for r in s.list()}

@@ -149,7 +149,7 @@ def test_a_read_only_store_can_be_listed_shown_and_exported(tmp_path: Path, caps
         assert main(["runs", "list", "--store", str(path)]) == 0
         assert rid in capsys.readouterr().out
         assert main(["runs", "show", rid, "--store", str(path)]) == 0
-        assert "largest ops" in capsys.readouterr().out
+        assert "Largest ops" in capsys.readouterr().out
         assert main(["runs", "export", rid, str(tmp_path / "a.csv"), "--store", str(path)]) == 0
         assert (tmp_path / "a.csv").read_text().startswith("name,")
         s = Store.open(path, write=False)

@@ -172,7 +172,7 @@ def test_cli_study_quick_with_the_measured_part(tmp_path, capsys, monkeypatch) -
     monkeypatch.setenv("COLUMNS", "200")
     out = tmp_path / "s"
     rc = main(["study", "--output", str(out), "--quick", "--models", "bert-base",
-               "--devices", "a100", "--precisions", "bf16"])
+               "--device", "a100", "--precision", "bf16"])
     text = capsys.readouterr().out
     assert rc == 0
     assert "1. Where an iteration's time goes" in text and "wrote " in text

@@ -161,7 +161,8 @@ def check_repeated(command: Any, args: list[str]) -> None:
     """Refuse an option given twice with different values (`--batch 8 --batch 16`), or both
     spellings of a switch (`--dropout --no-dropout`): the parser would let the last one win
     silently. `command` is the click command (group) `args` are for; the subcommands named
-    in `args` are followed; every spelling of an option counts as that option."""
+    in `args` are followed; every spelling of an option counts as that option, its old
+    (deprecated) spellings included."""
     i = 0  # click's classes are read by their attributes (typer may vendor its own click)
     while i < len(args) and args[i] in (getattr(command, "commands", None) or {}):
         command, i = command.commands[args[i]], i + 1
@@ -171,6 +172,9 @@ def check_repeated(command: Any, args: list[str]) -> None:
                 and not (getattr(param, "multiple", False) or getattr(param, "count", False))):
             for opt in (*param.opts, *param.secondary_opts):
                 spellings[opt] = param
+    for old, new in (getattr(command, "aliases", None) or {}).items():  # `options.DEPRECATED`
+        if new in spellings:
+            spellings[old] = spellings[new]
     seen: dict[str, tuple[str, str]] = {}
     while i < len(args):
         token = args[i]

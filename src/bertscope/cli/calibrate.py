@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from bertscope.cli.options import check_command_paths
+from bertscope.cli.options import MeasureOnOpt, app_command, check_command_paths
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
 from bertscope.io import atomic_write, check_output
@@ -20,7 +20,7 @@ from bertscope.trace.attribute import Statistic
 
 
 def calibrate_cmd(
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+    measure_on: MeasureOnOpt = "cpu",
     from_results: Annotated[list[Path] | None, typer.Option(
         "--from", help="`bertscope profile` JSON results to fit the models to (repeatable).")
     ] = None,
@@ -67,7 +67,7 @@ def calibrate_cmd(
                                  f"after {result.facts.iters or 0} iteration(s)); measure the "
                                  f"config again with bertscope profile, or leave it out")
     out = make_console()
-    profile, report = calibrate_local(device, results, quick=quick,
+    profile, report = calibrate_local(measure_on.lower(), results, quick=quick,
                                       allow_inconsistent=allow_inconsistent,
                                       log=lambda s: out.print(f"[dim]{escape(s)}[/]"))
     profile.save(output)
@@ -96,7 +96,7 @@ def validate_cmd(
         "--validate", help="Held-out configs to predict and compare, "
                            "MODEL:BATCH:SEQ[:FIELD...][,...] (e.g. bert-base:2:128:bf16:lamb).")
     ] = "bert-base:2:128,bert-base:4:64,bert-medium:8:64,bert-small:4:256",
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+    measure_on: MeasureOnOpt = "cpu",
     iters: Annotated[int, typer.Option(help="Measured iterations per config.")] = 5,
     warmup: Annotated[int, typer.Option(help="Warm-up iterations per config.")] = 2,
     statistic: Annotated[Statistic, typer.Option(
@@ -128,6 +128,7 @@ def validate_cmd(
     from bertscope.studies.validate import validate
 
     out = make_console()
+    device = measure_on.lower()
     report = validate(parse_specs(calibrate), parse_specs(check), device=device, iters=iters,
                       warmup=warmup, statistic=statistic, rounds=rounds,
                       results_dir=results_dir,
@@ -147,8 +148,8 @@ def validate_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add `calibrate` and `validate` to a typer app."""
-    app.command("calibrate")(calibrate_cmd)
-    app.command("validate")(validate_cmd)
+    app_command(app, "calibrate")(calibrate_cmd)
+    app_command(app, "validate")(validate_cmd)
 
 
 __all__ = ["calibrate_cmd", "register", "validate_cmd"]

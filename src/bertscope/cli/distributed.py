@@ -11,6 +11,8 @@ from rich.markup import escape
 
 from bertscope.cli.options import (
     DeviceOpt,
+    DevicesOpt,
+    VerboseOpt,
     add_job_command,
     check_export,
     check_suffix,
@@ -37,7 +39,7 @@ def distributed_cmd(
     model: ModelConfig,
     run: dict[str, Any],
     layout: dict[str, Any],
-    devices: Annotated[int, typer.Option(help="Devices in all.")],
+    devices: DevicesOpt,
     device: DeviceOpt,
     global_batch: Annotated[int | None, typer.Option(
         help="Sequences per optimizer step (or give --batch, the micro-batch per replica; "
@@ -57,8 +59,10 @@ def distributed_cmd(
         help="Write the per-device schedule (pipeline stages, forward/backward micro-batches, "
              "bubbles, exposed communication) as a Chrome/Perfetto trace (.json); with "
              "--search, the best layout's.")] = None,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Time and memory per device of a DP/TP/PP/ZeRO layout, or the best layouts (--search)."""
+    """Time and memory per device of a DP/TP/PP/ZeRO layout (does it fit?), or the best
+    layouts (--search)."""
     from bertscope.parallel import Cluster, SearchSpace, Workload, evaluate
     from bertscope.parallel import search as run_search
     from bertscope.report.parallel import print_layout, print_search
@@ -92,14 +96,14 @@ def distributed_cmd(
                 **{**{k: v for k, v in run.items() if v is not None},
                    "micro_batches": mb, "checkpoint": ck}))
         job = with_recipe_layout(job, layout)  # the recipe's layout where it applies
-        print_layout(evaluate(job, cluster), cluster, out)
+        print_layout(evaluate(job, cluster), cluster, out, verbose=verbose)
         _write_timeline(timeline, job, cluster, out)
         return
     space = SearchSpace(micro_batches=run["micro_batches"], checkpoint=run["checkpoint"],
                         **layout)
     result = run_search(Workload(model=model, run=template, global_batch=global_batch),
                         cluster, space)
-    print_search(result, cluster, out, top=top)
+    print_search(result, cluster, out, top=top, verbose=verbose)
     best = result.best()
     if best is not None:
         out.print()

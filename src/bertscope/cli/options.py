@@ -1,5 +1,11 @@
 """Options the commands share, declared once: the job's options (generated from the config's
-fields), and the device and output options.
+fields), the device, precision and output options, and the old spellings still accepted.
+
+One vocabulary in every command: `--device` is the catalog device(s) to predict for (one, or
+a comma list where a command takes several), `--measure-on` the local device a measuring
+command times kernels on (cpu, cuda, auto), `--devices N` a number of devices, `--precision`
+one precision or a comma list, in any case. Spellings retired for this (`DEPRECATED`) still
+work, with one warning line on stderr, and are not shown in help.
 
 A command that takes a job is written `f(job: Job, ...)` (or, with `layout=True`, `f(model,
 run, layout, ...)` with the unpinned settings as None), marked `@job_command(...)` and
@@ -23,6 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 import bertscope.config as config
 from bertscope.cluster import ENV
@@ -39,6 +46,16 @@ ModelArg = Annotated[str, typer.Argument(help="Preset name or path to a HF confi
 DeviceOpt = Annotated[str, typer.Option(
     help="Catalog device (see `bertscope devices`), a .toml/.json device file, or a profile "
          "JSON with calibrated efficiency models.")]
+DeviceListOpt = Annotated[str, typer.Option(
+    "--device", help="Comma list of catalog devices, device files or calibrated profiles.")]
+DevicesOpt = Annotated[int, typer.Option("--devices", help="Devices in all.")]
+MeasureOnOpt = Annotated[str, typer.Option(
+    "--measure-on", help="The local device to measure on: cpu, cuda (or cuda:N) or auto.")]
+PrecisionListOpt = Annotated[str, typer.Option(
+    "--precision", help="Comma list of precisions (fp32, fp16, bf16, ...; any case).")]
+VerboseOpt = Annotated[bool, typer.Option(
+    "--verbose", "-v", help="Also print where every figure comes from (each peak's and "
+                            "model's source; links and topology notes).")]
 TopOpt = Annotated[int, typer.Option(help="Show the N largest entries.")]
 SchedulerOpt = Annotated[str | None, typer.Option(
     envvar=ENV, show_envvar=False, metavar="ADDRESS",
@@ -46,6 +63,57 @@ SchedulerOpt = Annotated[str | None, typer.Option(
          f"locally). Its workers need bertscope and the input files at the same paths.")]
 
 _MARK = "__job_command__"
+
+DEPRECATED: dict[str, dict[str, str]] = {
+    "profile": {"--device": "--measure-on"},
+    "calibrate": {"--device": "--measure-on"},
+    "validate": {"--device": "--measure-on"},
+    "study": {"--devices": "--device", "--precisions": "--precision"},
+}
+"""Per command, old spellings -> the option they became (one vocabulary, issue 32): still
+accepted so scripts keep working, with one warning line on stderr; never in help."""
+
+
+def renamed(command: str, args: list[str], warn: bool = True) -> list[str]:
+    """`args` of `command` with its old spellings (`DEPRECATED`, as `--old V` or `--old=V`)
+    replaced by the new ones; with `warn`, one line on stderr per old spelling used."""
+    aliases = DEPRECATED.get(command, {})
+    out: list[str] = []
+    used: list[str] = []
+    rest = iter(args)
+    for token in rest:
+        if token == "--":
+            out += [token, *rest]
+            break
+        name, eq, value = token.partition("=")
+        if name in aliases:
+            if name not in used:
+                used.append(name)
+            token = f"{aliases[name]}{eq}{value}"
+        out.append(token)
+    if warn:
+        for name in used:
+            typer.echo(f"bertscope: warning: {command} {name} is deprecated; use "
+                       f"{aliases[name]}", err=True)
+    return out
+
+
+class AliasedCommand(TyperCommand):
+    """A command that accepts its old option spellings (`DEPRECATED`) with a warning."""
+
+    @property
+    def aliases(self) -> dict[str, str]:
+        """Old spelling -> new of this command."""
+        return DEPRECATED.get(self.name or "", {})
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Parse `args` after renaming the old spellings (one warning each)."""
+        return super().parse_args(ctx, renamed(self.name or "", args))
+
+
+def app_command(app: typer.Typer, name: str) -> Callable[[F], F]:
+    """`app.command(name)` for a command of this vocabulary (old spellings accepted)."""
+    return app.command(name, cls=AliasedCommand)
 
 
 def job_command(*, layout: bool = False, inputs: tuple[str, ...] = (),
@@ -122,7 +190,8 @@ def field_parameters(cls: type, defaults: dict[str, Any], unpinned: bool = False
         kind = _option_type(hints[f.name])
         flag = _flag(f)
         decl = f"{flag}/--no-{flag[2:]}" if kind is bool else flag
-        option = typer.Option(decl, help=_help(f, hints[f.name]))
+        option = typer.Option(decl, help=_help(f, hints[f.name]),  # --precision BF16 too
+                              case_sensitive=False)
         default = f.default if f.default is not MISSING else None
         default = None if unpinned else defaults.get(f.name, default)
         annotation = kind if default is not None else kind | None
@@ -169,7 +238,7 @@ def add_job_command(app: typer.Typer, name: str, f: Callable[..., Any]) -> None:
     params = [model, *run, *lay, *own]
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
-    app.command(name)(command)
+    app_command(app, name)(command)
 
 
 def model_file(model: str) -> Path | None:
@@ -206,10 +275,18 @@ def check_suffix(path: Path | None, suffixes: tuple[str, ...], what: str) -> Non
 
 
 __all__ = [
+    "DEPRECATED",
+    "AliasedCommand",
+    "DeviceListOpt",
     "DeviceOpt",
+    "DevicesOpt",
+    "MeasureOnOpt",
     "ModelArg",
+    "PrecisionListOpt",
     "TopOpt",
+    "VerboseOpt",
     "add_job_command",
+    "app_command",
     "check_command_paths",
     "check_export",
     "check_suffix",
@@ -218,5 +295,6 @@ __all__ = [
     "flag_of",
     "job_command",
     "model_file",
+    "renamed",
     "store_file",
 ]

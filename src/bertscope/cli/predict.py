@@ -12,6 +12,7 @@ from rich.markup import escape
 from bertscope.cli.options import (
     DeviceOpt,
     TopOpt,
+    VerboseOpt,
     add_job_command,
     check_export,
     check_suffix,
@@ -37,10 +38,12 @@ def predict_cmd(
     timeline: Annotated[Path | None, typer.Option(
         help="Write the predicted iteration as a Chrome/Perfetto trace (.json): open it in "
              "ui.perfetto.dev or read it with `bertscope trace`.")] = None,
+    verbose: VerboseOpt = False,
     store: StoreOpt = None,
     no_store: NoStoreOpt = False,
 ) -> None:
-    """Predicted iteration time on a device: tokens/s, breakdowns, each op's bound."""
+    """Predicted iteration time on a device, whether the job fits its memory, tokens/s,
+    breakdowns, each op's bound."""
     from bertscope.analytic import build
     from bertscope.perf import Prediction, fuse, load_profile, predict
     from bertscope.report.predict import print_prediction
@@ -61,7 +64,7 @@ def predict_cmd(
     result = predict(fuse(table), profile) if fusion else unfused
     out = make_console()
     print_prediction(result, out, top=top, unfused=unfused if fusion else None,
-                     capacity=profile.device.memory_bytes)
+                     capacity=profile.device.memory_bytes, verbose=verbose)
     if plot is not None:
         from bertscope.report.roofline import plot_roofline
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from bertscope.cli.options import (
+    MeasureOnOpt,
     TopOpt,
     add_job_command,
     check_suffix,
@@ -49,7 +50,7 @@ def profile_cmd(
     warmup: Annotated[int, typer.Option(help="Unmeasured warm-up iterations.")] = 1,
     hf: Annotated[bool, typer.Option(
         "--hf", help="Profile the Hugging Face model instead of the reference one.")] = False,
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "cpu",
+    measure_on: MeasureOnOpt = "cpu",
     threads: Annotated[int | None, typer.Option(help="torch CPU threads.")] = None,
     top: TopOpt = 10,
     output: Annotated[Path | None, typer.Option(
@@ -98,7 +99,7 @@ def profile_cmd(
     # the measurement and its output are one measuring loop of the stop protocol
     # (`bertscope.stop`): a stop while the result is printed or written keeps it whole
     with STOP.graceful():
-        _measure(job, st, console, iters=iters, warmup=warmup, hf=hf, device=device,
+        _measure(job, st, console, iters=iters, warmup=warmup, hf=hf, device=measure_on.lower(),
                  threads=threads, top=top, output=output, trace_out=trace_out, nproc=nproc,
                  link=link, statistic=statistic, host_allocator=host_allocator)
 

@@ -7,9 +7,16 @@ from typing import Annotated
 
 import typer
 
-from bertscope.cli.options import check_command_paths, model_file
+from bertscope.cli.options import (
+    DeviceListOpt,
+    PrecisionListOpt,
+    app_command,
+    check_command_paths,
+    model_file,
+)
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
-from bertscope.cli.sweep import parse_words
+from bertscope.cli.sweep import parse_choices, parse_words
+from bertscope.config import Precision
 from bertscope.requirements import install_command, installed, require
 
 
@@ -18,11 +25,8 @@ def study_cmd(
                                               "empty).")] = Path("study"),
     models: Annotated[str, typer.Option(help="Comma list of presets or config.json paths.")
                       ] = "bert-base,bert-large",
-    devices: Annotated[str, typer.Option(help="Comma list of catalog devices, device files "
-                                              "or calibrated profiles.")] =
-    "v100,a100,h100,b200,mi250x,mi300x,tpu-v3,tpu-v4,tpu-v5p",
-    precisions: Annotated[str, typer.Option(help="Comma list: fp32, fp16, bf16.")] =
-    "fp32,bf16",
+    device: DeviceListOpt = "v100,a100,h100,b200,mi250x,mi300x,tpu-v3,tpu-v4,tpu-v5p",
+    precision: PrecisionListOpt = "fp32,bf16",
     quick: Annotated[bool, typer.Option("--quick", help="A small measured model and one "
                                                         "iteration (under a minute).")] = False,
     measure: Annotated[bool | None, typer.Option(
@@ -46,11 +50,12 @@ def study_cmd(
     skipped = measure is None and from_trace is None and not installed("torch")
     measure = not skipped if measure is None else measure
     cfg = StudyConfig(output=output, models=tuple(parse_words(models, "models")),
-                      devices=tuple(parse_words(devices, "devices")),
-                      precisions=tuple(parse_words(precisions, "precisions")), quick=quick,
+                      devices=tuple(parse_words(device, "device")),
+                      precisions=tuple(parse_choices(Precision)(precision, "precision")),
+                      quick=quick,
                       measure=measure, from_trace=from_trace)
     check_command_paths({"--models": [model_file(m) for m in models.split(",")],
-                         "--devices": devices.split(","), "--from-trace": from_trace},
+                         "--device": device.split(","), "--from-trace": from_trace},
                         {"--output": output}, store, no_store)
     st = open_store(store, no_store)
     with progress_bar() as tell:
@@ -62,9 +67,9 @@ def study_cmd(
     if skipped:  # one line, after the report, on stderr: what is missing and how to add it
         typer.echo(f"note: no measured part (torch is not installed): {install_command('torch')}"
                    f", then run the study again to add it", err=True)
-    record(st, console, "study", model=models, device=devices,
-           inputs={"output": str(output), "models": models, "devices": devices,
-                   "precisions": precisions, "quick": quick, "measure": measure,
+    record(st, console, "study", model=models, device=device,
+           inputs={"output": str(output), "models": models, "devices": device,
+                   "precisions": precision, "quick": quick, "measure": measure,
                    "from_trace": str(from_trace) if from_trace else None},
            summary={"folder": str(result.folder), "seconds": result.seconds,
                     "findings": {s.title: s.findings for s in result.sections}})
@@ -72,7 +77,7 @@ def study_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add `study` to a typer app."""
-    app.command("study")(study_cmd)
+    app_command(app, "study")(study_cmd)
 
 
 __all__ = ["register", "study_cmd"]

@@ -27,6 +27,7 @@ import typer
 from rich.markup import escape
 
 from bertscope.cli.options import (
+    DeviceListOpt,
     SchedulerOpt,
     check_command_paths,
     check_export,
@@ -232,8 +233,7 @@ def sweep_command() -> Callable[..., None]:
         inspect.Parameter("models", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[
             str, typer.Argument(metavar="MODELS",
                                 help="Comma list of presets or config.json paths.")]),
-        inspect.Parameter("device", K, default="a100", annotation=Annotated[str, typer.Option(
-            help="Comma list of catalog devices, device files or calibrated profiles.")]),
+        inspect.Parameter("device", K, default="a100", annotation=DeviceListOpt),
     ]
     tail = [
         inspect.Parameter("sort", K, default="tokens_per_s", annotation=Annotated[

@@ -176,7 +176,7 @@ def _device_kind(device: str, nproc: int) -> str:
             raise BertscopeError(f"--nproc {nproc} needs {nproc} CUDA devices, this machine "
                                  f"has {n}")
         return "cuda"
-    raise BertscopeError(f"--device {device!r} with --nproc: use cpu, cuda or auto (each rank "
+    raise BertscopeError(f"--measure-on {device!r} with --nproc: use cpu, cuda or auto (each rank "
                          f"takes cuda:LOCAL_RANK)")
 
 

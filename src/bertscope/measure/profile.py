@@ -255,7 +255,7 @@ def resolve_device(name: str) -> torch.device:
     except RuntimeError:
         raise BertscopeError(f"unknown device {name!r}; use cpu, cuda or auto") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise BertscopeError("--device cuda: no CUDA device here; use --device cpu")
+        raise BertscopeError("--measure-on cuda: no CUDA device here; use --measure-on cpu")
     if dev.type not in ("cpu", "cuda"):
         raise BertscopeError(f"device {name!r} is not supported; use cpu or cuda")
     return dev

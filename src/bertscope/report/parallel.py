@@ -36,7 +36,7 @@ _IF_ANY = frozenset({"segment_memory"})
 
 
 def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
-    topo = cluster.topology
+    """What is modelled: the model, the batch, the devices (and real sequence lengths)."""
     dev = cluster.profile.device
     console.print(
         f"[bold]{escape(workload.model.name)}[/] global batch {workload.global_batch} x seq "
@@ -46,6 +46,17 @@ def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
     lengths = describe(workload.run)  # real sequence lengths: tokens/s counts real tokens
     if lengths:
         console.print(f"sequences {escape(lengths)}; tokens/s counts real tokens, not padding")
+
+
+def _provenance(workload: Workload, cluster: Cluster, console: Console, verbose: bool) -> None:
+    """Where the figures come from: the topology in one line (with `verbose`: its links'
+    bandwidths and latencies, its notes and the sources of the device's peaks and models)."""
+    topo = cluster.topology
+    if not verbose:
+        console.print(f"topology {escape(topo.name)}: {topo.devices_per_node} per node on "
+                      f"{escape(topo.intra.name)}, nodes on {escape(topo.inter.name)}; "
+                      f"{topo.algorithm.value} collectives (links and sources: --verbose)")
+        return
     console.print(
         f"topology {escape(topo.name)}: {topo.devices_per_node} per node on "
         f"{escape(topo.intra.name)} "
@@ -54,21 +65,34 @@ def _header(workload: Workload, cluster: Cluster, console: Console) -> None:
         f"{topo.inter.latency * 1e6:.3g} µs/hop); {topo.algorithm.value} collectives")
     if topo.notes:
         console.print(f"note: {escape(topo.notes)}")
-    peaks = select_peaks(dev, workload.precision)
+    peaks = select_peaks(cluster.profile.device, workload.precision)
     console.print(f"sources: {escape(provenance(cluster.profile, peaks))}")
 
 
+def memory_line(result: LayoutResult) -> str:
+    """The fits / does not fit verdict of a layout: needed vs available memory per device."""
+    need, have = binary(result.memory_bytes), binary(result.memory_capacity)
+    if result.fits:
+        return f"memory: fits, {need} of {have} per device"
+    return (f"[bold red]memory: does not fit, needs {need} of {have} per device[/]: add "
+            f"devices, raise --tp/--pp/--zero, or add --checkpoint full")
+
+
 def print_layout(result: LayoutResult, cluster: Cluster, console: Console,
-                 *, title: str = "Layout") -> None:
-    """Print one job's iteration time split and memory per device."""
+                 *, title: str = "Layout", verbose: bool = False) -> None:
+    """Print one job's result first (iteration time, tokens/s, whether it fits: needed vs
+    available memory per device), where the figures come from (one line; all with
+    `verbose`), then the iteration time split and memory per device."""
+    workload = Workload.of(result.job)
     if title == "Layout":
-        _header(Workload.of(result.job), cluster, console)
-    fits = "[green]fits[/]" if result.fits else "[red]does not fit[/]"
+        _header(workload, cluster, console)
     console.print(
         f"[bold]{title}: {result.job.label()}[/], micro-batch {result.micro_batch}: "
         f"iteration [bold]{si(result.iteration_s, 's')}[/], [bold]{si(result.tokens_per_s)}"
-        f"[/] tokens/s, bubble {100 * result.bubble_fraction:.1f}% of the pipeline; memory "
-        f"{binary(result.memory_bytes)} of {binary(result.memory_capacity)} per device, {fits}")
+        f"[/] tokens/s, bubble {100 * result.bubble_fraction:.1f}% of the pipeline")
+    console.print(memory_line(result))
+    if title == "Layout":
+        _provenance(workload, cluster, console, verbose)
     t = Table(title="Iteration time per device", title_justify="left", header_style="bold")
     for col in ("part", "time", "share"):
         t.add_column(col, justify="left" if col == "part" else "right")
@@ -97,12 +121,14 @@ def print_layout(result: LayoutResult, cluster: Cluster, console: Console,
 
 
 def print_search(result: SearchResult, cluster: Cluster, console: Console,
-                 *, top: int = 10) -> None:
-    """Print a search's summary line and its top layouts."""
+                 *, top: int = 10, verbose: bool = False) -> None:
+    """Print a search's summary line (how many layouts fit the memory per device), where
+    the figures come from (one line; all with `verbose`) and its top layouts."""
     _header(result.workload, cluster, console)
     console.print(f"searched [bold]{result.evaluated:,}[/] layouts in "
                   f"{result.seconds * 1e3:.0f} ms; {result.fitting:,} fit in "
                   f"{binary(cluster.memory_bytes)} per device")
+    _provenance(result.workload, cluster, console, verbose)
     if result.fitting == 0:
         console.print("[red]no layout fits device memory[/]: try more devices, more "
                       "micro-batches, or unpin --tp/--pp/--micro-batches/--checkpoint")
@@ -116,7 +142,7 @@ def print_search(result: SearchResult, cluster: Cluster, console: Console,
                     f"per device", title_justify="left", header_style="bold",
               box=box.SIMPLE_HEAD)
     cols = ("dp", "tp", "pp", "sched", "m", "b", "zero", "ckpt", "tokens/s", "iter",
-            "comp%", "TP%", "PP%", "DP%", "bubble%", "opt%", "GiB")
+            "comp%", "TP%", "PP%", "DP%", "bubble%", "opt%", "memory")
     for col in cols:
         t.add_column(col, justify="left" if col in ("sched", "ckpt") else "right",
                      no_wrap=True)
@@ -132,8 +158,8 @@ def print_search(result: SearchResult, cluster: Cluster, console: Console,
                   str(r["micro_batches"]), str(r["micro_batch"]), str(r["zero"]),
                   r["checkpoint"], si(r["tokens_per_s"]), si(it, "s"), pct("compute_s"),
                   pct("tp_comm_s"), pct("pp_comm_s"), pct("dp_comm_s"), pct("bubble_s"),
-                  pct("optimizer_s"), f"{r['memory_bytes'] / 2**30:.1f}")
+                  pct("optimizer_s"), binary(r["memory_bytes"]))
     console.print(t)
 
 
-__all__ = ["print_layout", "print_search"]
+__all__ = ["memory_line", "print_layout", "print_search"]

@@ -16,6 +16,7 @@ from bertscope.perf.predict import Bound, BoundShare, Prediction
 from bertscope.report.tables import (
     binary,
     job_line,
+    name_column,
     print_breakdowns,
     segment_part,
     shape,
@@ -46,20 +47,16 @@ def memory_verdict(table: OpTable, capacity: float) -> tuple[bool, str] | None:
 
 
 def print_prediction(table: OpTable, console: Console, *, top: int = 10,
-                     unfused: OpTable | None = None, capacity: float | None = None) -> None:
-    """Print a predicted table: headline, peaks used, whether it fits a device of `capacity`
-    bytes (when given), breakdowns by category, sublayer group, phase and bound, and the
-    slowest ops with their bounds. With `unfused`, also what fusion bought against it."""
+                     unfused: OpTable | None = None, capacity: float | None = None,
+                     verbose: bool = False) -> None:
+    """Print a predicted table, the result first: what was predicted, the predicted
+    iteration, whether it fits a device of `capacity` bytes (when given), the notes, then
+    the peaks used in one line (with `verbose`, also each figure's source), what fusion
+    bought against `unfused` (when given), breakdowns by category, sublayer group, phase
+    and bound, and the slowest ops with their bounds."""
     pred = Prediction.of(table)
     console.print(f"{job_line(table)} on [bold]{escape(pred.sku)}[/] "
                   f"({escape(pred.device)})")
-    console.print(
-        f"peaks: GEMMs {pred.gemm_format} {si(pred.gemm_peak_flops, 'FLOP/s')}, other "
-        f"ops {pred.vector_format} {si(pred.vector_peak_flops, 'FLOP/s')}, memory "
-        f"{si(pred.bandwidth, 'B/s')}")
-    console.print(f"sources: {escape(pred.provenance or ', '.join(pred.sources))}")
-    for note in pred.notes:
-        console.print(f"note: {escape(note)}")
     tps = pred.tokens_per_s
     real = table.job is not None and active(table.run)  # padding not counted: say so
     tokens = (f"real tokens/s {si(tps) if tps else '-'}   sequences/s "
@@ -73,7 +70,15 @@ def print_prediction(table: OpTable, console: Console, *, top: int = 10,
     verdict = None if capacity is None else memory_verdict(table, capacity)
     if verdict is not None:
         fits, line = verdict
-        console.print(line if fits else f"[bold red]{escape(line)}[/]")
+        console.print(escape(line) if fits else f"[bold red]{escape(line)}[/]")
+    for note in pred.notes:
+        console.print(f"note: {escape(note)}")
+    console.print(
+        f"peaks: GEMMs {pred.gemm_format} {si(pred.gemm_peak_flops, 'FLOP/s')}, other "
+        f"ops {pred.vector_format} {si(pred.vector_peak_flops, 'FLOP/s')}, memory "
+        f"{si(pred.bandwidth, 'B/s')}" + ("" if verbose else " (sources: --verbose)"))
+    if verbose:
+        console.print(f"sources: {escape(pred.provenance or ', '.join(pred.sources))}")
     fu = FusionStats.on(table)
     if unfused is not None and fu is not None:
         before = Prediction.of(unfused).time_s
@@ -104,10 +109,11 @@ def _top_table(pred: Prediction, n: int) -> Table:
     t = Table(title=f"Top {n} ops by predicted time, summed over layers (shape: MxNxK\\[xbatch] "
                     f"for GEMMs, else elements; eff = roofline time / predicted time)",
               title_justify="left", header_style="bold")
-    for col in ("op", "layers", "phase", "shape", "FLOPs", "bytes", "FLOP/B", "time", "time %",
+    name_column(t)
+    for col in ("layers", "phase", "shape", "FLOPs", "bytes", "FLOP/B", "time", "time %",
                 "bound", "eff"):
-        t.add_column(col, justify="left" if col in ("op", "phase", "bound") else "right",
-                     overflow="fold", no_wrap=col != "op")
+        t.add_column(col, justify="left" if col in ("phase", "bound") else "right",
+                     no_wrap=True)
     for (name, phase), r in pred.top(n).rows():
         eff = r["roofline_s"] / r["time_s"] if r["time_s"] > 0 else 1.0
         intensity = r["flops"] / r["bytes"] if r["bytes"] > 0 else 0.0

@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from bertscope.errors import printable
-from bertscope.report.tables import si
+from bertscope.report.fields import fields_table, records_table
+from bertscope.report.tables import name_column, si
 
 
 def _text(value: object) -> str:
@@ -39,17 +40,32 @@ def print_runs(runs: list[dict[str, Any]], path: Path, console: Console) -> None
     console.print(t)
 
 
+def _versions(versions: object) -> str:
+    """The recorded versions as "bertscope 0.1.0, python 3.11.7" (unknown ones left out)."""
+    if not isinstance(versions, dict):
+        return _text(versions)
+    return ", ".join(f"{_text(k)} {_text(v)}" for k, v in versions.items() if v is not None)
+
+
 def print_run(run: dict[str, Any], ops: pd.DataFrame, console: Console) -> None:
-    """One run and its largest ops."""
+    """One run: what it was, its summary as a table (nested fields dotted, lists of records
+    such as a sweep's best rows as their own table) and its largest ops."""
     console.print(f"run {_text(run['id'])}: {_text(run['kind'])}, {_when(run['created'])}, model "
                   f"{_text(run['model'])}, device {_text(run['device'])}; "
-                  f"{_text(run['versions'])}")
-    for k, v in run["summary"].items():
-        console.print(f"  {_text(k)}: {_text(v)}")
+                  f"{_versions(run['versions'])}")
+    summary = run.get("summary") or {}
+    table, records = fields_table(summary if isinstance(summary, dict) else
+                                  {"summary": summary}, "Summary")
+    if table.row_count:
+        console.print(table)
+    for name, rows in records:
+        console.print(records_table(name, rows))
     if len(ops):
-        t = Table(title="largest ops by time")
-        for col in ("name", "layer", "sublayer", "category", "phase", "time"):
-            t.add_column(col)
+        t = Table(title="Largest ops by time", title_justify="left", header_style="bold")
+        name_column(t, "name")
+        for col in ("layer", "sublayer", "category", "phase", "time"):
+            t.add_column(col, justify="right" if col in ("layer", "time") else "left",
+                         no_wrap=True)
         for r in ops.sort_values("time_s", ascending=False).head(10).to_dict(orient="records"):
             t.add_row(_text(r["name"]), str(r["layer"]), _text(r["sublayer"]),
                       _text(r["category"]), _text(r["phase"]), si(r["time_s"], "s"))

@@ -2,45 +2,59 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bertscope.report.tables import si
+from bertscope.report.fields import flat_fields, value_text
+from bertscope.report.tables import name_column, si
 
 
 def print_calibration(profile: Any, report: dict[str, Any], out: Console) -> None:
-    """Print a calibrated device profile: fitted peak and bandwidth with their sources, and
-    each efficiency model's fitted fields."""
+    """Print a calibrated device profile: the fitted peak and bandwidth, each efficiency
+    model's fitted parameters (one row each, three significant digits; a GEMM model's
+    unfitted fallback named, not listed), then where each figure comes from, a line each."""
     t = Table(title=f"Calibrated {escape(profile.device.sku)}", title_justify="left",
               header_style="bold")
-    for col in ("figure", "value", "source"):
-        t.add_column(col, overflow="fold")
-    t.add_row("fp32 GEMM peak", si(report["gemm_peak_flops"], "FLOP/s"),
-              escape(profile.device.sources["peaks.fp32"]))
-    t.add_row("bandwidth", si(report["bandwidth"], "B/s"),
-              escape(profile.device.sources["memory_bandwidth"]))
+    t.add_column("model", no_wrap=True)
+    t.add_column("parameter", no_wrap=True)
+    t.add_column("value", justify="right", overflow="ellipsis")
+    t.add_row("device", "fp32 GEMM peak", si(report["gemm_peak_flops"], "FLOP/s"))
+    t.add_row("", "bandwidth", si(report["bandwidth"], "B/s"))
+    sources = [("fp32 GEMM peak", profile.device.sources["peaks.fp32"]),
+               ("bandwidth", profile.device.sources["memory_bandwidth"])]
     for name, model in (("gemm", profile.gemm), ("bandwidth", profile.bandwidth),
                         ("overhead", profile.overhead)):
-        fields = {k: v for k, v in model.to_dict().items() if k not in ("model", "source")}
-        t.add_row(f"{name} model", escape(json.dumps(fields, default=str)[:300]),
-                  escape(model.source))
+        t.add_section()
+        fitted = model.to_dict()
+        rows = [(f, value_text(v)) for f, v in flat_fields(fitted, ("model", "source",
+                                                                    "fallback"))]
+        if isinstance(fitted.get("fallback"), dict):  # the catalog's model, not fitted
+            rows.append(("fallback", f"{fitted['fallback'].get('model', '?')} (the "
+                                     f"catalog's figures, not fitted)"))
+        for i, (field, text) in enumerate(rows):
+            t.add_row(name if i == 0 else "", escape(field), escape(text))
+        sources.append((f"{name} model", model.source))
     out.print(t)
+    out.print("sources:")
+    for what, source in sources:
+        out.print(f"  {what}: {escape(source)}")
 
 
 def print_trace_calibration(profile: Any, report: dict[str, Any], out: Console) -> None:
-    """Print a profile fitted to traces: the traces (file, sha256, device, iterations), the
+    """Print a profile fitted to traces: the traces (file, sha256, iterations), the device, the
     kernels each fit used, the traces' GEMM time against the fitted model's, then the
     profile as `print_calibration` shows it."""
-    t = Table(title="Traces", title_justify="left", header_style="bold")
-    for col in ("file", "sha256", "device", "time", "iterations", "GEMM points",
-                "memory points", "GEMM time / iteration"):
-        t.add_column(col, overflow="fold")
+    t = Table(title="Traces (time: device or host clock; pts: points each fit used; GEMM/iter: "
+                    "GEMM time per iteration)", title_justify="left", header_style="bold")
+    name_column(t, "file")
+    t.add_column("sha256", no_wrap=True)  # its start; the device is the line below
+    for col in ("time", "iters", "GEMM pts", "mem pts", "GEMM/iter"):
+        t.add_column(col, justify="left" if col == "time" else "right", no_wrap=True)
     for tr in report["traces"]:
-        t.add_row(escape(tr["file"]), tr["sha256"][:16], escape(tr["device"]),
+        t.add_row(escape(tr["file"]), tr["sha256"][:8],
                   tr["time_source"], str(tr["iterations"]), str(tr["gemm_points"]),
                   str(tr["memory_points"]), si(tr["gemm_s"], "s"))
     out.print(t)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
+import re
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -23,35 +25,102 @@ if TYPE_CHECKING:
     import pandas as pd
 
 WIDE = 132
-"""Console columns when stdout is not a terminal and COLUMNS is unset (rich would use 80 and
-cut op names short in piped output)."""
+"""Console columns tables are laid out for when stdout is not a terminal and COLUMNS is unset
+(rich would use 80 and cut op names short in piped output)."""
+NAME_WIDTH = 60
+"""Widest an op or kernel name column gets in a terminal table; a longer name ends in "…"
+(never folded onto the next line mid-word)."""
+
+_TRAILING = re.compile(r"[ \t]+$")
+
+
+class _TrimmedStdout(io.TextIOBase):
+    """sys.stdout (as it is at each write: capture and redirection follow) with no line
+    ending in spaces: rich pads table titles and borderless rows to the table's width."""
+
+    def __init__(self) -> None:
+        self._spaces = ""  # trailing spaces of an unfinished line, written if text follows
+
+    def write(self, text: str) -> int:
+        """Write `text` with each finished line's trailing spaces dropped."""
+        lines = (self._spaces + text).split("\n")
+        last = lines.pop()
+        body = last.rstrip(" \t")
+        self._spaces = last[len(body):]
+        out = "".join(_TRAILING.sub("", line) + "\n" for line in lines) + body
+        sys.stdout.write(out)
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush sys.stdout."""
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        """Never a terminal (this console is for redirected output)."""
+        return False
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        """sys.stdout's encoding."""
+        return getattr(sys.stdout, "encoding", None) or "utf-8"
+
+
+class PlainConsole(Console):
+    """The console for output that is not a terminal (a file, a pipe): text is never wrapped
+    (a line is a line, whatever COLUMNS says), a table's title is a line of its own above
+    it rather than wrapped to the table's width, and no line ends in spaces. Tables are
+    laid out for COLUMNS, else `WIDE` columns."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """`Console.print`, text unwrapped and a table's title on a line of its own."""
+        if len(objects) == 1 and isinstance(objects[0], Table) and objects[0].title:
+            table = objects[0]
+            title = table.title
+            super().print(title, soft_wrap=True)
+            table.title = None
+            try:
+                super().print(table, **kwargs)
+            finally:
+                table.title = title
+            return
+        if kwargs.get("soft_wrap") is None and all(isinstance(o, str) for o in objects):
+            kwargs["soft_wrap"] = True
+        super().print(*objects, **kwargs)
 
 
 def make_console() -> Console:
-    """A console for command output: the terminal's width, or WIDE columns when piped."""
-    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+    """A console for command output: the terminal's, or a `PlainConsole` when stdout is
+    not a terminal (plain unwrapped lines, no trailing spaces; tables laid out for COLUMNS,
+    else WIDE columns)."""
+    if sys.stdout.isatty():
         return Console()
-    return Console(width=WIDE)
+    columns = os.environ.get("COLUMNS")
+    return PlainConsole(file=_TrimmedStdout(), width=None if columns else WIDE)
 
 
 def si(x: float | None, unit: str = "") -> str:
-    """A number with an SI prefix: 1.23 G, 45.6 M, 12.3 m, 4.5 µ ..."""
+    """A number with an SI prefix and three significant digits: 1.23 G, 45.6 M, 12.3 m,
+    4.5 µ ... (999.7 k is 1 M, never 1e+03 k)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if x == 0:
         return f"0 {unit}".rstrip()
     for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
                            (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")):
-        if abs(x) >= factor:
+        if abs(x) >= factor * 0.9995:  # what rounds to 1000 of the prefix below is 1 of this
             return f"{x / factor:.3g} {prefix}{unit}".rstrip()
     return f"{x:.3g} {unit}".rstrip()
 
 
 def binary(x: float) -> str:
-    """Bytes with a binary prefix (KiB, MiB, GiB)."""
+    """Bytes with a binary prefix, the one way sizes are written on the terminal: one
+    decimal below 100 ("1.0 GiB", "57.5 GiB"), whole numbers from 100 to 999 ("681 GiB"),
+    bytes below 1,000 ("512 B"): at most three digits, so 1,020 MiB is "1.0 GiB", never
+    "1.02e+03 MiB" or "1020 MiB"."""
     for factor, prefix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if abs(x) >= factor:
-            return f"{x / factor:.3g} {prefix}"
+        if abs(x) >= factor * 999.5 / 1024:  # what the unit below would show as 1000+
+            v = x / factor
+            return f"{v:.1f} {prefix}" if abs(v) < 99.95 else f"{v:.0f} {prefix}"
     return f"{x:.0f} B"
 
 
@@ -59,6 +128,13 @@ def segment_part(mem: MemoryEstimate) -> str:
     """", segment memory N" where the model carries the previous segment's states
     (Transformer-XL, XLNet), "" otherwise: the memory line's part for it."""
     return f", segment memory {binary(mem.segment_memory)}" if mem.segment_memory else ""
+
+
+def name_column(table: Table, header: str = "op", **kwargs: Any) -> None:
+    """Add a name column (op, kernel, module) to `table`: one line per name, at most
+    `NAME_WIDTH` wide, a longer name cut with "…" (never folded mid-word)."""
+    table.add_column(header, no_wrap=True, overflow="ellipsis",
+                     max_width=kwargs.pop("max_width", NAME_WIDTH), **kwargs)
 
 
 def shape(r: Mapping[str, Any]) -> str:
@@ -106,10 +182,11 @@ def top_table(table: OpTable, n: int, by: str = "flops") -> Table:
     t = Table(title=f"Top {n} ops by {what} (shape: MxNxK\\[xbatch] for GEMMs, else elements)",
               title_justify="left", header_style="bold")
     timed = by == "time_s"
-    cols = ["op", "layer", "sublayer", "phase", "shape", "FLOPs"]
+    cols = ["layer", "sublayer", "phase", "shape", "FLOPs"]
     cols += ["time"] if timed else ["bytes", "FLOP/B"]
+    name_column(t)
     for col in cols:
-        t.add_column(col, justify="left" if col in ("op", "sublayer", "phase") else "right",
+        t.add_column(col, justify="left" if col in ("sublayer", "phase") else "right",
                      no_wrap=True)
     c = table.columns
     for i in table.top_positions(n, by):
@@ -236,11 +313,14 @@ def _share(table: OpTable, col: str, value: str) -> float:
 
 
 __all__ = [
+    "NAME_WIDTH",
     "WIDE",
+    "PlainConsole",
     "binary",
     "comparison_table",
     "job_line",
     "make_console",
+    "name_column",
     "print_breakdowns",
     "print_optable",
     "print_profile",

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bertscope.report.tables import si
+from bertscope.report.tables import name_column, si
 from bertscope.trace.summaries import fused_records, module_records, top_records, unknown_records
 
 
@@ -155,9 +155,10 @@ def print_trace(result: Any, console: Console, *, top: int = 10, by: str | None 
     if top > 0 and fused:
         t = Table(title="torch.compile kernels: the ATen ops each fuses (its category from "
                         "them)", title_justify="left", header_style="bold")
-        for col in ("name", "category", "fuses", "time/iter"):
-            t.add_column(col, justify="right" if col == "time/iter" else "left",
-                         overflow="fold")
+        name_column(t, "name", max_width=90)
+        t.add_column("category", no_wrap=True)
+        t.add_column("fuses", overflow="ellipsis")  # wraps between op names, never inside
+        t.add_column("time/iter", justify="right", no_wrap=True)
         for r in fused[:max(top, 20)]:
             t.add_row(escape(r["name"]), str(r["category"]), escape(r["fuses"]),
                       _s(r["time_s"]))
@@ -171,9 +172,9 @@ def _print_unknown(result: Any, console: Console, top: int) -> None:
         t = Table(title="Names no pattern matched (category taken from the launching op); "
                         "classify them with --patterns FILE", title_justify="left",
                   header_style="bold")
-        for col in ("name", "category", "count", "time/iter"):
-            t.add_column(col, justify="left" if col in ("name", "category") else "right",
-                         overflow="fold")
+        name_column(t, "name", max_width=90)
+        for col in ("category", "count", "time/iter"):
+            t.add_column(col, justify="left" if col == "category" else "right", no_wrap=True)
         for r in unknown[:max(top, 20)]:
             t.add_row(escape(r["name"]), r["category"], str(int(r["count"])), _s(r["time_s"]))
         console.print(t)

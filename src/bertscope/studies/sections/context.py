@@ -111,13 +111,13 @@ class Ctx:
             if all(self.on(d, p) is None for p in self.precisions):
                 have = ", ".join(f.value for f in d.device.formats)
                 raise BertscopeError(f"{d.device.name} runs none of the studied precisions "
-                                     f"({names}; it has {have}): drop it from --devices or "
-                                     f"add a format it has to --precisions")
+                                     f"({names}; it has {have}): drop it from --device or "
+                                     f"add a format it has to --precision")
         for p in self.precisions:
             if not self.running(p):
                 raise BertscopeError(f"no studied device runs {p.value} (the devices: "
                                      f"{', '.join(d.device.name for d in self.devices)}): "
-                                     f"drop it from --precisions")
+                                     f"drop it from --precision")
 
     def running(self, precision: Precision) -> list[DeviceProfile]:
         """The studied devices that can run column `precision` (the rest are skipped)."""

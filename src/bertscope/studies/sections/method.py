@@ -23,7 +23,7 @@ def method(ctx: Ctx, measured: list[MeasuredPart], settings: dict[str, Any]) -> 
     findings = [f"Predicted parts: the analytic op table of each configuration timed by the "
                 f"roofline with efficiency models; {len(assumed)} of {len(ctx.devices)} devices "
                 f"use assumed default models (calibrate one with `bertscope calibrate` and pass "
-                f"the profile in --devices)."]
+                f"the profile in --device)."]
     findings += [m.note + "." for m in measured] or [
         "No measured part (--no-measure): every number is predicted."]
     rows = []
@@ -43,7 +43,7 @@ def method(ctx: Ctx, measured: list[MeasuredPart], settings: dict[str, Any]) -> 
     if measured and not rows:
         findings.append("No CPU profile among the devices, so the measured part is not "
                         "compared with a prediction: pass the profile `bertscope calibrate` "
-                        "writes in --devices.")
+                        "writes in --device.")
     tables = {"devices": dev}
     if rows:
         tables["measured_vs_predicted"] = pd.DataFrame(rows)

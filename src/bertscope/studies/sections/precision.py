@@ -44,7 +44,7 @@ def mixed_precision(ctx: Ctx) -> Section:
                         + (f"; not on {', '.join(same)} (no faster {hi} GEMM path)" if same
                            else "") + ".")
     else:
-        findings.append("One precision studied: pass --precisions fp32,bf16 to compare.")
+        findings.append("One precision studied: pass --precision fp32,bf16 to compare.")
     notes = ctx.skipped
     it = df.groupby(["device", "precision"], observed=True)["iteration_s"].first().unstack()
     if {"fp32", "tf32"} <= set(it.columns):
