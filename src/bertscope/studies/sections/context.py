@@ -18,7 +18,7 @@ from bertscope.analytic import build
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable
-from bertscope.perf import DeviceProfile, predict, run_format, study_format
+from bertscope.perf import DeviceProfile, fuse, predict, run_format, study_format
 from bertscope.taxonomy import Category, Sublayer
 
 GEMM = {c.value for c in Category if c.is_gemm}
@@ -166,10 +166,13 @@ class Ctx:
                               kind="stable").reset_index(drop=True)
 
     def table(self, m: ModelConfig, run: RunConfig) -> OpTable:
-        """The analytic op table (cached)."""
+        """The analytic op table (cached); for a run that fuses (`RunConfig.fusion`, a
+        recipe's default), as fused kernels run it (`perf.fuse`), as `ops` and `predict`
+        show it."""
         key = (m, run)
         if key not in self._tables:
-            self._tables[key] = build(m, run)
+            table = build(m, run)
+            self._tables[key] = fuse(table) if run.fusion else table
         return self._tables[key]
 
     def pred(self, m: ModelConfig, run: RunConfig, dev: DeviceProfile) -> OpTable:
