@@ -127,17 +127,20 @@ class Ctx:
     def skipped(self) -> list[str]:
         """One note per device and precision column the study skips, and per 16-bit column
         the devices that run a different format than named."""
+        return [n for prec in self.precisions for n in self.skipped_in(prec)]
+
+    def skipped_in(self, prec: Precision) -> list[str]:
+        """`skipped`'s notes for the precision column `prec` alone."""
         notes = []
-        for prec in self.precisions:
-            for d in self.devices:
-                fmt = self.on(d, prec)
-                if fmt is None:
-                    have = ", ".join(f.value for f in d.device.formats)
-                    notes.append(f"{d.device.name}: no {prec.value} (it has {have}); its "
-                                 f"{self.label(prec)} column is skipped")
-                elif fmt is not prec:
-                    notes.append(f"{d.device.name}: its {self.label(prec)} column runs "
-                                 f"{fmt.value} (no {prec.value})")
+        for d in self.devices:
+            fmt = self.on(d, prec)
+            if fmt is None:
+                have = ", ".join(f.value for f in d.device.formats)
+                notes.append(f"{d.device.name}: no {prec.value} (it has {have}); its "
+                             f"{self.label(prec)} column is skipped")
+            elif fmt is not prec:
+                notes.append(f"{d.device.name}: its {self.label(prec)} column runs "
+                             f"{fmt.value} (no {prec.value})")
         return notes
 
     def sweep(self, sweep_fn: Any, models: list[ModelConfig], devices: list[DeviceProfile],

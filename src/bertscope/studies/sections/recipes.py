@@ -71,6 +71,27 @@ def _by_device(it: pd.DataFrame, values: str) -> pd.DataFrame:
     return it.pivot(index="device", columns="recipe", values=values).reindex(order)
 
 
+def _times(v: float) -> str:
+    """A speedup as a sentence shows it."""
+    return f"{v:.2f}x"
+
+
+def _devices(n: int) -> str:
+    """"1 device", "9 devices"."""
+    return f"{n} device{'s' if n != 1 else ''}"
+
+
+def _span(values: pd.Series, fmt: Any, *, where: bool = True) -> str:
+    """The range of a device-indexed series: "a (dev) to b (dev)", or one value where all
+    are shown alike; `where`: name the devices."""
+    lo, hi = fmt(values.min()), fmt(values.max())
+    if lo == hi:
+        return lo + (f" ({values.idxmin()})" if where and len(values) == 1 else "")
+    if not where:
+        return f"{lo} to {hi}"
+    return f"{lo} ({values.idxmin()}) to {hi} ({values.idxmax()})"
+
+
 def _listing(values: pd.Series, fmt: Any) -> str:
     """"dev a, dev b" from a device-indexed series, each value shown by `fmt`."""
     return ", ".join(f"{d} {fmt(v)}" for d, v in values.items())
@@ -87,9 +108,8 @@ def _speedups(it: pd.DataFrame, where: str) -> list[str]:
            + f": {_listing(fused, lambda v: f'{v:.2f}x')}."]
     if MEGATRON in sp:
         meg = sp[MEGATRON]
-        out.append(f"The megatron stack on one device: {meg.min():.2f}x ({meg.idxmin()}) to "
-                   f"{meg.max():.2f}x ({meg.idxmax()}) over eager, "
-                   f"{(meg / fused).min():.2f}x to {(meg / fused).max():.2f}x over fused.")
+        out.append(f"The megatron stack on one device: {_span(meg, _times)} over eager, "
+                   f"{_span(meg / fused, _times, where=False)} over fused.")
     return out
 
 
@@ -102,7 +122,7 @@ def _memory_bound(it: pd.DataFrame) -> str:
     cut = 1 - secs[FUSED] / secs[EAGER]
     mean_e, mean_f = share[EAGER].mean(), share[FUSED].mean()
     text = (f"Memory-bound share of the iteration: {pct(mean_e)} under eager, {pct(mean_f)} "
-            f"under fused (mean of {len(share)} devices); it falls on {len(falls)} of "
+            f"under fused (mean of {_devices(len(share))}); it falls on {len(falls)} of "
             f"{len(share)} devices")
     if len(falls):
         d = falls.idxmax()
@@ -113,13 +133,11 @@ def _memory_bound(it: pd.DataFrame) -> str:
                                              for d, v in rises.items())
     iteration = _by_device(it, "iteration_s")
     rest = 1 - (iteration[FUSED] - secs[FUSED]) / (iteration[EAGER] - secs[EAGER])
-    text += (f". In time, fusion removes {pct(cut.min())} ({cut.idxmin()}) to "
-             f"{pct(cut.max())} ({cut.idxmax()}) of the memory-bound work and up to "
+    text += (f". In time, fusion removes {_span(cut, pct)} of the memory-bound work and up to "
              f"{pct(rest.max())} ({rest.idxmax()}) of the rest")
     if MEGATRON in share:
         meg = share[MEGATRON]
-        text += (f"; under megatron the share is {pct(meg.min())} ({meg.idxmin()}) to "
-                 f"{pct(meg.max())} ({meg.idxmax()})")
+        text += f"; under megatron the share is {_span(meg, pct)}"
     return text + "."
 
 
@@ -168,11 +186,12 @@ def _remains(it: pd.DataFrame, cat: pd.DataFrame) -> str:
            .unstack("category").fillna(0.0).div(iteration, axis=0).mean())
     lead = per[per > 0].sort_values(ascending=False).head(3)
     heavy = share[share >= MEMORY_BOUND_AT]
-    text = (f"After fusion, {pct(share.min())} ({share.idxmin()}) to {pct(share.max())} "
-            f"({share.idxmax()}) of the iteration is still memory-bound (at least "
-            f"{pct(MEMORY_BOUND_AT)} on {len(heavy)} of {len(share)} devices), mostly "
-            f"{', '.join(f'{c} ({pct(v)})' for c, v in lead.items())} of the iteration "
-            f"(mean over devices)")
+    text = (f"After fusion, {_span(share, pct)} of the iteration is still memory-bound (at "
+            f"least {pct(MEMORY_BOUND_AT)} on {len(heavy)} of {_devices(len(share))})")
+    if lead.empty:
+        return text + "."
+    text += (f", mostly {', '.join(f'{c} ({pct(v)})' for c, v in lead.items())} of the "
+             f"iteration (mean over devices)")
     if MEGATRON in set(cat["recipe"]):
         m = cat[cat["recipe"] == MEGATRON]
         it_m = it[it["recipe"] == MEGATRON].set_index("device")["iteration_s"]
@@ -209,7 +228,7 @@ def _notes(ctx: Ctx) -> list[str]:
     if other:
         notes.append(f"The recipes are NVIDIA software stacks; on {', '.join(other)} the same "
                      f"kernels are a what-if.")
-    return notes + ctx.skipped
+    return notes + ctx.skipped_in(ctx.low)
 
 
 def recipe_stacks(ctx: Ctx) -> Section:
