@@ -183,7 +183,7 @@ EXAMPLES: dict[str, Example] = {
     "study-findings": one(  # the README's study, more of its findings
         "study --no-measure --models bert-base --device a100,h100 --precision bf16 "
         "--output study-bert-base",
-        grep(r"^[2-9]\. ", r"^10\. ", r"^wrote ", after=2)),
+        grep(r"^[2-9]\. ", r"^1[01]\. ", r"^wrote ", after=2)),
     "models": one("models", head(10)),
     "devices": one("devices", head(8), columns=160),
     "ops-t5": one("ops t5-small --seq 512 --decoder-seq 114 --top 3", head(3)),

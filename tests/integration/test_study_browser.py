@@ -65,7 +65,7 @@ def test_report_loads_with_every_section_and_figure_visible(tmp_path) -> None:
         assert [h.text.split(". ", 1)[1] for h in heads] == [s.title for s in res.sections]
         assert all(h.is_displayed() for h in heads)
         figures = drv.find_elements(By.CSS_SELECTOR, "figure.figure svg")
-        assert len(figures) == sum(1 for s in res.sections if s.figure != "none") == 9
+        assert len(figures) == sum(1 for s in res.sections if s.figure != "none") == 10
         for fig in figures:
             drv.execute_script("arguments[0].scrollIntoView()", fig)
             assert fig.is_displayed() and fig.size["width"] > 200 and fig.size["height"] > 100

@@ -107,7 +107,8 @@ def study_sections() -> list[s.Section]:
                 devices=[load_profile(d) for d in cfg.devices],
                 precisions=[Precision(p) for p in cfg.precisions], phases=list(PHASES))
     return [s.where_time_goes(ctx), s.bound_share(ctx), s.mixed_precision(ctx),
-            s.checkpointing(ctx, sweep), s.distributed(ctx), s.implications(ctx, sweep)]
+            s.checkpointing(ctx, sweep), s.distributed(ctx), s.implications(ctx, sweep),
+            s.recipe_stacks(ctx)]
 
 
 def test_the_default_studys_v100_columns_run_fp16(study_sections) -> None:

@@ -148,7 +148,7 @@ def test_study_folder_has_every_part(tmp_path) -> None:
     folder = res.folder
     assert (folder / "report.html").is_file() and (folder / "study.json").is_file()
     doc = json.loads((folder / "study.json").read_text())
-    assert len(doc["sections"]) == 10 and doc["settings"]["bertscope"]
+    assert len(doc["sections"]) == 11 and doc["settings"]["bertscope"]
     for sec in res.sections:
         if sec.figure != "none":
             assert (folder / "figures" / f"{sec.key}.png").is_file()

@@ -39,7 +39,7 @@ def figures():
     steps = (s.where_time_goes, s.bound_share, s.gemm_shapes,
              lambda c: s.optimizer_share(c, sweep), s.mixed_precision,
              lambda c: s.scaling(c, sweep), lambda c: s.checkpointing(c, sweep),
-             s.distributed, lambda c: s.implications(c, sweep))
+             s.distributed, lambda c: s.implications(c, sweep), s.recipe_stacks)
     out = {}
     for step in steps:
         sec = step(ctx)

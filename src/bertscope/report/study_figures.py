@@ -343,10 +343,47 @@ def fig_implications(sec: Any) -> Any:
     return fig
 
 
+def fig_recipes(sec: Any) -> Any:
+    """10: one panel per device: the iteration under each recipe (eager, fused, megatron)
+    stacked by category, in percent of the eager iteration (a bar's height is its time;
+    its label says its speedup)."""
+    cat = sec.tables["recipe_time"]
+    it = sec.tables["recipes"]
+    big, ph = it["model"].iloc[-1], it["phase"].iloc[-1]
+    it = it[(it["model"] == big) & (it["phase"] == ph)]
+    cat = cat[(cat["model"] == big) & (cat["phase"] == ph)]
+    devices = list(dict.fromkeys(it["device"]))
+    names = _names(it)
+    cols = min(3, len(devices))
+    rows = -(-len(devices) // cols)
+    fig, axes = _figure(cols, rows, size=(3.1 * cols + 1.9, 2.7 * rows + 0.5), sharey=True)
+    for k, (ax, dev) in enumerate(zip(axes.flat, devices, strict=False)):
+        recipes = it[it["device"] == dev].set_index("recipe")["speedup"]
+        frame = (cat[cat["device"] == dev].pivot_table(index="recipe", columns="category",
+                                                       values="of_eager", aggfunc="sum",
+                                                       sort=False)
+                 .reindex(recipes.index).fillna(0))
+        frame.index = [r if i == 0 else f"{r} {v:.2f}x"
+                       for i, (r, v) in enumerate(recipes.items())]
+        _stacked(ax, frame, names.get(dev, _short(dev)))
+        top = 100 * frame.sum(axis=1).max()
+        if top > 100:  # a stack slower than eager
+            ax.set_ylim(0, 10 * np.ceil(top / 10))
+        ax.set_ylabel("% of the eager iteration" if k % cols == 0 else "")
+    for ax in axes.flat[len(devices):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{big}, {ph}, {it['precision'].iloc[0]} (predicted): each recipe's "
+                 f"iteration by category, % of eager's; label: speedup over eager",
+                 fontsize=_FONT + 1)
+    _legend_right(fig, _category_handles(fig))
+    return fig
+
+
 RENDERERS: dict[str, Callable[[Any], Any]] = {
     "stacked": fig_stacked, "bound": fig_bound, "gemm": fig_gemm, "optimizer": fig_optimizer,
     "precision": fig_precision, "scaling": fig_scaling, "checkpointing": fig_checkpointing,
-    "distributed": fig_distributed, "implications": fig_implications}
+    "distributed": fig_distributed, "implications": fig_implications,
+    "recipes": fig_recipes}
 """Figure kind (`Section.figure`) -> renderer."""
 
 __all__ = ["RENDERERS", "measured_title"]

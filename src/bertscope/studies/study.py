@@ -5,7 +5,9 @@
 The study ("Demystifying BERT: Implications for Accelerator Design", Pati et al., IISWC 2022)
 measures BERT pretraining on the local device and projects it on catalog accelerators:
 where the time goes, compute- vs memory-bound work, GEMM heterogeneity, the optimizer,
-precision, scale, checkpointing, distributed training and what it all implies for hardware.
+precision, scale, checkpointing, distributed training, what it all implies for hardware, and
+the paper's software stack (eager PyTorch) beside fused ones (the `fused` and `megatron`
+training recipes).
 Sections live in the `sections` package, one module each; every finding is computed from their
 tables. The folder is written beside its destination and renamed into place when complete,
 so a failed or interrupted study leaves nothing half-written: a stop request
@@ -191,7 +193,7 @@ def study(cfg: StudyConfig | None = None, progress: Progress | None = None,
             s.where_time_goes, s.bound_share, s.gemm_shapes,
             lambda c: s.optimizer_share(c, sweep), s.mixed_precision,
             lambda c: s.scaling(c, sweep), lambda c: s.checkpointing(c, sweep),
-            s.distributed, lambda c: s.implications(c, sweep))
+            s.distributed, lambda c: s.implications(c, sweep), s.recipe_stacks)
         sections = []
         for i, step in enumerate(steps):
             STOP.check()

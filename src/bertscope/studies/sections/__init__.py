@@ -3,7 +3,7 @@ its findings (`bertscope.studies.study` runs them in order).
 
 `context` (the `Ctx`, `Section`, `PhaseSpec` and helpers every section shares), then
 1 `breakdown`, 2 `bound`, 3 `gemms`, 4 `optimizer`, 5 `precision`, 6 `scaling`,
-7 `checkpointing`, 8 `distributed`, 9 `implications`, 10 `method`.
+7 `checkpointing`, 8 `distributed`, 9 `implications`, 10 `recipes`, 11 `method`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from bertscope.studies.sections.implications import NearMemory, implications
 from bertscope.studies.sections.method import method
 from bertscope.studies.sections.optimizer import optimizer_share
 from bertscope.studies.sections.precision import mixed_precision
+from bertscope.studies.sections.recipes import recipe_stacks
 from bertscope.studies.sections.scaling import scaling
 
 __all__ = ["GEMM", "MEMORY_BOUND_AT", "Ctx", "MeasuredPart", "NearMemory", "PhaseSpec",
            "Section", "bound_share", "checkpointing", "distributed", "gemm_shapes",
-           "implications", "method", "mixed_precision", "optimizer_share", "pct", "scaling",
-           "shares", "where_time_goes"]
+           "implications", "method", "mixed_precision", "optimizer_share", "pct",
+           "recipe_stacks", "scaling", "shares", "where_time_goes"]

@@ -18,7 +18,7 @@ from bertscope.analytic import build
 from bertscope.config import ModelConfig, Optimizer, Precision, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.optable import OpTable
-from bertscope.perf import DeviceProfile, predict, run_format, study_format
+from bertscope.perf import DeviceProfile, fuse, predict, run_format, study_format
 from bertscope.taxonomy import Category, Sublayer
 
 GEMM = {c.value for c in Category if c.is_gemm}
@@ -127,17 +127,20 @@ class Ctx:
     def skipped(self) -> list[str]:
         """One note per device and precision column the study skips, and per 16-bit column
         the devices that run a different format than named."""
+        return [n for prec in self.precisions for n in self.skipped_in(prec)]
+
+    def skipped_in(self, prec: Precision) -> list[str]:
+        """`skipped`'s notes for the precision column `prec` alone."""
         notes = []
-        for prec in self.precisions:
-            for d in self.devices:
-                fmt = self.on(d, prec)
-                if fmt is None:
-                    have = ", ".join(f.value for f in d.device.formats)
-                    notes.append(f"{d.device.name}: no {prec.value} (it has {have}); its "
-                                 f"{self.label(prec)} column is skipped")
-                elif fmt is not prec:
-                    notes.append(f"{d.device.name}: its {self.label(prec)} column runs "
-                                 f"{fmt.value} (no {prec.value})")
+        for d in self.devices:
+            fmt = self.on(d, prec)
+            if fmt is None:
+                have = ", ".join(f.value for f in d.device.formats)
+                notes.append(f"{d.device.name}: no {prec.value} (it has {have}); its "
+                             f"{self.label(prec)} column is skipped")
+            elif fmt is not prec:
+                notes.append(f"{d.device.name}: its {self.label(prec)} column runs "
+                             f"{fmt.value} (no {prec.value})")
         return notes
 
     def sweep(self, sweep_fn: Any, models: list[ModelConfig], devices: list[DeviceProfile],
@@ -166,10 +169,13 @@ class Ctx:
                               kind="stable").reset_index(drop=True)
 
     def table(self, m: ModelConfig, run: RunConfig) -> OpTable:
-        """The analytic op table (cached)."""
+        """The analytic op table (cached); for a run that fuses (`RunConfig.fusion`, a
+        recipe's default), as fused kernels run it (`perf.fuse`), as `ops` and `predict`
+        show it."""
         key = (m, run)
         if key not in self._tables:
-            self._tables[key] = build(m, run)
+            table = build(m, run)
+            self._tables[key] = fuse(table) if run.fusion else table
         return self._tables[key]
 
     def pred(self, m: ModelConfig, run: RunConfig, dev: DeviceProfile) -> OpTable:

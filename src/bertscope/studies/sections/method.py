@@ -1,4 +1,4 @@
-"""Section 10: how the study was obtained (models per device, what was measured, measured vs
+"""Section 11: how the study was obtained (models per device, what was measured, measured vs
 predicted)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from bertscope.studies.sections.context import Ctx, MeasuredPart, Section
 
 
 def method(ctx: Ctx, measured: list[MeasuredPart], settings: dict[str, Any]) -> Section:
-    """10. How this was obtained: the models each device's prediction uses, what was
+    """11. How this was obtained: the models each device's prediction uses, what was
     measured, and the measured iteration against its prediction where a CPU profile was
     studied."""
     dev = pd.DataFrame([{"device": d.device.name, "sku": d.device.sku,
