@@ -287,7 +287,8 @@ class Varied:
         config = names[:names.index(CONFIG_END)] if CONFIG_END in names else names
         config += [c for c in LAYOUT if c in cols]
         model: Labels = cols["model"]
-        models = np.unique(model.codes)
+        codes = model.codes  # one model a piece, but for multi-device pieces
+        models = [codes[0]] if (codes == codes[0]).all() else np.unique(codes)
         for c in config:
             if c in self.columns:
                 continue
