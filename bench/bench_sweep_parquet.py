@@ -6,7 +6,7 @@ printed) on the issue's 262,144-configuration grid, and on a 1,048,576-configura
 
     python3 -m venv /tmp/la && /tmp/la/bin/pip install llm-analysis==0.2.2  # never in .venv:
     # it downgrades transformers
-    python bench/bench_sweep_parquet.py --llm-python /tmp/la/bin/python
+    python bench/bench_sweep_parquet.py --llm-python /tmp/la/bin/python [--baseline REV]
     # results: bench/results/bench_sweep_parquet.txt (this script writes it)
 
 Targets (issue 34): the 262,144-configuration grid at least 100x cheaper per configuration
@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -67,8 +66,10 @@ print(json.dumps({"wall": (time.perf_counter() - t) / len(configs),
 hidden 1024, 16 heads, FFN 4096, bert-large's shape; a100-sxm-80gb, bf16, one GPU)."""
 
 
-def _env() -> dict[str, str]:
+def _env(src: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if src is not None:  # a baseline checkout's package ahead of this one
+        env["PYTHONPATH"] = str(src)
     env.pop(_SCHEDULER, None)  # local workers only
     env["COLUMNS"] = "400"  # the count line on one line
     return env
@@ -77,14 +78,14 @@ def _env() -> dict[str, str]:
 _SCHEDULER = "BERTSCOPE_SCHEDULER"
 
 
-def bertscope(args: list[str], out: Path | None) -> dict[str, float]:
+def bertscope(args: list[str], out: Path | None, src: Path | None = None) -> dict[str, float]:
     """Wall and CPU seconds of one `bertscope sweep` process (workers included) and the
-    rows it says it evaluated."""
-    exe = shutil.which("bertscope", path=str(Path(sys.executable).parent)) or "bertscope"
-    cmd = [exe, "sweep", *args, "--no-store", *(["--output", str(out)] if out else [])]
+    rows it says it evaluated; `src`: a baseline's source folder instead of this one."""
+    cmd = [sys.executable, "-m", "bertscope.cli", "sweep", *args, "--no-store",
+           *(["--output", str(out)] if out else [])]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    got = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=True)
+    got = subprocess.run(cmd, capture_output=True, text=True, env=_env(src), check=True)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -108,17 +109,30 @@ def main() -> None:
                                                           "/tmp/sweepscale-la/bin/python"),
                     help="the Python of a virtual environment with llm-analysis==0.2.2")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", default=None, metavar="REV",
+                    help="also time the 262,144-configuration command at this git revision "
+                         "(its src/ extracted to a temporary folder), alternated")
     a = ap.parse_args()
-    runs: dict[str, list[dict[str, float]]] = {"llm": [], "262k": [], "1m": [], "1m_no": []}
+    runs: dict[str, list[dict[str, float]]] = {"llm": [], "262k": [], "1m": [], "1m_no": [],
+                                               "base": []}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "s.parquet"
+        base = None
+        if a.baseline:
+            subprocess.run(f"git archive {a.baseline} src | tar -x -C {tmp}", shell=True,
+                           check=True, cwd=ROOT)
+            base = Path(tmp) / "src"
+            bertscope(GRID_262K, out, base)  # untimed, as below
         bertscope(GRID_262K, out)  # untimed: writes the .pyc files, warms the page cache
         for _ in range(a.rounds):  # alternate A/B; medians of the rounds
             runs["llm"].append(llm_analysis(a.llm_python))
             runs["262k"].append(bertscope(GRID_262K, out))
+            if base is not None:
+                runs["base"].append(bertscope(GRID_262K, out, base))
             runs["1m"].append(bertscope(GRID_1M, out))
             runs["1m_no"].append(bertscope(GRID_1M, None))
-    med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in runs.items()}
+    med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in runs.items()
+           if v}
     llm, s, big, big_no = med["llm"], med["262k"], med["1m"], med["1m_no"]
     lines = [f"$ {' '.join(['python', *sys.argv])}",
              f"# {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, load average "
@@ -134,16 +148,22 @@ def main() -> None:
             f"{per * 1e6:.2f} us per configuration",
             f"  vs llm-analysis: {llm[clock] / per:6.0f}x cheaper per configuration "
             f"(target >= 100x; per evaluated {llm[clock] / (s[clock] / s['evaluated']):.0f}x)",
+            *([f"  baseline {a.baseline}, same command: {med['base'][clock]:.2f} s "
+               f"({med['base'][clock] / s['grid'] * 1e6:.2f} us per configuration, "
+               f"{llm[clock] / (med['base'][clock] / s['grid']):.0f}x; now "
+               f"{med['base'][clock] / s[clock]:.2f}x faster)"] if "base" in med else []),
             f"1M grid, --output .parquet:  {big[clock]:6.2f} s whole process for "
             f"{int(big['grid']):,} configurations ({int(big['evaluated']):,} evaluated; target "
             f"< 3 s); without --output {big_no[clock]:.2f} s"]
     lines.append("# per round (wall s): llm us " + str([round(r["wall"] * 1e6) for r in
                                                         runs["llm"]]) + ", 262k " +
-                 str([round(r["wall"], 2) for r in runs["262k"]]) + ", 1M " +
+                 str([round(r["wall"], 2) for r in runs["262k"]]) + ", baseline " +
+                 str([round(r["wall"], 2) for r in runs["base"]]) + ", 1M " +
                  str([round(r["wall"], 2) for r in runs["1m"]]))
     lines.append("# per round (CPU s): llm us " + str([round(r["cpu"] * 1e6) for r in
                                                        runs["llm"]]) + ", 262k " +
-                 str([round(r["cpu"], 2) for r in runs["262k"]]) + ", 1M " +
+                 str([round(r["cpu"], 2) for r in runs["262k"]]) + ", baseline " +
+                 str([round(r["cpu"], 2) for r in runs["base"]]) + ", 1M " +
                  str([round(r["cpu"], 2) for r in runs["1m"]]))
     text = "\n".join(lines) + "\n"
     print(text, end="")

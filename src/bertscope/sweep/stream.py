@@ -23,6 +23,7 @@ categories, the share columns of the categories seen so far). Three consumers re
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,11 +48,11 @@ class Labels:
     codes: np.ndarray
     categories: list[Any]
 
-    def values(self) -> np.ndarray:
-        """The labels themselves (an object array)."""
+    def values(self, rows: Any = slice(None)) -> np.ndarray:
+        """The labels themselves (an object array), of `rows` (an index) or all."""
         cats = np.empty(len(self.categories), dtype=object)
         cats[:] = self.categories
-        return cats[self.codes]
+        return cats[self.codes[rows]]
 
 
 Columns = dict[str, Any]
@@ -91,7 +92,7 @@ def _arrow(cols: Columns) -> Any:
             arrays.append(_array(np.asarray(v.categories, dtype=bool)[v.codes]))
         else:
             arrays.append(pa.DictionaryArray.from_arrays(
-                _array(v.codes.astype(np.int32)), _strings(v.categories)))
+                _array(v.codes.astype(np.int32)), _strings(tuple(v.categories))))
     return pa.Table.from_arrays(arrays, names=list(cols))
 
 
@@ -112,7 +113,8 @@ def _array(values: np.ndarray) -> Any:
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(data)])
 
 
-def _strings(values: list[Any]) -> Any:
+@functools.lru_cache(maxsize=1024)
+def _strings(values: tuple[Any, ...]) -> Any:
     """Label categories as an Arrow string array (built from its buffers: see `_array`);
     categories of other types through `pa.array`."""
     import pyarrow as pa
@@ -231,7 +233,8 @@ class TopRows:
         if sort is not None and sort not in cols:  # a share column later pieces may have
             cols = {**cols, sort: np.full(n, fill)}
         take = self._order(cols.get(sort), n)[:self.top]
-        piece = {k: (v.values() if isinstance(v, Labels) else v)[take] for k, v in cols.items()}
+        piece = {k: v.values(take) if isinstance(v, Labels) else v[take]
+                 for k, v in cols.items()}
         piece[_FILL] = np.full(len(take), fill)
         if self.best is None:
             self.best = piece
