@@ -134,7 +134,9 @@ def main() -> None:
     med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in runs.items()
            if v}
     llm, s, big, big_no = med["llm"], med["262k"], med["1m"], med["1m_no"]
-    lines = [f"$ {' '.join(['python', *sys.argv])}",
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True, cwd=ROOT, check=True).stdout.strip()
+    lines = [f"# {RESULTS.stem}: made at {rev}", f"$ {' '.join(['python', *sys.argv])}",
              f"# {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, load average "
              f"{os.getloadavg()[0]:.1f} at the end; medians of {a.rounds} alternated rounds"]
     for clock in ("wall", "cpu"):
