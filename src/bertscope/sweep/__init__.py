@@ -280,6 +280,7 @@ class _Pieces:
         """Whether the grid has multi-device points (the layout columns)."""
 
     def __iter__(self) -> Iterator[_Piece]:
+        """The evaluated pieces with rows, in grid order (progress told after each)."""
         grid, targets, combos = self.grid, self.targets, self.combos
         sets = engine.same_models(targets)
         single = len(combos) < len(grid.layouts())
@@ -291,7 +292,7 @@ class _Pieces:
         processes = len(tasks) >= PROCESS_PIECES * n_workers and grid.size >= PROCESS_CONFIGS
         with cluster.mapped(_evaluate, [(piece, targets, sets) for _, piece in tasks],
                             scheduler=self.scheduler, workers=n_workers, processes=processes,
-                            what="sweep piece") as results:
+                            ahead=AHEAD * n_workers, what="sweep piece") as results:
             for (group, piece), res in zip(tasks, results, strict=True):
                 labels = _labels(group)
                 done += piece.size * len(targets)
@@ -408,6 +409,10 @@ pieces spend their time in Python between numpy calls, holding the GIL (a 1M-con
 grid of 128 groups ran 1.0x faster on two threads than on one; on two processes 2.2x),
 while a few large pieces run well on threads (numpy's loops release the GIL) and would pay
 for shipping their results back (bench/results/bench_sweep.txt)."""
+AHEAD = 4
+"""Pieces per local worker submitted ahead of the one being read: what bounds the results
+held (a piece is at most `engine.CHUNK` entries) when the reader, writing rows, is slower
+than the workers."""
 PROCESS_PIECES = 8
 """Pieces per worker from which a large grid runs on processes (see `PROCESS_CONFIGS`)."""
 
