@@ -29,6 +29,7 @@ without it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import multiprocessing
 import os
@@ -88,14 +89,17 @@ def local_workers(items: int, workers: int | None = None) -> int:
 
 @contextmanager
 def mapped(fn: Callable[[T], R], items: Sequence[T], *, scheduler: str | None = None,
-           workers: int | None = None, processes: bool = True,
+           workers: int | None = None, processes: bool = True, ahead: int | None = None,
            what: str = "items") -> Iterator[Iterator[R]]:
     """Within: `fn` over `items`, results in item order as they are read (see the module
     docstring for where each runs). Locally: `workers` (default one per core); `processes`
-    False runs several items on threads instead of processes. `fn` must be a module-level
-    function and the items picklable (forked processes, Dask). `what` names the items in
-    messages ("trace files"). Leaving the block early stops the work (`stop_pool`, or the
-    Dask futures cancelled); the stop request (`STOP`) is checked after each result."""
+    False runs several items on threads instead of processes; `ahead` bounds the items
+    submitted and not yet read (None: all at once), so that results a slow reader has not
+    taken yet (a sweep writing its rows) do not pile up in memory. `fn` must be a
+    module-level function and the items picklable (forked processes, Dask). `what` names the
+    items in messages ("trace files"). Leaving the block early stops the work (`stop_pool`,
+    or the Dask futures cancelled); the stop request (`STOP`) is checked after each
+    result."""
     items = list(items)
     if scheduler is not None:
         with _on_dask(fn, items, scheduler, what) as results:
@@ -108,12 +112,31 @@ def mapped(fn: Callable[[T], R], items: Sequence[T], *, scheduler: str | None = 
     pool = local_pool(n, processes=processes)
     with pool:
         try:
-            with blocked_signals():  # workers forked here start with SIGINT held
-                results = pool.map(fn, items, chunksize=max(1, len(items) // (8 * n)))
-            yield _checked(results)
+            if ahead is None:
+                with blocked_signals():  # workers forked here start with SIGINT held
+                    results = pool.map(fn, items, chunksize=max(1, len(items) // (8 * n)))
+                yield _checked(results)
+            else:
+                yield _checked(_windowed(pool, fn, items, max(ahead, n)))
         except BaseException:  # Ctrl-C, SIGTERM, a failed item: no worker outlives it
             stop_pool(pool)
             raise
+
+
+def _windowed(pool: Executor, fn: Callable[[T], R], items: list[T], ahead: int
+              ) -> Iterator[R]:
+    """`fn` over `items` on `pool`, at most `ahead` submitted and not yet read; results in
+    item order. The first submissions start the workers (with SIGINT held: the stop
+    protocol); the pool forks them all then, none later."""
+    pending: collections.deque[Any] = collections.deque()
+    with blocked_signals():
+        pending.extend(pool.submit(fn, item) for item in items[:ahead])
+    for item in items[ahead:]:
+        result = pending.popleft().result()
+        pending.append(pool.submit(fn, item))
+        yield result
+    while pending:
+        yield pending.popleft().result()
 
 
 def _checked(results: Iterator[R]) -> Iterator[R]:

@@ -5,10 +5,13 @@ CLI's `--scheduler ADDRESS` and the Python API.
 - The rank-trace folder and a small sweep give, through the scheduler, exactly the local
   run's output (the files compared byte for byte, the frames value for value), and the
   work did run on the cluster (the scheduler saw the tasks).
+- A sweep streamed to Parquet through the scheduler (rows written piece by piece as the
+  workers' results come in) reads back equal to the local run's.
 - A worker killed while it runs a task (a worker plugin that ends its process when a task
   starts executing): once, the scheduler runs the task again on the other worker and the
-  output equals the local one; every time, past `allowed-failures`, the command fails in
-  one line, exit 2, and writes nothing.
+  output equals the local one (a trace folder, a streamed sweep); every time, past
+  `allowed-failures`, the command fails in one line, exit 2, and writes nothing (no output,
+  no temporary: the streamed Parquet had pieces written when it stopped).
 - An address nobody listens on: one line, exit 2.
 """
 
@@ -29,6 +32,7 @@ pytest.importorskip("distributed")
 
 import cloudpickle
 import dask
+import pandas as pd
 from distributed import Client, LocalCluster, WorkerPlugin
 
 import bertscope.cluster as cluster
@@ -103,6 +107,14 @@ def test_sweep_on_the_cluster_equals_the_local_run(
     assert rc == 0, err
     assert "evaluate" in _prefixes(local_cluster)
     assert remote.read_bytes() == local.read_bytes()
+    # streamed to Parquet piece by piece as the workers' results come in: the local rows
+    local, remote = tmp_path / "local.parquet", tmp_path / "remote.parquet"
+    assert _run(capsys, *SWEEP, "--output", str(local))[0] == 0
+    rc, err = _run(capsys, *SWEEP, "--output", str(remote), "--scheduler", address)
+    assert rc == 0, err
+    assert pd.read_parquet(remote).equals(pd.read_parquet(local))
+    # 2 models x the a100 (the tpu-v4 lacks fp32, the default precision) x 8 x 2
+    assert len(pd.read_parquet(remote)) == 2 * 1 * 8 * 2
     # the API too, every column value for value
     kw: dict[str, Any] = dict(batch=range(1, 9), seq=(32, 64), precision=("fp32", "bf16"))
     a = sweep(["bert-tiny", "bert-mini"], ["a100", "tpu-v4"], scheduler=address, **kw).frame
@@ -167,9 +179,22 @@ def test_a_worker_killed_once_the_task_runs_again(
     assert remote.read_bytes() == local.read_bytes()
 
 
-def test_a_task_that_kills_every_worker_fails_in_one_line(
+def test_a_sweep_worker_killed_once_the_piece_runs_again(
         address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "remote.csv"
+    local, remote = tmp_path / "local.parquet", tmp_path / "remote.parquet"
+    marker = tmp_path / "killed"
+    assert _run(capsys, *SWEEP, "--output", str(local))[0] == 0
+    with _killing(address, tmp_path / "armed", marker):
+        rc, err = _run(capsys, *SWEEP, "--output", str(remote), "--scheduler", address)
+    assert marker.exists()  # a worker did die
+    assert rc == 0, err
+    assert pd.read_parquet(remote).equals(pd.read_parquet(local))
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_task_that_kills_every_worker_fails_in_one_line(
+        address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str) -> None:
+    out = tmp_path / f"remote{suffix}"
     with _killing(address, tmp_path / "armed", None):
         rc, err = _run(capsys, *SWEEP, "--output", str(out), "--scheduler", address)
     assert rc == 2

@@ -32,6 +32,26 @@ def test_an_items_error_reaches_the_caller_as_it_was_raised(workers: int) -> Non
         list(got)
 
 
+_STARTED: list[int] = []
+
+
+def _count(x: int) -> int:
+    _STARTED.append(x)
+    return x * x
+
+
+def test_ahead_bounds_the_items_submitted_and_not_yet_read() -> None:
+    _STARTED.clear()
+    with cluster.mapped(_count, list(range(12)), workers=2, processes=False,
+                        ahead=3) as results:
+        for read, r in enumerate(results, start=1):
+            # submitted by the time the read-th result is read: the 3 first, then one more
+            # per result read; all 12 at once (no window) would start them all now
+            assert len(_STARTED) <= read + 3
+            assert r == (read - 1) ** 2  # in item order
+    assert sorted(_STARTED) == list(range(12))
+
+
 def test_local_workers_are_bounded_by_items_and_cap() -> None:
     assert cluster.local_workers(1, 8) == 1
     assert cluster.local_workers(100, 3) == 3

@@ -195,7 +195,7 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
     from bertscope.report.progress import progress_bar
     from bertscope.report.sweep import print_sweep
     from bertscope.report.tables import make_console
-    from bertscope.sweep import MAX_CONFIGS, check_sort, sweep
+    from bertscope.sweep import MAX_CONFIGS, check_sort, sweep_to
 
     check_top(top, 0)
     check_sort(sort)
@@ -205,24 +205,20 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
     check_export(output)
     check_scheduler(scheduler)
     st = open_store(store, no_store)
-    with progress_bar() as tell:
-        result = sweep(parse_words(models, "models"), parse_words(device, "device"),
-                       max_configs=None if yes else MAX_CONFIGS, progress=tell,
-                       scheduler=scheduler, **axes)
-    if result.empty:  # an empty result is not success: nothing printed, written or recorded
-        raise BertscopeError(f"nothing to evaluate: {result.empty}; change the axes")
-    ranked = result.ranked(sort, top)  # checks the column before anything is written
+    with progress_bar() as tell:  # rows streamed to --output; only the best kept here
+        result = sweep_to(output, parse_words(models, "models"), parse_words(device, "device"),
+                          sort=sort, top=top, max_configs=None if yes else MAX_CONFIGS,
+                          progress=tell, scheduler=scheduler, **axes)
     console = make_console()
-    print_sweep(result, ranked, console, sort=sort)
+    print_sweep(result, result.top, console, sort=sort)
     if output is not None:
-        result.export(output)
         console.print(f"wrote {result.evaluated:,} rows to {escape(str(output))}")
     # the grid's axes and its best rows (the full frame stays in --output)
     record(st, console, "sweep", model=models, device=device,
            inputs={"models": models, "devices": device, **axes},
            summary={"evaluated": result.evaluated, "skipped": result.skipped,
                     "seconds": result.seconds, "sort": sort,
-                    "best": ranked.head(5).to_dict(orient="records")})
+                    "best": result.top[:5]})
 
 
 def sweep_command() -> Callable[..., None]:

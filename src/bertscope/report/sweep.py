@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -19,26 +18,25 @@ _OWN = ("model", "device", "family")
 """Columns that are not configuration axes (model and device always shown)."""
 
 
-def print_sweep(result: Any, ranked: pd.DataFrame, console: Console, *, sort: str) -> None:
-    """The count line and a table of the ranked rows: the configuration columns that vary,
+def print_sweep(result: Any, ranked: list[dict[str, Any]], console: Console, *,
+                sort: str) -> None:
+    """The count line and a table of the ranked rows ({column: value}; `result`: a
+    `SweepSummary` or `SweepResult`): the configuration columns that vary (`result.varied`),
     time, tokens/s, % of the GEMM peak, the GEMM / memory-bound / optimizer shares, memory
     and whether it fits."""
     console.print(f"evaluated {result.evaluated:,} configurations in {result.seconds:.2f} s "
                   f"({result.grid_size:,} in the grid, {result.skipped:,} skipped: heads "
                   f"not dividing hidden, seq beyond the positions, or a precision the device "
                   f"lacks)")
-    if ranked.empty:
+    if not ranked:
         return
-    frame = result.frame
+    columns = list(result.columns)
     # the configuration's columns, in the frame's order: the run's (every RunConfig field,
     # so a field added to it shows up here), then the layout's and the knobs'
-    run = [c for c in frame.columns[:frame.columns.get_loc("tokens")]
-           if c not in (*_OWN, *_DIMS, *_AFTER)]
-    varied = (c for c in (*run[:2], *_DIMS, *run[2:], *_AFTER) if c in frame
-              and (frame.groupby("model", observed=True)[c].nunique().max() if c in _DIMS
-                   else frame[c].nunique()) > 1)
+    run = [c for c in columns[:columns.index("tokens")] if c not in (*_OWN, *_DIMS, *_AFTER)]
+    varied = (c for c in (*run[:2], *_DIMS, *run[2:], *_AFTER) if c in result.varied)
     shown = ["model", "device", *varied]
-    comm = "dp" in frame  # multi-device points: the communication and bubble share
+    comm = "dp" in columns  # multi-device points: the communication and bubble share
     t = Table(title=f"Top {len(ranked)} by {escape(sort)}")
     names = {"micro_batches": "micro", "masked_lm_only": "masked", "precision": "prec",
              "attention": "attn", "num_layers": "layers", "intermediate": "ffn",
@@ -48,11 +46,12 @@ def print_sweep(result: Any, ranked: pd.DataFrame, console: Console, *, sort: st
     for col in shown:
         t.add_column(names.get(col, col), justify="left" if col in ("model", "device") else
                      "right")
-    split = not ranked["memory_bound_share"].isna().all()  # some row has categories
+    split = any(r["memory_bound_share"] == r["memory_bound_share"]  # some row has
+                for r in ranked)  # categories (not NaN)
     for col in ("time", "tok/s", "%peak", *(("GEMM%", "mem-bound%") if split else ()), "opt%",
                 *(("comm%", "bubble%") if comm else ()), "memory", "fits"):
         t.add_column(col, justify="right")
-    for r in ranked.to_dict(orient="records"):
+    for r in ranked:
         gemm = r.get("share_gemm", 0.0) + r.get("share_batched_gemm", 0.0)
         parts = ((_pct(r["tp_comm_share"] + r["pp_comm_share"] + r["dp_comm_share"]),
                   _pct(r["bubble_share"])) if comm else ())
@@ -64,7 +63,7 @@ def print_sweep(result: Any, ranked: pd.DataFrame, console: Console, *, sort: st
                   _pct(r["optimizer_share"]), *parts,
                   binary(r["memory_bytes"]), "yes" if r["fits"] else "no")
     console.print(t)
-    if comm and ranked["memory_bound_share"].isna().any():
+    if comm and any(r["memory_bound_share"] != r["memory_bound_share"] for r in ranked):
         console.print("multi-device rows (devices > 1 or ZeRO): the distributed model times "
                       "layer sections, not categories, so GEMM% and mem-bound% are not split "
                       "there (-)")

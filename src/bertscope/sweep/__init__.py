@@ -19,31 +19,44 @@ producer on arrays and the same `perf.predict.row_times`. Configurations a model
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
 import time
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from bertscope import cluster
 from bertscope.config import ModelConfig
 from bertscope.errors import BertscopeError, as_values, check_path, is_positive_int, shown
-from bertscope.io import atomic_write, frame_bytes, output_format
+from bertscope.io import Format, atomic_path, atomic_write, frame_bytes, output_format
 from bertscope.perf.efficiency import DeviceProfile, load_profile
 from bertscope.perf.predict import Bound
 from bertscope.perf.roofline import Knobs
 from bertscope.presets import get_model
+from bertscope.requirements import require_format
 from bertscope.sweep import engine, multi
 from bertscope.sweep.grid import KNOB_AXES, MODEL_AXES, Grid, Group, run_axes
+from bertscope.sweep.stream import (
+    Columns,
+    Labels,
+    ParquetRows,
+    TopRows,
+    Varied,
+    columns_of,
+    frame_of,
+)
 from bertscope.taxonomy import Category
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_CONFIGS = 2_000_000
 """Largest grid evaluated without being asked to (`sweep(..., max_configs=None)`,
@@ -108,10 +121,34 @@ class SweepResult:
             df = df.sort_values(sort, ascending=ascending, kind="stable")
         return df.head(top) if top is not None else df
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The frame's columns, in order."""
+        return tuple(self.frame.columns)
+
+    @property
+    def varied(self) -> frozenset[str]:
+        """Configuration columns holding more than one value (the model dimensions: within
+        a model): what the sweep table shows."""
+        v = Varied()
+        if not self.frame.empty:
+            v.add(columns_of(self.frame))
+        return frozenset(v.columns)
+
     def export(self, path: str | Path) -> Path:
         """Write the rows (csv, json or parquet, from the suffix) atomically."""
         p = Path(check_path(path, "export"))
-        atomic_write(p, frame_bytes(self.frame, output_format(p)))
+        fmt = output_format(p)
+        if fmt is not Format.PARQUET:
+            atomic_write(p, frame_bytes(self.frame, fmt))
+            return p
+        require_format(fmt)
+        with atomic_path(p) as tmp:  # the writer `sweep_to` streams with: equal files
+            rows = ParquetRows(tmp)
+            try:
+                rows.write(columns_of(self.frame), 0.0)
+            finally:
+                rows.close()
         return p
 
 
@@ -180,6 +217,20 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
     `scheduler` (a Dask scheduler's address, tcp://HOST:PORT) on that cluster's workers
     (`bertscope.cluster`; multi-device points stay local). The result does not depend on
     where they ran."""
+    grid, run = _prepared(models, devices, max_configs, progress, workers, scheduler, axes)
+    t0 = time.perf_counter()
+    parts = [part for piece in run for part in piece.parts]
+    frame = _frame(parts, run.targets, grid, layouts=run.layouts)
+    empty = (f"every configuration of the grid ({grid.size:,}) was skipped "
+             f"({grid.refusal()})") if frame.empty else ""
+    return SweepResult(frame=frame, grid_size=grid.size, skipped=grid.size - len(frame),
+                       seconds=time.perf_counter() - t0, empty=empty)
+
+
+def _prepared(models: Any, devices: Any, max_configs: int | None, progress: Progress | None,
+              workers: int | None, scheduler: str | None, axes: dict[str, Any]
+              ) -> tuple[Grid, _Pieces]:
+    """The arguments of `sweep` checked, the grid made and its pieces ready to evaluate."""
     if max_configs is not None and not is_positive_int(max_configs):
         raise BertscopeError(f"max_configs must be a positive integer or None, got "
                              f"{shown(max_configs)}")
@@ -196,38 +247,159 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
             f"the grid has {grid.size:,} configurations (about "
             f"{grid.size * BYTES_PER_CONFIG / 2**30:.1f} GiB of results), above "
             f"{max_configs:,}; narrow an axis or pass --yes")
-    t0 = time.perf_counter()
-    targets = [(p, k) for p in grid.devices for k in grid.knob_sets()]
-    sets = engine.same_models(targets)
-    tell = progress or (lambda *_: None)
-    combos = multi.layouts(grid.layouts())
-    single = len(combos) < len(grid.layouts())
-    limit = engine.piece_configs(max(len(s) for s in sets))
-    tasks = ([(g, piece) for g in grid.groups() for piece in engine.chunks(g, limit)]
-             if single else [])
-    parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]] = []
-    done = 0
-    n_workers = cluster.local_workers(max(1, len(tasks)), workers)
-    processes = len(tasks) >= PROCESS_PIECES * n_workers and grid.size >= PROCESS_CONFIGS
-    with cluster.mapped(_evaluate, [(piece, targets, sets) for _, piece in tasks],
-                        scheduler=scheduler, workers=n_workers, processes=processes,
-                        what="sweep piece") as results:
-        for (group, piece), res in zip(tasks, results, strict=True):
+    return grid, _Pieces(grid, progress or (lambda *_: None), workers, scheduler)
+
+
+Part = tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]
+"""One evaluated slice of a piece: its labels, target index per row, columns."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """The parts of one evaluated piece (a group's chunk on every target, or a group's
+    multi-device points), and whether they are multi-device rows."""
+
+    parts: list[Part]
+    multi: bool = False
+
+
+class _Pieces:
+    """A grid's pieces, evaluated in order as they are iterated: the single-device engine's
+    chunks on local threads, forked processes or a Dask cluster (`cluster.mapped`), then the
+    multi-device points (`multi`) in this process."""
+
+    def __init__(self, grid: Grid, tell: Progress, workers: int | None,
+                 scheduler: str | None) -> None:
+        self.grid = grid
+        self.tell = tell
+        self.workers = workers
+        self.scheduler = scheduler
+        self.targets = [(p, k) for p in grid.devices for k in grid.knob_sets()]
+        self.combos = multi.layouts(grid.layouts())
+        self.layouts = bool(self.combos)
+        """Whether the grid has multi-device points (the layout columns)."""
+
+    def __iter__(self) -> Iterator[_Piece]:
+        """The evaluated pieces with rows, in grid order (progress told after each)."""
+        grid, targets, combos = self.grid, self.targets, self.combos
+        sets = engine.same_models(targets)
+        single = len(combos) < len(grid.layouts())
+        limit = engine.piece_configs(max(len(s) for s in sets))
+        tasks = ([(g, piece) for g in grid.groups() for piece in engine.chunks(g, limit)]
+                 if single else [])
+        done = 0
+        n_workers = cluster.local_workers(max(1, len(tasks)), self.workers)
+        processes = len(tasks) >= PROCESS_PIECES * n_workers and grid.size >= PROCESS_CONFIGS
+        with cluster.mapped(_evaluate, [(piece, targets, sets) for _, piece in tasks],
+                            scheduler=self.scheduler, workers=n_workers, processes=processes,
+                            ahead=AHEAD * n_workers, what="sweep piece") as results:
+            for (group, piece), res in zip(tasks, results, strict=True):
+                labels = _labels(group)
+                done += piece.size * len(targets)
+                self.tell("sweep", done, grid.size)
+                if res:
+                    yield _Piece([(labels, target, cols) for target, cols in res])
+        for group in grid.groups() if combos else ():  # multi-device points: `multi`
             labels = _labels(group)
-            parts += [(labels, target, cols) for target, cols in res]
-            done += piece.size * len(targets)
-            tell("sweep", done, grid.size)
-    for group in grid.groups() if combos else ():  # multi-device points: `multi`
-        labels = _labels(group)
-        parts += [(labels, target, {**cols, MULTI: np.ones(0)})
-                  for target, cols in multi.evaluate_group(group, targets, combos, grid.pinned)]
-        done += group.size * len(targets) * len(combos)
-        tell("sweep", done, grid.size)
-    frame = _frame(parts, targets, grid, layouts=bool(combos))
-    empty = (f"every configuration of the grid ({grid.size:,}) was skipped "
-             f"({grid.refusal()})") if frame.empty else ""
-    return SweepResult(frame=frame, grid_size=grid.size, skipped=grid.size - len(frame),
-                       seconds=time.perf_counter() - t0, empty=empty)
+            got = multi.evaluate_group(group, targets, combos, grid.pinned)
+            done += group.size * len(targets) * len(combos)
+            self.tell("sweep", done, grid.size)
+            if got:
+                yield _Piece([(labels, target, {**cols, MULTI: np.ones(0)})
+                              for target, cols in got], multi=True)
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What a sweep streamed to a file (`sweep_to`) leaves in memory: its counts, its best
+    rows and which configuration columns vary; the rows themselves are in the file."""
+
+    output: Path | None
+    """The file written (None: the rows were ranked only)."""
+    grid_size: int
+    """Configurations in the grid."""
+    evaluated: int
+    """Configurations evaluated (rows written)."""
+    skipped: int
+    """Configurations a model or device cannot run."""
+    seconds: float
+    """Wall time of the evaluation and the writing."""
+    columns: tuple[str, ...]
+    """The columns of the rows, in order."""
+    varied: frozenset[str]
+    """Configuration columns holding more than one value (model dimensions: within a model)."""
+    top: list[dict[str, Any]]
+    """The best rows by the sort column, best first ({column: value})."""
+
+
+def sweep_to(output: str | Path | None,
+             models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
+             devices: Sequence[str | Path | DeviceProfile] | str | Path | DeviceProfile = (
+                 "a100",), *,
+             sort: str | None = "tokens_per_s", top: int = 10,
+             max_configs: int | None = MAX_CONFIGS, progress: Progress | None = None,
+             workers: int | None = None, scheduler: str | None = None,
+             **axes: Any) -> SweepSummary:
+    """`sweep` with its rows streamed, piece by piece as they are evaluated, to the Parquet
+    file `output` (or only ranked: None), so that memory holds one piece's rows at a time
+    whatever the grid's size; returns the counts and the best `top` rows by `sort`
+    (`SweepResult.ranked`'s order). The file is written into a temporary file beside it and
+    renamed into place once whole: a failure (a Dask worker lost past its retries, Ctrl-C,
+    a full disk) leaves no file. The rows read back equal `sweep(...).frame`. A `.csv` output
+    is written from the gathered frame (CSV cannot take a column found late). A grid every
+    configuration of which is skipped is a one-line error (nothing to write)."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise BertscopeError(f"top must be an integer >= 0, got {shown(top)}")
+    if sort is not None:
+        check_sort(sort)
+    path = None if output is None else Path(check_path(output, "output"))
+    fmt = None if path is None else output_format(path)
+    if fmt is not None and fmt is not Format.PARQUET:
+        result = sweep(models, devices, max_configs=max_configs, progress=progress,
+                       workers=workers, scheduler=scheduler, **axes)
+        _refuse_empty(result.empty)
+        result.export(path)  # type: ignore[arg-type]
+        return SweepSummary(path, result.grid_size, result.evaluated, result.skipped,
+                            result.seconds, result.columns, result.varied,
+                            result.ranked(sort, top).to_dict(orient="records"))
+    if path is not None:
+        require_format(fmt)  # type: ignore[arg-type]
+    grid, pieces = _prepared(models, devices, max_configs, progress, workers, scheduler, axes)
+    t0 = time.perf_counter()
+    rank = TopRows(sort, top, ascending=sort in ASCENDING)
+    varied = Varied()
+    present: list[Category] = []
+    evaluated, columns = 0, ()
+    with contextlib.ExitStack() as stack:
+        rows = None
+        if path is not None:
+            rows = ParquetRows(stack.enter_context(atomic_path(path)))
+            stack.callback(rows.abort)
+        for piece in pieces:
+            present = _present(piece.parts, present)
+            cols = _columns(piece.parts, pieces.targets, grid, layouts=pieces.layouts,
+                            present=present)
+            fill = np.nan if piece.multi else 0.0
+            if rows is not None:
+                rows.write(cols, fill)
+            rank.add(cols, fill)
+            varied.add(cols)
+            evaluated += len(cols["iteration_s"])
+            columns = tuple(cols)
+        if not evaluated:
+            _refuse_empty(f"every configuration of the grid ({grid.size:,}) was skipped "
+                          f"({grid.refusal()})")
+        if rows is not None:
+            rows.close()
+    return SweepSummary(path, grid.size, evaluated, grid.size - evaluated,
+                        time.perf_counter() - t0, columns, frozenset(varied.columns),
+                        rank.records(columns))
+
+
+def _refuse_empty(why: str) -> None:
+    """An empty sweep is not success: nothing printed, written or recorded."""
+    if why:
+        raise BertscopeError(f"nothing to evaluate: {why}; change the axes")
 
 
 PROCESS_CONFIGS = 100_000
@@ -237,6 +409,10 @@ pieces spend their time in Python between numpy calls, holding the GIL (a 1M-con
 grid of 128 groups ran 1.0x faster on two threads than on one; on two processes 2.2x),
 while a few large pieces run well on threads (numpy's loops release the GIL) and would pay
 for shipping their results back (bench/results/bench_sweep.txt)."""
+AHEAD = 4
+"""Pieces per local worker submitted ahead of the one being read: what bounds the results
+held (a piece is at most `engine.CHUNK` entries) when the reader, writing rows, is slower
+than the workers."""
 PROCESS_PIECES = 8
 """Pieces per worker from which a large grid runs on processes (see `PROCESS_CONFIGS`)."""
 
@@ -265,27 +441,41 @@ PART_SHARES = {part: part.removesuffix("_s") + "_share" for part in multi.PARTS}
 """Time parts of a layout and their share columns (compute the whole on one device)."""
 
 
-def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]],
-           targets: list[tuple[DeviceProfile, Knobs]], grid: Grid, *, layouts: bool = False
-           ) -> pd.DataFrame:
-    """One frame from the evaluated pieces: labels as categoricals, figures as floats;
-    with `layouts`, the layout columns and time-part shares too (multi-device points have
-    no per-category or per-bound split: NaN there)."""
-    labels = ("model", "family", *grid.structural)
+def _present(parts: list[Part], known: list[Category] | None = None) -> list[Category]:
+    """The categories some part has time in (with those `known` already), in enum order:
+    the share columns."""
+    have = set(known or ())
+    return [c for c in Category if c in have or any(f"cat:{c.value}" in p for _, _, p in parts)]
+
+
+def _frame(parts: list[Part], targets: list[tuple[DeviceProfile, Knobs]], grid: Grid, *,
+           layouts: bool = False) -> pd.DataFrame:
+    """One frame from the evaluated pieces (`_columns`, labels as categoricals)."""
+    import pandas as pd
+
     if not parts:
-        return pd.DataFrame(columns=[*labels, "device", *grid.num_axes, "iteration_s"])
+        return pd.DataFrame(columns=["model", "family", *grid.structural, "device",
+                                     *grid.num_axes, "iteration_s"])
+    return frame_of(_columns(parts, targets, grid, layouts=layouts))
+
+
+def _columns(parts: list[Part], targets: list[tuple[DeviceProfile, Knobs]], grid: Grid, *,
+             layouts: bool = False, present: list[Category] | None = None) -> Columns:
+    """The rows of evaluated pieces (at least one) as columns: labels as `Labels`, figures
+    as floats; with `layouts`, the layout columns and time-part shares too (multi-device
+    points have no per-category or per-bound split: NaN there). `present`: the share
+    columns (default: the categories the parts have)."""
+    labels = ("model", "family", *grid.structural)
     sizes = np.array([len(c["time_s"]) for _, _, c in parts])
     out: dict[str, Any] = {}
     for col in labels:
         values = [lab[col] for lab, _, _ in parts]
         cats = list(dict.fromkeys(values))
-        codes = np.repeat(np.array([cats.index(v) for v in values]), sizes)
-        out[col] = pd.Categorical.from_codes(codes, categories=cats)
+        out[col] = Labels(np.repeat(np.array([cats.index(v) for v in values]), sizes), cats)
     target = np.concatenate([t for _, t, _ in parts])
     names = [p.device.name for p, _ in targets]
     cats = list(dict.fromkeys(names))
-    out["device"] = pd.Categorical.from_codes(
-        np.array([cats.index(n) for n in names])[target], categories=cats)
+    out["device"] = Labels(np.array([cats.index(n) for n in names])[target], cats)
     for a in grid.num_axes:
         values = np.concatenate([c.pop(a) for _, _, c in parts])
         unset = np.isnan(values)
@@ -304,7 +494,7 @@ def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]
                                np.full(n, many if MULTI in c else single)
                                for (_, _, c), n in zip(parts, sizes, strict=True)])
 
-    present = [c for c in Category if any(f"cat:{c.value}" in p for _, _, p in parts)]
+    present = _present(parts) if present is None else present
     t = cat("time_s")
     flops, tokens = cat("flops"), cat("tokens")
     out["tokens"] = tokens.astype(np.int64)
@@ -319,8 +509,8 @@ def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]
         out[f"share_{c.value}"] = cat(f"cat:{c.value}") / t
     for b in Bound:
         out[f"bound_{b.value}"] = cat(f"bound:{b.value}") / t
-    out["memory_bound_share"] = 1.0 - sum(out[f"share_{c.value}"] for c in present
-                                          if c.value in _GEMM)
+    out["memory_bound_share"] = 1.0 - sum((out[f"share_{c.value}"] for c in present
+                                           if c.value in _GEMM), np.zeros(len(t)))
     if layouts:  # no category split on multi-device points (even with none present)
         many = np.concatenate([np.full(n, MULTI in c) for (_, _, c), n in
                                zip(parts, sizes, strict=True)])
@@ -337,7 +527,7 @@ def _frame(parts: list[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]
                                  share)
     out["memory_bytes"] = cat("memory_bytes")
     out["fits"] = out["memory_bytes"] <= cat("capacity_bytes")
-    return pd.DataFrame(out, copy=False)  # no consolidating copy: one copy of the results
+    return out
 
 
 class _CallablePackage(types.ModuleType):
@@ -353,5 +543,5 @@ class _CallablePackage(types.ModuleType):
 sys.modules[__name__].__class__ = _CallablePackage
 
 __all__ = ["ASCENDING", "BYTES_PER_CONFIG", "MAX_CONFIGS", "METRIC_COLUMNS", "Grid",
-           "SweepResult", "check_sort", "label_columns", "make_grid", "numeric_columns",
-           "sweep"]
+           "SweepResult", "SweepSummary", "check_sort", "label_columns", "make_grid",
+           "numeric_columns", "sweep", "sweep_to"]
