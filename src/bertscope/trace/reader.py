@@ -8,10 +8,15 @@ field, no Python object per event; `decode.py`); the dict is then dropped. Peak 
 therefore the columns (~60 bytes per kept event) + one chunk + the distinct names, not the
 parsed document (which takes ~10x the file size as Python objects).
 
+Python stack frames (`with_stack=True`: a third or more of a recorded trace's events) are
+matched by the JSON grammar of their flat form (`_FRAME`) and skipped without being decoded;
+anything else is decoded.
+
 Kept: complete events (`ph` "X", and "B"/"E" pairs) of CPU ops, user annotations, CUDA/HIP
 runtime calls, GPU kernels, memcpy and memset; `ac2g` flow events (launch -> kernel links,
 used where a kernel lacks a `correlation` arg) and the allocator's `[memory]` instants (ts,
-device, total allocated) in their own small columns. Dropped: python_function stacks,
+device, total allocated) in their own small columns, and the message args of collective
+kernels (`Events.messages`). Dropped: python_function stacks,
 counters, other instants, metadata, GPU-side annotations (they span
 kernels and would double count). The fields read and the columns are declared in
 `events.py`.
