@@ -137,14 +137,17 @@ def generate(folder: Path, ranks: int, layers: int, bucket: int,
             for op, kernel, us in LAYER:
                 work(r, op, kernel, us)
             memory(r, 4 << 20)
-    n = 0
+    n = pending = 0
     for layer in reversed(range(layers)):
         for r in range(ranks):
             work(r, "aten::mm", mt.SGEMM, 40)
             work(r, "aten::mm", mt.SGEMM, 40)
             work(r, "aten::gelu_backward", mt.GELU_BWD, 8)
             memory(r, -(4 << 20))
+        pending += 1
         if layer % bucket == 0:  # a gradient bucket is ready: all-reduce it
+            grads = pending * 2 * 1024 * 1024  # fp32 gradients of the bucket's layers
+            pending = 0
             arrival, launched = [], []
             for r, tr in enumerate(traces):
                 tr.t += 10 + inject.get((n, r), 0)
@@ -158,7 +161,10 @@ def generate(folder: Path, ranks: int, layers: int, bucket: int,
             for r, tr in enumerate(traces):
                 t_cpu = tr.t
                 tr.t = launched[r]
-                tr.kernel(AR, done - arrival[r], stream=13, at=arrival[r])
+                k = tr.kernel(AR, done - arrival[r], stream=13, at=arrival[r])
+                k["args"].update({"Collective name": "allreduce", "In msg nelems": grads,
+                                  "Out msg nelems": grads, "Group size": ranks,
+                                  "dtype": "Float"})  # as torch >= 2.1 writes them
                 tr.t = t_cpu
             resume = max(tr.t for tr in traces)  # hosts resume together: a stall stays local
             for tr in traces:
@@ -174,8 +180,8 @@ def generate(folder: Path, ranks: int, layers: int, bucket: int,
     for r, tr in enumerate(traces):
         if copies:
             _fill(tr, host, copies, starts[r] + 2, tr.t - 2, rngs[r])
-        tr.write(folder / f"rank{r}.json.gz", distributedInfo={"backend": "nccl", "rank": r,
-                                                            "world_size": ranks})
+        tr.write(folder / f"rank{r}.json.gz", level=1,  # level 9 took most of the set-up
+                 distributedInfo={"backend": "nccl", "rank": r, "world_size": ranks})
         traces[r] = None  # type: ignore[call-overload]  # free this rank's events
 
 
@@ -196,7 +202,8 @@ rep = result.cross_rank()
 wall = time.perf_counter() - t0
 import resource
 workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB: the largest worker
-colls = [[c.kind, c.index, c.straggler, c.max_wait_s] for c in rep.collectives]
+colls = [[c.kind, c.index, c.straggler, c.max_wait_s, c.message_bytes]
+         for c in rep.collectives]
 records = rep.rank_records()
 print(json.dumps({"wall": wall, "peak_kib": _peak_kib(), "worker_kib": workers,
                   "ranks": len(result.ranks), "collectives": colls, "records": records,
@@ -367,7 +374,10 @@ def report(got: dict[str, list[dict[str, Any]]], inject: dict[tuple[int, int], i
     shas = {g["sha"] for m in ("inprocess", "local", "dask") for g in got[m]}
     print(f"[equal] bertscope's collectives and per-rank figures equal in every mode and run: "
           f"{len(shas) == 1} ({got['dask'][0]['ranks']} ranks read)")
-    colls = {(k, i): (s, w) for k, i, s, w in got["inprocess"][0]["collectives"]}
+    colls = {(k, i): (s, w) for k, i, s, w, _ in got["inprocess"][0]["collectives"]}
+    sizes = [b for *_, b in got["inprocess"][0]["collectives"]]
+    print(f"[messages] {len(sizes)} collectives, input messages "
+          f"{', '.join(f'{b / 2**20:.0f}' for b in sizes)} MiB (from the kernels' args)")
     found = 0
     for (k, r), d in inject.items():
         s, w = colls[("AllReduce", k)]
