@@ -322,7 +322,7 @@ _FRAMES = [  # python_function events: stack frames (dropped) and a module call 
     '{\n "ph": "X", "cat": "python_function", "name": "b.py(2): g",\n "ts": 3e1, "dur": 0\n ,\n'
     ' "args": {}\n}',
     '{"ph": "X", "cat": "python_function", "name": "c\\u002epy(3): h", "ts": 4, "dur": 1, '
-    '"args": {}}',  # an escape: left to the decoder, dropped there
+    '"args": {}}',  # an escaped name: a frame too, dropped
     '{"ph": "X", "cat": "python_function", "name": "nn.Module: Linear_0", "pid": 1, "tid": 1, '
     '"ts": 5.0, "dur": 1.0, "args": {"Python id": 2}}',  # a module call: kept
     '{"ph": "X", "cat": "python_function", "name": "d.py(4): k", "ts": 6, "dur": 1, '
@@ -333,7 +333,7 @@ _OP = ('{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts
 
 
 @pytest.mark.parametrize("chunk", [16, 1 << 20])
-def test_stack_frames_skipped_undecoded_equal_a_whole_parse(tmp_path: Path, chunk: int) -> None:
+def test_stack_frames_dropped_module_calls_kept(tmp_path: Path, chunk: int) -> None:
     # 5 python_function events + 1 CPU op; kept (by hand): the module call, the event whose
     # repeated "cat" makes it a CPU op (json keeps the last value), the CPU op = 3
     p = tmp_path / "t.json"

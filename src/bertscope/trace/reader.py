@@ -8,10 +8,6 @@ field, no Python object per event; `decode.py`); the dict is then dropped. Peak 
 therefore the columns (~60 bytes per kept event) + one chunk + the distinct names, not the
 parsed document (which takes ~10x the file size as Python objects).
 
-Python stack frames (`with_stack=True`: a third or more of a recorded trace's events) are
-matched by the JSON grammar of their flat form (`_FRAME`) and skipped without being decoded;
-anything else is decoded.
-
 Kept: complete events (`ph` "X", and "B"/"E" pairs) of CPU ops, user annotations, CUDA/HIP
 runtime calls, GPU kernels, memcpy and memset; `ac2g` flow events (launch -> kernel links,
 used where a kernel lacks a `correlation` arg) and the allocator's `[memory]` instants (ts,
@@ -80,25 +76,6 @@ _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER_RUN = re.compile(r"[-+.eE0-9]*")
 """Characters a JSON number is written with (`_Stream.value` measures a cut number's run)."""
 _GAP = re.compile(r"[ \t\n\r,]*")
-
-_W = r"[ \t\n\r]*"
-"""JSON whitespace."""
-_NUM = r"-?(?:0|[1-9][0-9]{0,29})(?:\.[0-9]{1,30})?(?:[eE][-+]?[0-9]{1,3})?"
-"""A JSON number (as the grammar writes it, at most ~60 characters: a longer one is left
-to the decoder, which refuses it)."""
-_STR = r'"[^"\\\x00-\x1f]{0,4096}"'
-"""A JSON string without escapes (one with escapes is left to the decoder)."""
-_FIELD = rf'{_W},{_W}"(?!(?:ph|cat|name|args)")[^"\\\x00-\x1f]{{1,64}}"{_W}:{_W}(?:{_NUM}|{_STR})'
-_FRAME = re.compile(
-    rf'\{{{_W}"ph"{_W}:{_W}"X"{_W},{_W}"cat"{_W}:{_W}"python_function"{_W},{_W}"name"{_W}:{_W}'
-    rf'"(?!nn\.Module: )[^"\\\x00-\x1f]{{0,4096}}"(?:{_FIELD}){{0,8}}'
-    rf'{_W},{_W}"args"{_W}:{_W}\{{{_W}(?:"[^"\\\x00-\x1f]{{1,64}}"{_W}:{_W}(?:{_NUM}|{_STR})'
-    rf'(?:{_W},{_W}"[^"\\\x00-\x1f]{{1,64}}"{_W}:{_W}(?:{_NUM}|{_STR})){{0,16}})?{_W}\}}{_W}\}}')
-"""A Python stack-frame event as Kineto writes it (`with_stack=True`: often a third or more
-of a trace's events), matched in full by the JSON grammar of its flat fields and flat args:
-what the decoder would drop (a python_function event not named `nn.Module: ...`), skipped
-without building its dict. Anything else (other key order, escapes, nesting, a module
-call) is not matched and goes through the decoder as before."""
 
 
 class _Bad(Exception):
@@ -281,7 +258,6 @@ def _parse(s: _Stream, cols: Columns, header: dict[str, Any], header_only: bool)
 def _events(s: _Stream, cols: Columns, decode: Callable[[str, int], tuple[Any, int]]) -> None:
     add = cols.adder()
     gap = _GAP.match
-    frame = _FRAME.match
     seen = cols.seen
     collecting = gc.isenabled()
     gc.disable()  # events are freed at once; no cycles to find, only time to lose
@@ -295,11 +271,6 @@ def _events(s: _Stream, cols: Columns, decode: Callable[[str, int], tuple[Any, i
                 pos = gap(buf, pos).end()  # type: ignore[union-attr]
                 if pos >= end or buf[pos] != "{" or pos > low:
                     break
-                m = frame(buf, pos)
-                if m is not None:  # a Python stack frame: dropped undecoded
-                    seen += 1
-                    pos = m.end()
-                    continue
                 try:
                     v, pos = decode(buf, pos)
                 except json.JSONDecodeError:
