@@ -23,7 +23,8 @@
    into a store as by default), vs HTA (`TraceAnalysis` on a folder holding only that file +
    `get_gpu_kernel_breakdown()`), whole processes alternated run by run (`--runs`, median),
    peak memory as each process's VmHWM (target issue #34: >= 4x faster at <= 1/5 of HTA's
-   memory). `--cli-recorded` adds the --recorded traces (HF BERT/GPT-2/ViT, recorded now).
+   memory). `--cli-recorded` adds the --recorded traces (HF BERT/GPT-2/ViT, recorded now);
+   `--cli-vs OTHER/src` runs another checkout's command in the same alternation (A/B).
 
 Traces are generated in a temporary folder (deleted afterwards) with Kineto's layout and
 formatting: CPU ops, runtime launches, kernels on two streams with Kineto's kernel args,
@@ -472,9 +473,11 @@ def _whole(script: str, arg: str, tmp: Path, *, hta: bool = False,
     return wall, float(peak.read_text())
 
 
-def cli_vs_hta(files: list[Path], runs: int) -> list[tuple[str, float, float]]:
+def cli_vs_hta(files: list[Path], runs: int, versus: Path | None = None
+               ) -> list[tuple[str, float, float]]:
     """`bertscope trace FILE` vs HTA on each file, whole processes alternated, `runs` each;
-    prints a line per file and returns (label, speed ratio, memory ratio)."""
+    prints a line per file and returns (label, speed ratio, memory ratio). With `versus`
+    (another checkout's src folder) its command runs in the same alternation (A/B)."""
     if not _hta_installed():
         print("[cli] HTA not installed (set HTA_PATH): skipping")
         return []
@@ -486,10 +489,13 @@ def cli_vs_hta(files: list[Path], runs: int) -> list[tuple[str, float, float]]:
             folder = t / f"only_{f.name}"
             folder.mkdir()
             shutil.copy(f, folder / f.name)
-            ours, hta = [], []
+            ours, hta, other = [], [], []
             for _ in range(runs):
                 ours.append(_whole(_CLI, str(folder / f.name), t, env=env))
                 hta.append(_whole(_HTA_CLI, str(folder), t, hta=True))
+                if versus is not None:
+                    other.append(_whole(_CLI, str(folder / f.name), t,
+                                        env={**env, "PYTHONPATH": str(versus)}))
             o_s, o_m = (statistics.median(x) for x in zip(*ours, strict=True))
             h_s, h_m = (statistics.median(x) for x in zip(*hta, strict=True))
             size = f.stat().st_size
@@ -497,6 +503,10 @@ def cli_vs_hta(files: list[Path], runs: int) -> list[tuple[str, float, float]]:
                   f"{_gib(o_m)}; HTA {h_s:.2f} s, {_gib(h_m)}; {h_s / o_s:.2f}x faster at "
                   f"{o_m / h_m:.3f} of HTA's peak (median of {runs}, alternated; target >= 4x "
                   f"at <= 0.2)", flush=True)
+            if other:
+                v_s, v_m = (statistics.median(x) for x in zip(*other, strict=True))
+                print(f"[cli {f.name} vs {versus}] {v_s:.2f} s, {_gib(v_m)}: this tree "
+                      f"{v_s / o_s:.2f}x faster at {o_m / v_m:.3f} of its peak", flush=True)
             out.append((f.name, h_s / o_s, o_m / h_m))
     return out
 
@@ -519,7 +529,7 @@ def big(size_gb: float) -> None:
 def cli_files(args: argparse.Namespace) -> None:
     """--cli: the given files, and with --cli-recorded the HF traces recorded now."""
     if not args.cli_recorded:
-        cli_vs_hta(args.cli, args.runs)
+        cli_vs_hta(args.cli, args.runs, args.cli_vs)
         return
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, __file__, "--size-mb", "0", "--record-into", tmp,
@@ -528,7 +538,7 @@ def cli_files(args: argparse.Namespace) -> None:
                        env={**os.environ, "TRANSFORMERS_VERBOSITY": "error",
                             "PYTHONWARNINGS": "ignore"})
         recorded = sorted(Path(tmp).glob("*/*.json.gz"))
-        cli_vs_hta([*args.cli, *recorded], args.runs)
+        cli_vs_hta([*args.cli, *recorded], args.runs, args.cli_vs)
 
 
 def main() -> None:
@@ -554,6 +564,8 @@ def main() -> None:
                     help="trace files: `bertscope trace FILE` vs HTA, whole processes")
     ap.add_argument("--cli-recorded", action="store_true",
                     help="with --cli: also the HF traces --recorded records")
+    ap.add_argument("--cli-vs", type=Path,
+                    help="with --cli: another checkout's src folder, run in the alternation")
     args = ap.parse_args()
     if args.record_into is not None:
         record_all(args.record_into, args.recorded_mb)
