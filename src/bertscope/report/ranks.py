@@ -97,8 +97,8 @@ def print_ranks(report: CrossRankReport, console: Console, *, top: int = 10) -> 
                       f"rank arrived at each at the same time")
     messages = report.message_records()
     if messages:
-        m = Table(title="Collectives: input message sizes (as the trace's collective kernels "
-                        "say them)", title_justify="left", header_style="bold")
+        m = Table(title="Collectives: input message sizes (the kernels' args)",
+                  title_justify="left", header_style="bold")
         for c in ("collective", "count", "sized", "min", "median", "max", "per rank"):
             m.add_column(c, justify="left" if c == "collective" else "right", no_wrap=True)
         for r in messages:
