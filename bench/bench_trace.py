@@ -19,6 +19,12 @@
    shapes, modules and stacks recorded, nothing dropped), gzipped to 1-5 MB (default ~2.5);
    needs torch and transformers.
 5. With --big: a generated 1 GB trace read with peak RSS under 1 GB (target < 1.0 GiB).
+6. --cli FILE...: the command itself, `bertscope trace FILE` (terminal report, the run recorded
+   into a store as by default), vs HTA (`TraceAnalysis` on a folder holding only that file +
+   `get_gpu_kernel_breakdown()`), whole processes alternated run by run (`--runs`, median),
+   peak memory as each process's VmHWM (target issue #34: >= 4x faster at <= 1/5 of HTA's
+   memory). `--cli-recorded` adds the --recorded traces (HF BERT/GPT-2/ViT, recorded now);
+   `--cli-vs OTHER/src` runs another checkout's command in the same alternation (A/B).
 
 Traces are generated in a temporary folder (deleted afterwards) with Kineto's layout and
 formatting: CPU ops, runtime launches, kernels on two streams with Kineto's kernel args,
@@ -29,6 +35,8 @@ ac2g flows, ProfilerStep#N annotations, distributedInfo.
     .venv/bin/python bench/bench_trace.py --size-mb 0 --small --startup   # only those
     .venv/bin/python bench/bench_trace.py --size-mb 0 --recorded          # HF CPU traces
     .venv/bin/python bench/bench_trace.py --size-mb 0 --startup --startup-vs ../main/src
+    HTA_PATH=/tmp/hta .venv/bin/python bench/bench_trace.py --size-mb 0 --runs 5 \
+        --cli tests/data/traces/hf/*.json.gz --cli-recorded
 """
 
 from __future__ import annotations
@@ -426,6 +434,83 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+_VMHWM = """
+def _vmhwm():
+    with open("/proc/self/status") as f:
+        return next(int(x.split()[1]) for x in f if x.startswith("VmHWM")) * 1024
+"""
+_CLI = _VMHWM + """
+import atexit, sys
+out = sys.argv.pop()
+atexit.register(lambda: open(out, "w").write(str(_vmhwm())))
+sys.argv = ["bertscope", "trace", *sys.argv[1:]]
+from bertscope.cli import main
+sys.exit(main())
+"""
+_HTA_CLI = _VMHWM + """
+import sys
+out = sys.argv.pop()
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=sys.argv[1])
+b = a.get_gpu_kernel_breakdown()
+open(out, "w").write(str(_vmhwm()))
+"""
+
+
+def _whole(script: str, arg: str, tmp: Path, *, hta: bool = False,
+           env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds from start to exit, VmHWM bytes) of one fresh Python running `script`."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
+    if hta and HTA_PATH:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (HTA_PATH, env.get("PYTHONPATH")) if p)
+    peak = tmp / "peak"
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", script, arg, str(peak)], capture_output=True,
+                         text=True, check=False, env=env)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "failed")
+    return wall, float(peak.read_text())
+
+
+def cli_vs_hta(files: list[Path], runs: int, versus: Path | None = None
+               ) -> list[tuple[str, float, float]]:
+    """`bertscope trace FILE` vs HTA on each file, whole processes alternated, `runs` each;
+    prints a line per file and returns (label, speed ratio, memory ratio). With `versus`
+    (another checkout's src folder) its command runs in the same alternation (A/B)."""
+    if not _hta_installed():
+        print("[cli] HTA not installed (set HTA_PATH): skipping")
+        return []
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        env = {"BERTSCOPE_STORE": str(t / "runs.sqlite"), "COLUMNS": "120"}
+        for f in files:
+            folder = t / f"only_{f.name}"
+            folder.mkdir()
+            shutil.copy(f, folder / f.name)
+            ours, hta, other = [], [], []
+            for _ in range(runs):
+                ours.append(_whole(_CLI, str(folder / f.name), t, env=env))
+                hta.append(_whole(_HTA_CLI, str(folder), t, hta=True))
+                if versus is not None:
+                    other.append(_whole(_CLI, str(folder / f.name), t,
+                                        env={**env, "PYTHONPATH": str(versus)}))
+            o_s, o_m = (statistics.median(x) for x in zip(*ours, strict=True))
+            h_s, h_m = (statistics.median(x) for x in zip(*hta, strict=True))
+            size = f.stat().st_size
+            print(f"[cli {f.name}] {size / 2**20:.2f} MiB: bertscope trace {o_s:.2f} s, "
+                  f"{_gib(o_m)}; HTA {h_s:.2f} s, {_gib(h_m)}; {h_s / o_s:.2f}x faster at "
+                  f"{o_m / h_m:.3f} of HTA's peak (median of {runs}, alternated; target >= 4x "
+                  f"at <= 0.2)", flush=True)
+            if other:
+                v_s, v_m = (statistics.median(x) for x in zip(*other, strict=True))
+                print(f"[cli {f.name} vs {versus}] {v_s:.2f} s, {_gib(v_m)}: this tree "
+                      f"{v_s / o_s:.2f}x faster at {o_m / v_m:.3f} of its peak", flush=True)
+            out.append((f.name, h_s / o_s, o_m / h_m))
+    return out
+
+
 def big(size_gb: float) -> None:
     """Peak RSS of reading a generated trace of `size_gb` GiB (target < 1 GiB)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -441,6 +526,21 @@ def big(size_gb: float) -> None:
               f"{'ok' if rss < 2**30 else 'MISSED'})")
 
 
+def cli_files(args: argparse.Namespace) -> None:
+    """--cli: the given files, and with --cli-recorded the HF traces recorded now."""
+    if not args.cli_recorded:
+        cli_vs_hta(args.cli, args.runs, args.cli_vs)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, __file__, "--size-mb", "0", "--record-into", tmp,
+                        "--recorded-mb", str(args.recorded_mb)], check=True,
+                       capture_output=True,
+                       env={**os.environ, "TRANSFORMERS_VERBOSITY": "error",
+                            "PYTHONWARNINGS": "ignore"})
+        recorded = sorted(Path(tmp).glob("*/*.json.gz"))
+        cli_vs_hta([*args.cli, *recorded], args.runs, args.cli_vs)
+
+
 def main() -> None:
     """Run the benchmarks."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -454,12 +554,18 @@ def main() -> None:
                     help="also compare on CPU traces recorded now from HF BERT/GPT-2/ViT "
                          "training steps (needs torch and transformers)")
     ap.add_argument("--recorded-mb", type=float, default=2.5, help="gzipped size of each")
-    ap.add_argument("--runs", type=int, default=3, help="runs per side for --recorded")
+    ap.add_argument("--runs", type=int, default=3, help="runs per side for --recorded and --cli")
     ap.add_argument("--startup-vs", type=Path,
                     help="with --startup: another checkout's src folder, run interleaved")
     ap.add_argument("--record-into", type=Path, help=argparse.SUPPRESS)  # --recorded's child
     ap.add_argument("--startup", action="store_true",
                     help="also time `bertscope trace` on a 2 KB trace")
+    ap.add_argument("--cli", type=Path, nargs="*", default=[],
+                    help="trace files: `bertscope trace FILE` vs HTA, whole processes")
+    ap.add_argument("--cli-recorded", action="store_true",
+                    help="with --cli: also the HF traces --recorded records")
+    ap.add_argument("--cli-vs", type=Path,
+                    help="with --cli: another checkout's src folder, run in the alternation")
     args = ap.parse_args()
     if args.record_into is not None:
         record_all(args.record_into, args.recorded_mb)
@@ -472,6 +578,8 @@ def main() -> None:
         recorded(args.recorded_mb, args.runs)
     if args.startup:
         startup(versus=args.startup_vs)
+    if args.cli or args.cli_recorded:
+        cli_files(args)
     if args.big:
         big(args.big_gb)
     print(json.dumps({"python": sys.version.split()[0]}))

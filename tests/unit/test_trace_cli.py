@@ -138,3 +138,16 @@ def test_the_terminal_report_imports_no_pandas() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.split()[-2:] == ["0", "False"], out.stdout[-300:]
+
+
+def test_trace_digest_equals_hashlib_on_both_paths(tmp_path, monkeypatch) -> None:
+    import hashlib
+
+    from bertscope.cli import trace as cli_trace
+
+    p = tmp_path / "t.json"
+    p.write_bytes(bytes(range(256)) * 5000)  # 1.28 MB, several 1 MiB blocks
+    want = hashlib.sha256(p.read_bytes()).hexdigest()
+    assert cli_trace._sha256(p) == want  # the built-in sha256
+    monkeypatch.setattr(cli_trace, "BUILTIN_SHA256_MAX", 0)
+    assert cli_trace._sha256(p) == want  # hashlib's

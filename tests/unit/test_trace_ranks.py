@@ -302,3 +302,54 @@ def test_cli_plot_needs_by_rank(tmp_path: Path) -> None:
     with pytest.raises(BertscopeError, match=r"\.png or \.svg"):
         _run(str(folder), "--by", "rank", "--plot", str(tmp_path / "h.pdf"))
     assert not (tmp_path / "h.svg").exists() and not (tmp_path / "h.pdf").exists()
+
+
+def _sized_folder(folder: Path) -> Path:
+    """The 4-rank folder with message args (torch >= 2.1 writes them on NCCL kernels) on the
+    AllReduces: #0 1,048,576 BFloat16 elements on every rank; #1 1,000 Float elements on
+    ranks 0-2 as numbers, on rank 3 as strings; a kernel with a dtype no table knows."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in range(4):
+        t = _rank(r)
+        ars = [e for e in t.events if e["name"] == AR]
+        ars[0]["args"].update({"In msg nelems": 1048576, "Out msg nelems": 1048576,
+                               "Group size": 4, "dtype": "BFloat16"})
+        n = "1000" if r == 3 else 1000
+        ars[1]["args"].update({"In msg nelems": n, "Out msg nelems": n, "Group size": 4,
+                               "dtype": "Float"})
+        t.write(folder)
+    return folder
+
+
+def test_message_sizes_per_collective(tmp_path: Path) -> None:
+    rep = analyze_trace(_sized_folder(tmp_path / "sized")).cross_rank()
+    by = {c.index: c.message_bytes for c in rep.collectives}
+    assert by == {0: 1048576 * 2, 1: 1000 * 4}  # BFloat16 2 bytes, Float 4 bytes
+    # one kind: 2 collectives, both sized; per rank 2,097,152 + 4,000 = 2,101,152 bytes
+    assert rep.message_records() == [{
+        "kind": "AllReduce", "count": 2, "sized": 2, "min_bytes": 4000.0,
+        "median_bytes": (2097152 + 4000) / 2, "max_bytes": 2097152.0,
+        "bytes_per_rank": 2101152.0}]
+    frame = rep.collectives_frame()
+    assert frame["message_bytes"].tolist() == [2097152.0, 4000.0]
+    out = _run(str(tmp_path / "sized"), "--by", "rank")
+    assert "input message sizes" in out and "2.1 MB" in out and "4 kB" in out
+
+
+def test_no_message_args_no_sizes(report: Any) -> None:
+    assert report.message_records() == []
+    assert all(c.message_bytes != c.message_bytes for c in report.collectives)  # NaN
+
+
+def test_unknown_dtype_is_unsized(tmp_path: Path) -> None:
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    for r in range(2):
+        t = _rank(r, straggler=9)
+        for e in t.events:
+            if e["name"] == AR:
+                e["args"].update({"In msg nelems": 10, "dtype": "Float4_e2m1fn_x2"})
+        t.write(folder)
+    rep = analyze_trace(folder).cross_rank()
+    assert [c.message_bytes != c.message_bytes for c in rep.collectives] == [True, True]
+    assert rep.message_records() == []

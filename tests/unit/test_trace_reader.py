@@ -314,3 +314,39 @@ def test_events_columns_are_the_declared_ones() -> None:
     for col, (_, dtype) in COLUMNS.items():
         assert getattr(ev, col).dtype == dtype, col
     assert [a.dtype for a in ev.flows] == [np.dtype(d) for _, d in FLOW_COLUMNS]
+
+
+_FRAMES = [  # python_function events: stack frames (dropped) and a module call (kept)
+    '{"ph": "X", "cat": "python_function", "name": "a.py(1): f", "pid": 1, "tid": 1, '
+    '"ts": 1.5, "dur": 2.0, "args": {"Python parent id": 0, "Python id": 1}}',
+    '{\n "ph": "X", "cat": "python_function", "name": "b.py(2): g",\n "ts": 3e1, "dur": 0\n ,\n'
+    ' "args": {}\n}',
+    '{"ph": "X", "cat": "python_function", "name": "c\\u002epy(3): h", "ts": 4, "dur": 1, '
+    '"args": {}}',  # an escaped name: a frame too, dropped
+    '{"ph": "X", "cat": "python_function", "name": "nn.Module: Linear_0", "pid": 1, "tid": 1, '
+    '"ts": 5.0, "dur": 1.0, "args": {"Python id": 2}}',  # a module call: kept
+    '{"ph": "X", "cat": "python_function", "name": "d.py(4): k", "ts": 6, "dur": 1, '
+    '"args": {"x": [1]}, "cat": "cpu_op"}',  # the last "cat" wins: a CPU op, kept
+]
+_OP = ('{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, '
+       '"dur": 1.0, "args": {}}')
+
+
+@pytest.mark.parametrize("chunk", [16, 1 << 20])
+def test_stack_frames_dropped_module_calls_kept(tmp_path: Path, chunk: int) -> None:
+    # 5 python_function events + 1 CPU op; kept (by hand): the module call, the event whose
+    # repeated "cat" makes it a CPU op (json keeps the last value), the CPU op = 3
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [' + ",\n".join([*_FRAMES, _OP]) + "]}")
+    ev = read_events(p, chunk=chunk)
+    assert [ev.names[i] for i in ev.name] == ["nn.Module: Linear_0", "d.py(4): k", "aten::mm"]
+    assert ev.kind.tolist() == [Kind.MODULE, Kind.CPU_OP, Kind.CPU_OP]
+    assert ev.ts.tolist() == [5.0, 6.0, 10.0]
+
+
+@pytest.mark.parametrize("bad", ['"dur": 1.2.3', '"dur": 01', '"dur": -', '"dur": 1,,'])
+def test_a_malformed_stack_frame_is_still_refused(tmp_path: Path, bad: str) -> None:
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [' + _FRAMES[0].replace('"dur": 2.0', bad) + ", " + _OP + "]}")
+    with pytest.raises(BertscopeError, match="not valid JSON"):
+        read_events(p)

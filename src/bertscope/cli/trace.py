@@ -115,21 +115,47 @@ def _record(st: object, result: object, path: Path, *, to_stdout: bool) -> None:
     """Record the trace's op table (said on the terminal, except when the data itself goes
     to stdout: then quietly, so a pipe gets the data alone). Without a store, nothing (a
     large trace is not read again for its digest)."""
-    import hashlib
-
     if st is None:
         return
     digest = ""
     try:
         if path.is_file():
-            with path.open("rb") as f:
-                digest = hashlib.file_digest(f, "sha256").hexdigest()
+            digest = _sha256(path)
     except OSError:
         pass  # the trace went away meanwhile: recorded without its digest
     record(st, Console(quiet=to_stdout), "trace",
            result.table,  # type: ignore[attr-defined]
            inputs={"trace": str(path), "sha256": digest},
            summary={"ranks": len(getattr(result, "ranks", []) or [])})
+
+
+BUILTIN_SHA256_MAX = 64 << 20
+"""Files up to this size are hashed with the interpreter's built-in sha256 (`_sha2`, or
+`_sha256` before Python 3.12), larger ones with hashlib's: hashlib loads OpenSSL (~3.5 MiB
+resident, more than a small trace's columns), which hashes a large file faster."""
+
+
+def _sha256(path: Path) -> str:
+    """The sha256 hex digest of the file at `path` (`BUILTIN_SHA256_MAX`)."""
+    import importlib
+
+    new = None
+    if path.stat().st_size <= BUILTIN_SHA256_MAX:
+        for name in ("_sha2", "_sha256"):
+            try:
+                new = importlib.import_module(name).sha256
+                break
+            except (ImportError, AttributeError):
+                continue
+    if new is None:
+        import hashlib
+
+        new = hashlib.sha256
+    h = new()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
 
 
 def register(app: typer.Typer) -> None:

@@ -82,18 +82,36 @@ def print_ranks(report: CrossRankReport, console: Console, *, top: int = 10) -> 
     if worst:
         s = Table(title=f"Top {len(worst)} stragglers (collectives by longest wait)",
                   title_justify="left", header_style="bold")
-        for c in ("collective", "straggler", "first rank", "max wait", "sum of waits"):
+        sized = any(c.message_bytes == c.message_bytes for c in worst)
+        for c in ("collective", "straggler", "first rank", "max wait", "sum of waits",
+                  *(("message",) if sized else ())):
             s.add_column(c, justify="left" if c == "collective" else "right", no_wrap=True)
         for c in worst:
             first = min(c.arrival_us, key=lambda r: (c.arrival_us[r], r))
             s.add_row(f"{c.kind} #{c.index}", f"rank {c.straggler}", f"rank {first}",
-                      si(c.max_wait_s, "s"), si(c.sum_wait_s, "s"))
+                      si(c.max_wait_s, "s"), si(c.sum_wait_s, "s"),
+                      *((_bytes(c.message_bytes),) if sized else ()))
         console.print(s)
     elif report.collectives:
         console.print(f"{len(report.collectives)} collective(s) matched across ranks; every "
                       f"rank arrived at each at the same time")
+    messages = report.message_records()
+    if messages:
+        m = Table(title="Collectives: input message sizes (the kernels' args)",
+                  title_justify="left", header_style="bold")
+        for c in ("collective", "count", "sized", "min", "median", "max", "per rank"):
+            m.add_column(c, justify="left" if c == "collective" else "right", no_wrap=True)
+        for r in messages:
+            m.add_row(r["kind"], str(r["count"]), str(r["sized"]),
+                      *(_bytes(r[k]) for k in ("min_bytes", "median_bytes", "max_bytes",
+                                               "bytes_per_rank")))
+        console.print(m)
     for n in report.notes:
         console.print(f"note: {n}")
+
+
+def _bytes(b: float) -> str:
+    return "-" if b != b else si(b, "B")
 
 
 def plot_ranks(report: CrossRankReport, path: str | Path) -> Path:

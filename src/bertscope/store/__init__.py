@@ -24,7 +24,6 @@ import errno
 import json
 import os
 import platform
-import secrets
 import sqlite3
 import sys
 import time
@@ -76,6 +75,12 @@ MIGRATIONS: dict[int, str] = {
 """version -> the SQL that brings a store of version - 1 to it."""
 _OPS = ("name", "layer", "sublayer", "category", "phase", "flops", "bytes", "time_s")
 
+
+
+def _token() -> str:
+    """8 random hex digits (`secrets.token_hex(4)`'s bytes: os.urandom; `secrets` itself
+    loads OpenSSL, ~3.5 MiB resident, into every command that records a run)."""
+    return os.urandom(4).hex()
 
 def default_path() -> Path:
     """$BERTSCOPE_STORE, else runs.sqlite in the user's data folder (platformdirs); a blank
@@ -134,7 +139,7 @@ def _create(p: Path, timeout: float) -> None:
         p.parent.mkdir(parents=True, exist_ok=True)
         if not os.access(p.parent, os.W_OK):
             raise PermissionError(errno.EACCES, "read-only folder")
-    tmp = p.with_name(f".{p.name}.{secrets.token_hex(4)}.new")
+    tmp = p.with_name(f".{p.name}.{_token()}.new")
     try:
         with guarded(p, timeout):
             conn = sqlite3.connect(tmp, isolation_level=None)
@@ -316,7 +321,7 @@ class Store:
 
     def _new_id(self) -> str:
         while True:
-            rid = secrets.token_hex(4)
+            rid = _token()
             if not self.conn.execute("SELECT 1 FROM runs WHERE id = ?", (rid,)).fetchone():
                 return rid
 

@@ -29,12 +29,16 @@ from bertscope.trace.events import (
     EVENT_ARGS,
     EVENT_FIELDS,
     FLOW_COLUMNS,
+    GROUP_SIZE,
     INPUT_DIMS,
     INPUT_TYPE,
     MEMORY_COLUMNS,
     MEMORY_DEVICE,
     MEMORY_NAME,
     MEMORY_TOTAL,
+    MSG_DTYPE,
+    MSG_IN,
+    MSG_OUT,
     SEQUENCE,
     STREAM,
     TS,
@@ -69,6 +73,7 @@ class Columns:
         self._id_ids: dict[Any, int] = {}
         self.dims: dict[int, list[Any]] = {}
         self.types: dict[int, list[Any]] = {}
+        self.messages: dict[int, tuple[int, int, str, int]] = {}
         self._gemm_like: dict[int, bool] = {}
         self._shapes: dict[tuple[Any, ...], list[Any]] = {}
         self._keep_dims = keep_dims
@@ -139,6 +144,8 @@ class Columns:
         seq_key, seq_none = SEQUENCE.key, SEQUENCE.default
         dims_key, device_key, stream_key = INPUT_DIMS.key, DEVICE.key, STREAM.key
         types_key = INPUT_TYPE.key
+        msg_key = MSG_IN.key
+        message = self._message
 
         def add(e: Any) -> None:
             if type(e) is not dict:
@@ -180,6 +187,8 @@ class Columns:
                 if sub is None:
                     sub = e.get("tid")
                 corr = args.get(corr_key, corr_none)
+                if msg_key in args:  # a collective that says its message sizes
+                    message(len(kinds), args)
             else:
                 lane, sub = e.get("pid"), e.get("tid")
                 if kind == cpu:
@@ -217,6 +226,16 @@ class Columns:
             return None
 
         return add
+
+    def _message(self, at: int, args: dict[str, Any]) -> None:
+        """Keep a collective kernel's message args (`MESSAGE_ARGS`) for event `at`; numbers
+        written as strings are read, a message without a readable size is not kept."""
+        n_in, n_out = as_id(args.get(MSG_IN.key)), as_id(args.get(MSG_OUT.key))
+        if n_in < 0:
+            return
+        dtype = args.get(MSG_DTYPE.key)
+        self.messages[at] = (n_in, n_out, dtype if isinstance(dtype, str) else "",
+                             as_id(args.get(GROUP_SIZE.key)))
 
     def _odd(self, e: Any, add: Callable[[Any], None]) -> None:
         """An event the fast path cannot take as it is: checked, rewritten into the plain
@@ -267,7 +286,8 @@ class Columns:
         _check_times(path, cols["ts"], cols["dur"], flows[0], flows[2], links[0], links[2],
                      memory[0])
         return Events(path=path, **cols, names=self.names, ids=self.ids, dims=self.dims,
-                      types=self.types, header=header, flows=flows, links=links,  # type: ignore[arg-type]
+                      types=self.types, messages=self.messages, header=header, flows=flows,  # type: ignore[arg-type]
+                      links=links,  # type: ignore[arg-type]
                       memory=memory)  # type: ignore[arg-type]
 
 

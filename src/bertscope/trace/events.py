@@ -117,8 +117,32 @@ INPUT_TYPE = Arg("Input type", None, as_is,
                  "CPU ops: input dtypes (kept with Input Dims: bytes moved, GEMM format)")
 DEVICE = Arg("device", None, as_is, "device events: the device lane (else pid)")
 STREAM = Arg("stream", None, as_is, "device events: the stream lane (else tid)")
-EVENT_ARGS = (CORRELATION, SEQUENCE, INPUT_DIMS, INPUT_TYPE, DEVICE, STREAM)
+MSG_IN = Arg("In msg nelems", None, as_is,
+             "collective kernels (torch >= 2.1, NCCL/RCCL): elements of the input message")
+MSG_OUT = Arg("Out msg nelems", None, as_is, "collective kernels: elements of the output")
+MSG_DTYPE = Arg("dtype", None, as_is, "collective kernels: the messages' element type "
+                                      "(Float, BFloat16, ...)")
+GROUP_SIZE = Arg("Group size", None, as_is, "collective kernels: ranks in the process group")
+MESSAGE_ARGS = (MSG_IN, MSG_OUT, MSG_DTYPE, GROUP_SIZE)
+"""What a collective kernel says of its messages (HTA's `nccl::` args); kept in
+`Events.messages`."""
+EVENT_ARGS = (CORRELATION, SEQUENCE, INPUT_DIMS, INPUT_TYPE, DEVICE, STREAM, *MESSAGE_ARGS)
 """The `args` entries read; every other arg is dropped."""
+
+DTYPE_BYTES: dict[str, int] = {
+    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Int": 4, "Long": 8, "Short": 2,
+    "Char": 1, "Byte": 1, "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16,
+    "ComplexHalf": 4, "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Float8_e4m3fnuz": 1,
+    "Float8_e5m2fnuz": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8,
+}
+"""Bytes per element of the c10 scalar type names a trace's `dtype` arg uses."""
+
+
+def message_bytes(nelems: int, dtype: str) -> float:
+    """Bytes of a message of `nelems` elements of `dtype` (NaN for a dtype not in
+    `DTYPE_BYTES`)."""
+    size = DTYPE_BYTES.get(dtype)
+    return float(nelems * size) if size is not None else float("nan")
 
 
 # --- the columns -------------------------------------------------------------------------
@@ -181,6 +205,9 @@ class Events:
     event index."""
     types: dict[int, list[Any]] = field(default_factory=dict)
     """Input dtypes ("float", "c10::BFloat16", "Scalar", ...) of the same ops, by event index."""
+    messages: dict[int, tuple[int, int, str, int]] = field(default_factory=dict)
+    """Collective kernels that say their messages (`MESSAGE_ARGS`), by event index: input
+    and output elements, dtype ("" when absent), group size (-1 when absent)."""
     flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = field(
         default_factory=_no_flows)  # type: ignore[arg-type]
     """`ac2g` flows (start ts, start id, end ts, end id): launch -> kernel links, used where
@@ -212,7 +239,8 @@ class Events:
 
 
 __all__ = ["CANONICAL_CATEGORY", "CATEGORIES", "COLUMNS", "CORRELATION", "CPU_KINDS", "DEVICE",
-           "DEVICE_KINDS", "DUR", "EVENT_ARGS", "EVENT_FIELDS", "FLOW_COLUMNS", "INPUT_DIMS",
-           "INPUT_TYPE", "MEMORY_COLUMNS", "MEMORY_DEVICE", "MEMORY_NAME", "MEMORY_TOTAL",
-           "PID", "SEQUENCE", "STREAM", "TID", "TS", "Arg", "Events", "Kind", "as_id", "as_is",
-           "as_time", "kind_of"]
+           "DEVICE_KINDS", "DTYPE_BYTES", "DUR", "EVENT_ARGS", "EVENT_FIELDS", "FLOW_COLUMNS",
+           "GROUP_SIZE", "INPUT_DIMS", "INPUT_TYPE", "MEMORY_COLUMNS", "MEMORY_DEVICE",
+           "MEMORY_NAME", "MEMORY_TOTAL", "MESSAGE_ARGS", "MSG_DTYPE", "MSG_IN", "MSG_OUT", "PID",
+           "SEQUENCE", "STREAM", "TID", "TS", "Arg", "Events", "Kind", "as_id", "as_is",
+           "as_time", "kind_of", "message_bytes"]

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertscope.trace.events import DEVICE_KINDS, Events, Kind
+from bertscope.trace.events import DEVICE_KINDS, Events, Kind, message_bytes
 from bertscope.trace.timeline import launched_by, length, overlap, union
 
 if TYPE_CHECKING:
@@ -135,6 +135,9 @@ class RankTimeline:
     collective_end_us: np.ndarray
     launch: LaunchStats
     memory: tuple[MemorySeries, ...] = ()
+    collective_bytes: tuple[float, ...] = ()
+    """Input message bytes of each collective kernel (same order as `collective_kinds`), from
+    its `In msg nelems` and `dtype` args; NaN where the trace does not say (empty: none do)."""
 
     @property
     def idle_s(self) -> float:
@@ -174,6 +177,9 @@ def rank_timeline(ev: Events, comm: set[int]) -> RankTimeline | None:
     order = np.flatnonzero(is_comm)
     order = order[np.argsort(ts[order], kind="stable")]
     kinds = tuple(collective_kind(ev.names[n]) for n in ev.name[dev[order]].tolist())
+    nan = float("nan")
+    sizes = tuple(message_bytes(m[0], m[2]) if (m := ev.messages.get(i)) else nan
+                  for i in dev[order].tolist()) if ev.messages else ()
     p2p = np.array([k in _P2P for k in kinds], dtype=bool)
     gaps = busy[0][1:] - busy[1][:-1]
     bubble = float(gaps[np.isin(busy[0][1:], ts[order][p2p])].sum()) if len(gaps) else 0.0
@@ -184,7 +190,7 @@ def rank_timeline(ev: Events, comm: set[int]) -> RankTimeline | None:
         idle_by_cause=causes, idle_streams=streams, bubble_s=bubble * 1e-6,
         collective_kinds=kinds, collective_start_us=ts[order].copy(),
         collective_end_us=end[order].copy(), launch=LaunchStats.of(delays),
-        memory=_memory(ev))
+        memory=_memory(ev), collective_bytes=sizes)
 
 
 def _idle_by_stream(ev: Events, dev: np.ndarray, rt_ts: np.ndarray
@@ -244,6 +250,8 @@ class CollectiveWait:
     """The longest wait it caused (last arrival - first arrival)."""
     sum_wait_s: float
     """The waits it caused, summed over ranks (last arrival - each arrival)."""
+    message_bytes: float = float("nan")
+    """Its input message, bytes (the largest any rank's kernel says; NaN: none says)."""
 
 
 @dataclass(frozen=True)
@@ -286,6 +294,20 @@ class CrossRankReport:
                                   default=None)})
         return rows
 
+    def message_records(self) -> list[dict[str, Any]]:
+        """Per collective kind whose kernels say their message size (HTA's `nccl::` args):
+        collectives matched, how many say their size, the smallest, median and largest
+        input message and the bytes per rank they add up to (empty: the trace has none)."""
+        by: dict[str, list[float]] = {}
+        count: dict[str, int] = {}
+        for c in self.collectives:
+            count[c.kind] = count.get(c.kind, 0) + 1
+            if c.message_bytes == c.message_bytes:  # not NaN
+                by.setdefault(c.kind, []).append(c.message_bytes)
+        return [{"kind": k, "count": count[k], "sized": len(v), "min_bytes": min(v),
+                 "median_bytes": float(np.median(v)), "max_bytes": max(v),
+                 "bytes_per_rank": sum(v)} for k, v in sorted(by.items())]
+
     def stragglers(self, n: int = 10) -> list[CollectiveWait]:
         """The n collectives with the longest wait (ties: in order of occurrence)."""
         return sorted(self.collectives, key=lambda c: -c.max_wait_s)[:n]
@@ -297,8 +319,9 @@ class CrossRankReport:
         return pd.DataFrame(self.rank_records()).set_index("rank")
 
     def collectives_frame(self) -> pd.DataFrame:
-        """One row per collective: kind, index, straggler, max and summed wait, and each
-        rank's arrival (us after the earliest arrival of that collective)."""
+        """One row per collective: kind, index, straggler, max and summed wait, input message
+        bytes (NaN where the trace does not say), and each rank's arrival (us after the
+        earliest arrival of that collective)."""
         import pandas as pd
 
         rows = []
@@ -306,9 +329,11 @@ class CrossRankReport:
             first = min(c.arrival_us.values())
             rows.append({"kind": c.kind, "index": c.index, "straggler": c.straggler,
                          "max_wait_s": c.max_wait_s, "sum_wait_s": c.sum_wait_s,
+                         "message_bytes": c.message_bytes,
                          **{f"rank {r} arrival_us": a - first for r, a in c.arrival_us.items()}})
         return pd.DataFrame(rows, columns=None if rows else
-                            ["kind", "index", "straggler", "max_wait_s", "sum_wait_s"])
+                            ["kind", "index", "straggler", "max_wait_s", "sum_wait_s",
+                             "message_bytes"])
 
     def idle_frame(self) -> pd.DataFrame:
         """Idle time by cause per rank, device and stream (seconds), as HTA's breakdown."""
@@ -367,6 +392,8 @@ def _match(ranks: Mapping[int, RankTimeline], notes: list[str]
         for k in range(n):
             at = {r: (float(ranks[r].collective_start_us[per[r][kind][k]]),
                       float(ranks[r].collective_end_us[per[r][kind][k]])) for r in ranks}
+            sizes = [b for r in ranks if ranks[r].collective_bytes
+                     and (b := ranks[r].collective_bytes[per[r][kind][k]]) == b]
             arrival = {r: a for r, (a, _) in at.items()}
             last = max(arrival.values())
             straggler = min(r for r, a in arrival.items() if a == last)
@@ -374,7 +401,8 @@ def _match(ranks: Mapping[int, RankTimeline], notes: list[str]
             for r, (a, e) in at.items():
                 waited[r] += min(wait[r], e - a) * 1e-6
             out.append(CollectiveWait(kind, k, arrival, straggler,
-                                      max(wait.values()) * 1e-6, sum(wait.values()) * 1e-6))
+                                      max(wait.values()) * 1e-6, sum(wait.values()) * 1e-6,
+                                      max(sizes, default=float("nan"))))
     out.sort(key=lambda c: min(c.arrival_us.values()))
     return out, waited
 

@@ -11,7 +11,8 @@ parsed document (which takes ~10x the file size as Python objects).
 Kept: complete events (`ph` "X", and "B"/"E" pairs) of CPU ops, user annotations, CUDA/HIP
 runtime calls, GPU kernels, memcpy and memset; `ac2g` flow events (launch -> kernel links,
 used where a kernel lacks a `correlation` arg) and the allocator's `[memory]` instants (ts,
-device, total allocated) in their own small columns. Dropped: python_function stacks,
+device, total allocated) in their own small columns, and the message args of collective
+kernels (`Events.messages`). Dropped: python_function stacks,
 counters, other instants, metadata, GPU-side annotations (they span
 kernels and would double count). The fields read and the columns are declared in
 `events.py`.
@@ -52,8 +53,9 @@ from bertscope.trace.decode import Columns
 from bertscope.trace.events import CPU_KINDS, DEVICE_KINDS, Events, Kind
 from bertscope.trace.gemm_ops import has_gemm_shape
 
-CHUNK = 1 << 22
-"""Characters read per chunk (4 Mi): bounds the text held besides the columns."""
+CHUNK = 1 << 20
+"""Characters read per chunk (1 Mi): bounds the text held besides the columns (a 4 Mi
+chunk read no faster and held ~6 MiB more at its peak: the buffer, the new text and their join)."""
 
 gemm_like = has_gemm_shape
 """Whether attribution needs a CPU op's input shapes: the GEMM ops the registry sizes
@@ -68,7 +70,7 @@ MAX_EVENT = 1 << 26
 _TAIL = 1 << 16
 """Most characters left undecoded at a buffer's end before the next chunk is read (`_events`):
 an event cut by the buffer's end is decoded only after a JSONDecodeError, which counts the
-lines of the whole buffer (CPython's error position), ~6 ms per 4 Mi chunk: reading on first
+lines of the whole buffer (CPython's error position), ~1.5 ms per 1 Mi chunk: reading on first
 keeps that to events longer than this."""
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER_RUN = re.compile(r"[-+.eE0-9]*")

@@ -363,8 +363,8 @@ class Trace:
             self.events.append(flow)
         return k
 
-    def write(self, path: Path, **header: Any) -> None:
-        """Write the trace as Kineto does: header keys, traceEvents, traceName."""
+    def write(self, path: Path, *, level: int = 9, **header: Any) -> None:
+        """Write the trace as Kineto does: header keys, traceEvents, traceName (gzip `level`)."""
         self.events.append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)",
                             "pid": "Spans", "tid": "PyTorch Profiler", "ts": BASE,
                             "dur": self.t, "args": {"Op count": 0}})
@@ -374,7 +374,7 @@ class Trace:
                "traceName": path.name}
         path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(doc, indent=1).encode()
-        path.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))  # reproducible
+        path.write_bytes(gzip.compress(data, compresslevel=level, mtime=0))  # reproducible
 
 
 def _linear(tr: Trace, kernels: list[tuple[str, float]], *, seq: int, m: int, k: int,
