@@ -114,3 +114,15 @@ def test_readme_keeps_its_two_setup_commands() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert '.venv/bin/pip install -q -c constraints.txt -e ".[dev]"' in ci
     assert ci.rstrip().endswith(".venv/bin/python -m pytest")
+
+
+def test_readme_study_cost_is_the_benchmarks() -> None:
+    # the first screen's "about N s and X GiB" is bench/bench_study_cost.py's median, rounded
+    text = " ".join(README.read_text().split())
+    said = re.search(r"about (\d+) s and ([\d.]+) GiB on a quiet 2-core machine", text)
+    assert said, "README's first screen states the study's time and peak memory"
+    bench = (ROOT / "bench" / "results" / "bench_study_cost.txt").read_text()
+    got = re.search(r"study \(default\)\s+wall\s+([\d.]+) s .*?peak RSS\s+([\d.]+) GiB", bench)
+    assert got
+    assert int(said.group(1)) == round(float(got.group(1)))
+    assert float(said.group(2)) == round(float(got.group(2)), 1)
