@@ -66,7 +66,7 @@ def main() -> None:
                        else None)
             try:
                 t0 = time.perf_counter()
-                run = sh(".venv/bin/python -m pytest -q -p no:cacheprovider", clone)
+                run = sh(".venv/bin/python -m pytest", clone)
                 wall = time.perf_counter() - t0
             finally:
                 if spinner is not None:

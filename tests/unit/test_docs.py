@@ -126,3 +126,14 @@ def test_readme_study_cost_is_the_benchmarks() -> None:
     assert got
     assert int(said.group(1)) == round(float(got.group(1)))
     assert float(said.group(2)) == round(float(got.group(2)), 1)
+
+
+def test_readme_suite_time_is_the_benchmarks() -> None:
+    # the first screen's "about N minutes" is bench/bench_suite_load.py's quiet run, rounded
+    text = " ".join(README.read_text().split())
+    said = re.search(r"about (\d+) minutes on a quiet 2-core machine", text)
+    assert said, "README's first screen states the suite's time"
+    bench = (ROOT / "bench" / "results" / "bench_suite_load.txt").read_text()
+    quiet = re.findall(r"quiet\s+exit 0\s+([\d.]+) min", bench)
+    assert quiet, "bench_suite_load.txt records a passing quiet run"
+    assert int(said.group(1)) == round(float(quiet[0]))
