@@ -444,10 +444,14 @@ def test_ddp_launch_is_stopped_and_keeps_nothing(tmp_path: Path, monkeypatch) ->
 @pytest.mark.skipif(not LINUX, reason="parent-death signals are Linux's (prctl)")
 def test_kill_9_of_a_ddp_parent_leaves_no_process(tmp_path: Path) -> None:
     """`profile --nproc 2` killed with SIGKILL while its ranks run: torchrun and both ranks
-    end too (they kept running before #33)."""
+    end too (they kept running before #33). A SIGKILLed parent cannot remove its launch
+    folder, so TMPDIR points into tmp_path: the run's leftovers stay out of the machine's /tmp."""
     pytest.importorskip("torch")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "bertscope.cli", *PROFILE, "--nproc", "2",
-                             "--iters", "1000", "--warmup", "1"], env=ENV, cwd=tmp_path,
+                             "--iters", "1000", "--warmup", "1"],
+                            env={**ENV, "TMPDIR": str(scratch)}, cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
@@ -462,6 +466,8 @@ def test_kill_9_of_a_ddp_parent_leaves_no_process(tmp_path: Path) -> None:
         while any(_alive(p) for p in launched) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not [p for p in launched if _alive(p)]
+        # the launch folder (and torchrun's own) landed in scratch, not in the machine's /tmp
+        assert any(d.name.startswith("bertscope-ddp-") for d in scratch.iterdir())
     finally:
         for pid in _launched(proc.pid, any_parent=True):
             with contextlib.suppress(ProcessLookupError):
