@@ -189,3 +189,24 @@ def test_the_command_streams_what_the_api_gathers(
     frame = sweep(["bert-tiny", "bert-mini"], ["a100", "tpu-v4"], batch=range(1, 5),
                   seq=(32, 64), precision=("fp32", "bf16")).frame
     assert pd.read_parquet(out).equals(_pandas_copy(frame))
+
+
+def test_the_jsonl_and_json_paths_import_neither_pandas_nor_pyarrow(tmp_path: Path) -> None:
+    """Rows go from numpy to JSON directly (no frame, no Arrow), checked in a fresh Python
+    by what `sys.modules` holds after the command ran."""
+    import json
+    import subprocess
+    import sys
+
+    probe = ("import json, sys\n"
+             "from bertscope.cli import main\n"
+             "argv = ['sweep', 'bert-tiny,bert-mini', '--batch', '1,2', '--seq', '32',\n"
+             "        '--no-store']\n"
+             "codes = [main([*argv, '--output', sys.argv[1]]),\n"
+             "         main([*argv, '--format', 'json'])]\n"
+             "print(json.dumps([codes, 'pandas' in sys.modules, 'pyarrow' in sys.modules]))\n")
+    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "s.jsonl")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [[0, 0], False, False]
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 4  # 2 models x 2 batches
