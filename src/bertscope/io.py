@@ -59,7 +59,7 @@ def frame_bytes(d: pd.DataFrame, fmt: Format, *, meta: dict[str, Any] | None = N
     if fmt is Format.CSV:
         return d.to_csv(index=False).encode()
     if fmt is Format.JSONL:
-        return json_lines({str(c): json_column(d[c].to_numpy()) for c in d.columns})
+        return json_lines({str(c): json_texts(d[c].to_numpy()) for c in d.columns})
     if fmt is Format.JSON:
         rows = json.loads(d.to_json(orient="records"))
         return (json.dumps({"meta": meta or {}, "rows": rows}, indent=1,
@@ -105,14 +105,29 @@ def json_column(values: Any) -> list[Any]:
     return [json_value(v) for v in a.tolist()]
 
 
-def json_lines(columns: dict[str, list[Any]]) -> bytes:
+def json_texts(values: Any) -> list[str]:
+    """A column's values each written as JSON text (`json_column`'s values: NaN as null);
+    numbers and booleans a whole column at a time (a float's text is Python's shortest repr,
+    read back equal), other values one by one."""
+    import numpy as np
+
+    a = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    if not len(a):
+        return []
+    if a.dtype == bool:
+        return np.where(a, "true", "false").tolist()
+    if a.dtype.kind in "fiu":  # numbers never hold ", ": one dumps, split
+        return json.dumps(json_column(a))[1:-1].split(", ")
+    encode = json.JSONEncoder(allow_nan=False).encode
+    return [encode(v) for v in json_column(a)]
+
+
+def json_lines(texts: dict[str, list[str]]) -> bytes:
     """Rows as JSON Lines: one object per row ({column: value}, keys in column order), each on
-    its own line; the columns' values already JSON's (`json_column`). Floats are written
-    exactly (Python's shortest repr, read back equal)."""
-    names = list(columns)
-    encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-    return "".join([encode(dict(zip(names, row, strict=True))) + "\n"
-                    for row in zip(*columns.values(), strict=True)]).encode()
+    its own line; `texts` holds each column's values as JSON text (`json_texts`)."""
+    keys = ",".join(json.dumps(str(k)).replace("%", "%%") + ":%s" for k in texts)
+    line = "{" + keys + "}\n"
+    return "".join([line % row for row in zip(*texts.values(), strict=True)]).encode()
 
 
 def check_output(path: str | Path | None, *, folder: bool = False) -> None:
@@ -327,6 +342,7 @@ def read_text(path: str | Path, *, limit: int = MAX_INPUT_BYTES, missing: str = 
 
 
 __all__ = ["MAX_INPUT_BYTES", "Check", "Format", "atomic_path", "atomic_write", "check_output",
-           "export_format", "frame_bytes", "json_column", "json_lines", "json_value",
+           "export_format", "frame_bytes", "json_column", "json_lines", "json_texts",
+           "json_value",
            "output_format", "read_text", "usual_mode",
            "whole_json", "write_all", "write_or_rescue"]

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bertscope.io import json_column, json_lines, json_value
+from bertscope.io import json_lines, json_texts, json_value
 from bertscope.sweep.grid import MODEL_AXES
 
 if TYPE_CHECKING:
@@ -224,13 +224,13 @@ class JsonRows:
 
     def write(self, cols: Columns, fill: float) -> None:
         """Append the rows of one piece (`fill`: as `ParquetRows.write`'s)."""
-        values = {k: _json_values(v) for k, v in cols.items()}
+        texts = {k: _json_texts(v) for k, v in cols.items()}
         if self._file is None:
             self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close or abort)
             self._first = list(cols)
         self._final = list(cols)
-        self._file.write(json_lines(values))
-        self._pieces.append((len(next(iter(values.values()), [])), fill))
+        self._file.write(json_lines(texts))
+        self._pieces.append((len(next(iter(texts.values()), [])), fill))
 
     def close(self) -> None:
         """Finish the file (rewritten with the late share columns in place, if any)."""
@@ -256,18 +256,19 @@ class JsonRows:
             for n, fill in self._pieces:
                 rows = [json.loads(src.readline()) for _ in range(n)]
                 missing = json_value(fill)
-                out.write(json_lines({k: [r.get(k, missing) for r in rows] for k in final}))
+                out.write(json_lines({k: json_texts([r.get(k, missing) for r in rows])
+                                      for k in final}))
         os.replace(tmp, self.path)
 
 
-def _json_values(v: Any) -> list[Any]:
-    """A column of `Columns` as JSON values: labels by value (yes/no labels as booleans,
-    numpy scalars as Python's), figures through `io.json_column` (NaN as None)."""
+def _json_texts(v: Any) -> list[str]:
+    """A column of `Columns` as JSON texts: labels by value (each category written once; yes/no
+    labels as booleans), figures through `io.json_texts` (NaN as null)."""
     if isinstance(v, Labels):
         cats = np.empty(len(v.categories), dtype=object)
-        cats[:] = [json_value(c) for c in v.categories]
+        cats[:] = json_texts([json_value(c) for c in v.categories])
         return cats[v.codes].tolist()
-    return json_column(v)
+    return json_texts(v)
 
 
 def _dictionaries(schema: Any) -> list[str]:
