@@ -127,7 +127,8 @@ def test_varied_columns_equal_the_frames() -> None:
     assert summary.varied == sweep(["bert-tiny", "bert-mini"], ["a100", "h100"], **axes).varied
 
 
-def test_a_failure_mid_run_leaves_no_file(tmp_path: Path,
+@pytest.mark.parametrize("name", ["s.parquet", "s.jsonl"])
+def test_a_failure_mid_run_leaves_no_file(name: str, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     real = sw._evaluate
@@ -139,28 +140,8 @@ def test_a_failure_mid_run_leaves_no_file(tmp_path: Path,
         return real(task)
 
     monkeypatch.setattr(sw, "_evaluate", failing)
-    out = tmp_path / "s.parquet"
     with pytest.raises(BertscopeError, match="piece lost"):
-        sweep_to(out, ["bert-tiny", "bert-mini"], ["a100"], batch=(1, 2), seq=(32,),
-                 workers=1)
-    assert len(calls) == 2
-    assert not list(tmp_path.iterdir())  # no output, no temporary
-
-
-def test_a_jsonl_failure_mid_run_leaves_no_file(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
-    real = sw._evaluate
-
-    def failing(task: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 2:  # the second piece, after the first piece's lines were written
-            raise BertscopeError("piece lost")
-        return real(task)
-
-    monkeypatch.setattr(sw, "_evaluate", failing)
-    with pytest.raises(BertscopeError, match="piece lost"):
-        sweep_to(tmp_path / "s.jsonl", ["bert-tiny", "bert-mini"], ["a100"], batch=(1, 2),
+        sweep_to(tmp_path / name, ["bert-tiny", "bert-mini"], ["a100"], batch=(1, 2),
                  seq=(32,), workers=1)
     assert len(calls) == 2
     assert not list(tmp_path.iterdir())  # no output, no temporary

@@ -335,7 +335,7 @@ def model_file(model: str) -> Path | None:
 
 def check_export(output: Path | None, fmt: Format | str | None = None) -> None:
     """Refuse an export path before work starts: its format (from `fmt` or the suffix) must
-    be csv, json or parquet, its library installed (`requirements.require_format`: Parquet
+    be csv, json, jsonl or parquet, its library installed (`requirements.require_format`: Parquet
     needs pyarrow), and the place writable (`io.check_output`)."""
     if output is None:
         return
