@@ -35,6 +35,8 @@ class Format(StrEnum):
 
     CSV = "csv"
     JSON = "json"
+    JSONL = "jsonl"
+    """JSON Lines: one object per row, nothing else (no meta), so it can be streamed."""
     PARQUET = "parquet"
 
 
@@ -52,9 +54,12 @@ def output_format(path: str | Path, fmt: Format | str | None = None) -> Format:
 def frame_bytes(d: pd.DataFrame, fmt: Format, *, meta: dict[str, Any] | None = None,
                 json_default: Any = None) -> bytes:
     """A DataFrame's rows in `fmt` (enum columns already written as text by the caller).
-    JSON is {"meta": meta, "rows": [...]} (indent 1; `json_default` for values JSON lacks)."""
+    JSON is {"meta": meta, "rows": [...]} (indent 1; `json_default` for values JSON lacks);
+    JSON Lines the rows alone (`json_lines`)."""
     if fmt is Format.CSV:
         return d.to_csv(index=False).encode()
+    if fmt is Format.JSONL:
+        return json_lines({str(c): json_texts(d[c].to_numpy()) for c in d.columns})
     if fmt is Format.JSON:
         rows = json.loads(d.to_json(orient="records"))
         return (json.dumps({"meta": meta or {}, "rows": rows}, indent=1,
@@ -65,6 +70,64 @@ def frame_bytes(d: pd.DataFrame, fmt: Format, *, meta: dict[str, Any] | None = N
     d.attrs = {}
     d.to_parquet(buf, index=False)
     return buf.getvalue()
+
+
+def json_value(value: Any) -> Any:
+    """`value` as JSON can hold it: numpy scalars as Python's, a non-finite float (NaN, inf)
+    as None (null, as pandas writes it: JSON has no NaN), an enum as its value."""
+    import math
+    from enum import Enum
+
+    if hasattr(value, "item") and not isinstance(value, list | tuple | dict):
+        value = value.item()  # a numpy scalar
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def json_column(values: Any) -> list[Any]:
+    """A column (a numpy array or a sequence) as a list of `json_value`s; a float array's
+    non-finite values as None without a loop over its finite ones."""
+    import numpy as np
+
+    a = np.asarray(values)
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a)
+        if not bad.any():
+            return a.tolist()
+        out = a.astype(object)
+        out[bad] = None
+        return out.tolist()
+    if a.dtype.kind in "biu":
+        return a.tolist()
+    return [json_value(v) for v in a.tolist()]
+
+
+def json_texts(values: Any) -> list[str]:
+    """A column's values each written as JSON text (`json_column`'s values: NaN as null);
+    numbers and booleans a whole column at a time (a float's text is Python's shortest repr,
+    read back equal), other values one by one."""
+    import numpy as np
+
+    a = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    if not len(a):
+        return []
+    if a.dtype == bool:
+        return np.where(a, "true", "false").tolist()
+    if a.dtype.kind in "fiu":  # numbers never hold ", ": one dumps, split
+        return json.dumps(json_column(a))[1:-1].split(", ")
+    encode = json.JSONEncoder(allow_nan=False).encode
+    return [encode(v) for v in json_column(a)]
+
+
+def json_lines(texts: dict[str, list[str]]) -> bytes:
+    """Rows as JSON Lines: one object per row ({column: value}, keys in column order), each on
+    its own line; `texts` holds each column's values as JSON text (`json_texts`)."""
+    keys = ",".join(json.dumps(str(k)).replace("%", "%%") + ":%s" for k in texts)
+    line = "{" + keys + "}\n"
+    return "".join([line % row for row in zip(*texts.values(), strict=True)]).encode()
 
 
 def check_output(path: str | Path | None, *, folder: bool = False) -> None:
@@ -279,5 +342,7 @@ def read_text(path: str | Path, *, limit: int = MAX_INPUT_BYTES, missing: str = 
 
 
 __all__ = ["MAX_INPUT_BYTES", "Check", "Format", "atomic_path", "atomic_write", "check_output",
-           "export_format", "frame_bytes", "output_format", "read_text", "usual_mode",
+           "export_format", "frame_bytes", "json_column", "json_lines", "json_texts",
+           "json_value",
+           "output_format", "read_text", "usual_mode",
            "whole_json", "write_all", "write_or_rescue"]

@@ -68,7 +68,7 @@ def require(feature: str, *libraries: str, otherwise: str = "") -> None:
 
 
 def require_format(fmt: str, feature: str = "") -> None:
-    """Refuse writing the export format `fmt` (csv, json, parquet) when the library that
+    """Refuse writing the export format `fmt` (csv, json, jsonl, parquet) when the library that
     writes it is missing (`FORMATS`); a format without one needs nothing."""
     name = str(fmt).lower()
     library = FORMATS.get(name)

@@ -233,7 +233,10 @@ def test_exports_on_a_full_disk_are_one_line_and_leave_nothing(small_disk: Path,
     (small_disk / "filler").write_bytes(b"x" * (60 << 10))  # the disk is now full
     for argv in (["ops", "bert-large", "--output", str(small_disk / "keep.json")],
                  ["trace", str(TRACE), "--no-store", "--output",
-                  str(small_disk / "t.json")]):
+                  str(small_disk / "t.json")],
+                 # rows streamed piece by piece (2 models: 2 pieces)
+                 ["sweep", "bert-tiny,bert-mini", "--batch", "1..8", "--seq", "32",
+                  "--no-store", "--output", str(small_disk / "s.jsonl")]):
         rc = main(argv)
         err = capsys.readouterr().err
         assert rc == 2, err

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
 import typer
 from rich.markup import escape
 
-from bertscope.cli.options import TopOpt, add_job_command, check_export, check_top, job_command
-from bertscope.errors import BertscopeError
-from bertscope.io import Format
+from bertscope.cli.options import (
+    FormatOpt,
+    OutputOpt,
+    TopOpt,
+    add_job_command,
+    check_top,
+    job_command,
+    output_format_of,
+    table_output,
+)
+from bertscope.io import check_output
 from bertscope.job import Job
 from bertscope.report.tables import make_console
 
@@ -28,28 +33,30 @@ def models_cmd() -> None:
 def ops_cmd(
     job: Job,
     top: TopOpt = 10,
-    fmt: Annotated[Format | None, typer.Option(
-        "--format", help="Export format (default: from the output suffix).")] = None,
-    output: Annotated[Path | None, typer.Option(help="Write the op table to this file.")] = None,
+    fmt: FormatOpt = None,
+    output: OutputOpt = None,
 ) -> None:
     """Every op of one training iteration, with totals by category, sublayer and phase
-    (with --fusion, as fused kernels run them)."""
+    (with --fusion, as fused kernels run them). With --format csv, json or jsonl and no
+    --output, the rows go to stdout alone."""
     from bertscope.analytic import build
     from bertscope.perf import fuse
     from bertscope.report.tables import print_optable
 
-    if fmt is not None and output is None:
-        raise BertscopeError("--format needs --output FILE")
     check_top(top)
-    check_export(output, fmt)
+    form = output_format_of(fmt, output)
+    check_output(output)
     table = build(job)
     if job.run.fusion:
         table = fuse(table)
-    console = make_console()
-    print_optable(table, console, top=top)
-    if output is not None:
-        path = table.export(output, fmt)
-        console.print(f"wrote {len(table)} rows to {escape(str(path))}")
+    if form.file is not None and output is None:  # the data alone, for a pipe
+        typer.echo(table.to_bytes(form.file).decode(), nl=False)
+        return
+    with table_output(output if form.file is None else None) as console:
+        print_optable(table, console, top=top)
+        if form.file is not None:
+            path = table.export(output, form.file)  # type: ignore[arg-type]
+            console.print(f"wrote {len(table)} rows to {escape(str(path))}")
 
 
 def register(app: typer.Typer) -> None:

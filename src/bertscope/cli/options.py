@@ -4,8 +4,10 @@ fields), the device, precision and output options, and the old spellings still a
 One vocabulary in every command: `--device` is the catalog device(s) to predict for (one, or
 a comma list where a command takes several), `--measure-on` the local device a measuring
 command times kernels on (cpu, cuda, auto), `--devices N` a number of devices, `--precision`
-one precision or a comma list, in any case. Spellings retired for this (`DEPRECATED`) still
-work, with one warning line on stderr, and are not shown in help.
+one precision or a comma list, in any case; `--format` what a command writes (`OutputFormat`:
+the terminal table or rows as csv, json, jsonl or parquet), chosen by one rule
+(`output_format_of`). Spellings retired for this (`DEPRECATED`) still work, with one warning
+line on stderr, and are not shown in help.
 
 A command that takes a job is written `f(job: Job, ...)` (or, with `layout=True`, `f(model,
 run, layout, ...)` with the unpinned settings as None), marked `@job_command(...)` and
@@ -18,13 +20,15 @@ adding a job field touches the config and the producer that uses it, no file her
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import inspect
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import MISSING, Field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -61,6 +65,83 @@ SchedulerOpt = Annotated[str | None, typer.Option(
     envvar=ENV, show_envvar=False, metavar="ADDRESS",
     help=f"Run on the Dask cluster of this scheduler (tcp://HOST:8786; default: ${ENV}, else "
          f"locally). Its workers need bertscope and the input files at the same paths.")]
+
+
+
+class OutputFormat(StrEnum):
+    """What a command writes (`--format`): the terminal report, or rows in a file format
+    (`io.Format`). The same word means the same thing in every command that takes it."""
+
+    TABLE = "table"
+    """The report a person reads (on the terminal, or as text in --output FILE.txt)."""
+    CSV = "csv"
+    JSON = "json"
+    """One JSON document, {"meta": {...}, "rows": [...]}."""
+    JSONL = "jsonl"
+    """JSON Lines: one object per row, nothing else."""
+    PARQUET = "parquet"
+
+    @property
+    def file(self) -> Format | None:
+        """The export format of the rows (None for the table)."""
+        return None if self is OutputFormat.TABLE else Format(self.value)
+
+
+SUFFIXES = {".txt": OutputFormat.TABLE, **{f".{f.value}": OutputFormat(f.value) for f in Format}}
+"""--output suffixes and the format each means (`output_format_of`)."""
+
+FormatOpt = Annotated[OutputFormat | None, typer.Option(
+    "--format", case_sensitive=False,
+    help="table (the terminal report), csv, json, jsonl (a JSON object per line) or parquet; "
+         "default: from the --output suffix (.txt: table), else table.")]
+
+OutputOpt = Annotated[Path | None, typer.Option(
+    help="Write to this file; its suffix gives the format (.csv, .json, .jsonl, .parquet; "
+         ".txt: the table) unless --format is given.")]
+
+
+def output_format_of(fmt: OutputFormat | None, output: Path | None, *,
+                     need_file: dict[OutputFormat, str] | None = None) -> OutputFormat:
+    """What a command writes, by one rule: `--format` when given, else `--output`'s suffix
+    (`SUFFIXES`), else the terminal table. Refused in one line: a suffix naming another
+    format than `--format`, an unknown suffix without `--format`, and without `--output`
+    a format in `need_file` (parquet always: it is binary; the value says why), and a format
+    whose library is missing (`requirements.require_format`)."""
+    need = {OutputFormat.PARQUET: "parquet is binary", **(need_file or {})}
+    suffix = output.suffix.lower() if output is not None else ""
+    named = SUFFIXES.get(suffix)
+    if fmt is not None and named is not None and named is not fmt:
+        raise BertscopeError(f"{output}: the suffix {suffix} says {named}, --format says {fmt}; "
+                             f"make them agree")
+    if fmt is None and output is not None and named is None:
+        raise BertscopeError(f"{output}: unknown format {suffix.lstrip('.')!r}; name a "
+                             f"{', '.join(SUFFIXES)} file, or give --format")
+    got = fmt or named or OutputFormat.TABLE
+    if output is None and got in need:
+        raise BertscopeError(f"--format {got}: {need[got]}; give --output FILE.{got}")
+    if got.file is not None:
+        require_format(got.file, f"{output or 'stdout'}: {got} output")
+    return got
+
+
+@contextlib.contextmanager
+def table_output(output: Path | None) -> Iterator[Any]:
+    """A console for a command's terminal report; with `output` (`--format table --output
+    FILE.txt`) the report goes to that file instead, as the terminal's text would be
+    redirected there (`report.tables.text_console`), written atomically when the block ends
+    (nothing when it fails)."""
+    import io
+
+    from bertscope.io import atomic_write
+    from bertscope.report.tables import make_console, text_console
+
+    if output is None:
+        yield make_console()
+        return
+    buffer = io.StringIO()
+    yield text_console(buffer)
+    atomic_write(output, buffer.getvalue().encode())
+
 
 _MARK = "__job_command__"
 
@@ -254,7 +335,7 @@ def model_file(model: str) -> Path | None:
 
 def check_export(output: Path | None, fmt: Format | str | None = None) -> None:
     """Refuse an export path before work starts: its format (from `fmt` or the suffix) must
-    be csv, json or parquet, its library installed (`requirements.require_format`: Parquet
+    be csv, json, jsonl or parquet, its library installed (`requirements.require_format`: Parquet
     needs pyarrow), and the place writable (`io.check_output`)."""
     if output is None:
         return
@@ -276,12 +357,16 @@ def check_suffix(path: Path | None, suffixes: tuple[str, ...], what: str) -> Non
 
 __all__ = [
     "DEPRECATED",
+    "SUFFIXES",
     "AliasedCommand",
     "DeviceListOpt",
     "DeviceOpt",
     "DevicesOpt",
+    "FormatOpt",
     "MeasureOnOpt",
     "ModelArg",
+    "OutputFormat",
+    "OutputOpt",
     "PrecisionListOpt",
     "TopOpt",
     "VerboseOpt",
@@ -295,6 +380,8 @@ __all__ = [
     "flag_of",
     "job_command",
     "model_file",
+    "output_format_of",
     "renamed",
     "store_file",
+    "table_output",
 ]

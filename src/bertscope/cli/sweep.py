@@ -24,19 +24,24 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from bertscope.cli.options import (
     DeviceListOpt,
+    FormatOpt,
+    OutputFormat,
+    OutputOpt,
     SchedulerOpt,
     check_command_paths,
-    check_export,
-    check_suffix,
     check_top,
     model_file,
+    output_format_of,
+    table_output,
 )
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
+from bertscope.io import atomic_write, check_output
 from bertscope.job import Layout
 from bertscope.sweep.grid import KNOB_AXES, LAYOUT_AXES, MODEL_AXES, run_axes
 
@@ -187,34 +192,54 @@ def axis_options() -> list[AxisOption]:
     return out
 
 
+ROWS_NEED_A_FILE = ("every row goes to a file; stdout takes the best --top rows as --format "
+                    "table or json")
+"""Why `sweep --format csv/jsonl` needs --output (`options.output_format_of`)."""
+
+
 def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: int,
-               output: Path | None, yes: bool, scheduler: str | None, store: Path | None,
-               no_store: bool) -> None:
-    """Evaluate the grid and print, write and record it."""
+               fmt: OutputFormat | None, output: Path | None, yes: bool,
+               scheduler: str | None, store: Path | None, no_store: bool) -> None:
+    """Evaluate the grid and print, write and record it: every row to --output in csv, jsonl
+    or parquet (the table on the terminal), or the best rows as the table or a JSON document
+    (to --output, else the terminal or stdout)."""
     from bertscope.cluster import check_scheduler
     from bertscope.report.progress import progress_bar
-    from bertscope.report.sweep import print_sweep
+    from bertscope.report.sweep import print_sweep, sweep_json
     from bertscope.report.tables import make_console
     from bertscope.sweep import MAX_CONFIGS, check_sort, sweep_to
 
     check_top(top, 0)
     check_sort(sort)
-    check_suffix(output, (".csv", ".parquet"), "--output")
+    form = output_format_of(fmt, output, need_file={OutputFormat.CSV: ROWS_NEED_A_FILE,
+                                                    OutputFormat.JSONL: ROWS_NEED_A_FILE})
     check_command_paths({"MODELS": [model_file(m) for m in models.split(",")],
                          "--device": device.split(",")}, {"--output": output}, store, no_store)
-    check_export(output)
+    check_output(output)
     check_scheduler(scheduler)
     st = open_store(store, no_store)
+    every_row = form not in (OutputFormat.TABLE, OutputFormat.JSON)
     with progress_bar() as tell:  # rows streamed to --output; only the best kept here
-        result = sweep_to(output, parse_words(models, "models"), parse_words(device, "device"),
-                          sort=sort, top=top, max_configs=None if yes else MAX_CONFIGS,
-                          progress=tell, scheduler=scheduler, **axes)
-    console = make_console()
-    print_sweep(result, result.top, console, sort=sort)
-    if output is not None:
-        console.print(f"wrote {result.evaluated:,} rows to {escape(str(output))}")
+        result = sweep_to(output if every_row else None, parse_words(models, "models"),
+                          parse_words(device, "device"), fmt=form.file, sort=sort, top=top,
+                          max_configs=None if yes else MAX_CONFIGS, progress=tell,
+                          scheduler=scheduler, **axes)
+    to_file = output if form is OutputFormat.TABLE else None
+    if form is OutputFormat.JSON and output is None:  # the document alone, for a pipe
+        typer.echo(sweep_json(result, sort=sort).decode(), nl=False)
+    else:
+        with table_output(to_file) as console:
+            print_sweep(result, result.top, console, sort=sort)
+            if form is OutputFormat.JSON:
+                atomic_write(output, sweep_json(result, sort=sort))  # type: ignore[arg-type]
+                console.print(f"wrote the best {len(result.top):,} rows to "
+                              f"{escape(str(output))}")
+            elif every_row:
+                console.print(f"wrote {result.evaluated:,} rows to {escape(str(output))}")
+    say = (Console(quiet=True) if form is OutputFormat.JSON and output is None
+           else console if to_file is None else make_console())
     # the grid's axes and its best rows (the full frame stays in --output)
-    record(st, console, "sweep", model=models, device=device,
+    record(st, say, "sweep", model=models, device=device,
            inputs={"models": models, "devices": device, **axes},
            summary={"evaluated": result.evaluated, "skipped": result.skipped,
                     "seconds": result.seconds, "sort": sort,
@@ -236,8 +261,8 @@ def sweep_command() -> Callable[..., None]:
             str, typer.Option(help="Rank by this column.")]),
         inspect.Parameter("top", K, default=10, annotation=Annotated[
             int, typer.Option(help="Show the N best rows.")]),
-        inspect.Parameter("output", K, default=None, annotation=Annotated[
-            Path | None, typer.Option(help="Write every row (.csv or .parquet).")]),
+        inspect.Parameter("fmt", K, default=None, annotation=FormatOpt),
+        inspect.Parameter("output", K, default=None, annotation=OutputOpt),
         inspect.Parameter("yes", K, default=False, annotation=Annotated[bool, typer.Option(
             "--yes", help="Evaluate a grid above 2,000,000 configurations.")]),
         inspect.Parameter("scheduler", K, default=None, annotation=SchedulerOpt),
@@ -254,7 +279,9 @@ def sweep_command() -> Callable[..., None]:
 
     def sweep_cmd(**kw: Any) -> None:
         """Predict every configuration of a grid (models x run settings x layouts x devices
-        x knobs). Every axis takes a comma list or an A..B integer range."""
+        x knobs). Every axis takes a comma list or an A..B integer range. Every row goes to
+        --output as csv, jsonl or parquet; --format table or json gives the best --top
+        rows (json: with the grid's axes and counts, to stdout without --output)."""
         parsed = {o.axis: o.parse(kw.pop(o.axis), o.flag) for o in options
                   if kw[o.axis] is not None}
         for o in options:

@@ -10,19 +10,20 @@ import typer
 from rich.console import Console
 
 from bertscope.cli.options import (
+    FormatOpt,
+    OutputOpt,
     SchedulerOpt,
     TopOpt,
     check_command_paths,
     check_suffix,
     check_top,
+    output_format_of,
+    table_output,
 )
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.errors import BertscopeError
-from bertscope.io import Format, atomic_write, check_output, export_format
-from bertscope.requirements import require_format
+from bertscope.io import atomic_write, check_output
 
-TABLE = "table"
-"""`--format table`: the terminal report (the default without a file-format suffix)."""
 VIEWS = ("category", "sublayer", "phase", "module", "rank")
 """`--by`: the one breakdown the terminal report shows (module: the module tree; rank: the
 ranks side by side, `trace.ranks`)."""
@@ -33,13 +34,11 @@ def trace_cmd(
         help="A Kineto/Chrome trace (.json or .json.gz) or a folder of per-rank traces.")],
     rank: Annotated[int | None, typer.Option(help="Only this rank (default: every rank).")] = (
         None),
-    fmt: Annotated[str | None, typer.Option(
-        "--format", help="table (terminal report), csv, json (rows + per-rank breakdowns) or "
-                         "parquet; default: from the --output suffix, else table.")] = None,
+    fmt: FormatOpt = None,
     patterns: Annotated[Path | None, typer.Option(
         help="TOML file of \\[\\[pattern]] regex/category rows, tried before the built-in "
              "ones.")] = None,
-    output: Annotated[Path | None, typer.Option(help="Write here instead of stdout.")] = None,
+    output: OutputOpt = None,
     top: TopOpt = 10,
     by: Annotated[str | None, typer.Option(
         help="Show only this breakdown: category, sublayer, phase, module (the tree of "
@@ -62,15 +61,7 @@ def trace_cmd(
         raise BertscopeError(f"--by: expected one of {', '.join(VIEWS)}, got {by!r}")
     if rank is not None and rank < 0:
         raise BertscopeError(f"--rank must be >= 0, got {rank}")
-    where = output if output is not None else Path("stdout")
-    if fmt is None:
-        suffix = output.suffix.lower().lstrip(".") if output is not None else ""
-        fmt = suffix if suffix in tuple(Format) else TABLE
-    file_format = None if fmt.lower() == TABLE else export_format(fmt, where)
-    if file_format is Format.PARQUET and output is None:
-        raise BertscopeError("parquet is binary: give --output FILE.parquet")
-    if file_format is not None:
-        require_format(file_format, f"{where}: parquet output")
+    file_format = output_format_of(fmt, output).file
     if by is not None and file_format is not None:
         raise BertscopeError("--by shapes the terminal report (--format table); exported rows "
                              "carry every column, module included")
@@ -85,22 +76,19 @@ def trace_cmd(
     st = open_store(store, no_store)
     result = analyze_trace(path, rank=rank, patterns=patterns, scheduler=scheduler)
     if file_format is None:
-        from bertscope.report.tables import make_console
         from bertscope.report.trace import print_headline, print_trace
 
-        console = Console(record=True, width=132) if output is not None else make_console()
-        if by == "rank":
-            from bertscope.report.ranks import plot_ranks, print_ranks
+        with table_output(output) as console:
+            if by == "rank":
+                from bertscope.report.ranks import plot_ranks, print_ranks
 
-            report = result.cross_rank()
-            print_headline(result, console)
-            print_ranks(report, console, top=top)
-            if plot is not None:
-                console.print(f"wrote the rank heat map to {plot_ranks(report, plot)}")
-        else:
-            print_trace(result, console, top=top, by=by)
-        if output is not None:
-            atomic_write(output, console.export_text().encode())
+                report = result.cross_rank()
+                print_headline(result, console)
+                print_ranks(report, console, top=top)
+                if plot is not None:
+                    console.print(f"wrote the rank heat map to {plot_ranks(report, plot)}")
+            else:
+                print_trace(result, console, top=top, by=by)
         _record(st, result, path, to_stdout=False)
         return
     data = result.table.to_bytes(file_format)

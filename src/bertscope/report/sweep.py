@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bertscope.io import json_value
 from bertscope.report.tables import binary, si
 
 _DIMS = ("num_layers", "hidden", "heads", "intermediate", "vocab_size")
@@ -69,9 +71,23 @@ def print_sweep(result: Any, ranked: list[dict[str, Any]], console: Console, *,
                       "there (-)")
 
 
+def sweep_json(result: Any, *, sort: str | None) -> bytes:
+    """A sweep (a `SweepSummary`) as one JSON document, the shape of every command's
+    `--format json` ({"meta": ..., "rows": [...]}): the meta holds the grid's axes, the
+    counts (in the grid, evaluated, skipped), the sort column and the seconds; the rows are
+    the best `--top` rows by it, best first (what the table shows, every column), NaN as
+    null."""
+    meta = {"command": "sweep", "axes": result.axes, "grid_size": result.grid_size,
+            "evaluated": result.evaluated, "skipped": result.skipped, "sort": sort,
+            "top": len(result.top), "seconds": result.seconds}
+    rows = [{k: json_value(v) for k, v in r.items()} for r in result.top]
+    return (json.dumps({"meta": meta, "rows": rows}, indent=1, allow_nan=False)
+            + "\n").encode()
+
+
 def _pct(share: float) -> str:
     """A share as a percentage, '-' where it is not known (NaN)."""
     return "-" if share != share else f"{100 * share:.1f}"
 
 
-__all__ = ["print_sweep"]
+__all__ = ["print_sweep", "sweep_json"]

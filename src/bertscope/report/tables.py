@@ -35,11 +35,13 @@ _TRAILING = re.compile(r"[ \t]+$")
 
 
 class _TrimmedStdout(io.TextIOBase):
-    """sys.stdout (as it is at each write: capture and redirection follow) with no line
-    ending in spaces: rich pads table titles and borderless rows to the table's width."""
+    """sys.stdout (as it is at each write: capture and redirection follow), or the text
+    stream given, with no line ending in spaces: rich pads table titles and borderless rows
+    to the table's width."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: io.TextIOBase | io.StringIO | None = None) -> None:
         self._spaces = ""  # trailing spaces of an unfinished line, written if text follows
+        self._stream = stream
 
     def write(self, text: str) -> int:
         """Write `text` with each finished line's trailing spaces dropped."""
@@ -48,12 +50,12 @@ class _TrimmedStdout(io.TextIOBase):
         body = last.rstrip(" \t")
         self._spaces = last[len(body):]
         out = "".join(_TRAILING.sub("", line) + "\n" for line in lines) + body
-        sys.stdout.write(out)
+        (self._stream or sys.stdout).write(out)
         return len(text)
 
     def flush(self) -> None:
-        """Flush sys.stdout."""
-        sys.stdout.flush()
+        """Flush sys.stdout (or the stream)."""
+        (self._stream or sys.stdout).flush()
 
     def isatty(self) -> bool:
         """Never a terminal (this console is for redirected output)."""
@@ -96,6 +98,13 @@ def make_console() -> Console:
         return Console()
     columns = os.environ.get("COLUMNS")
     return PlainConsole(file=_TrimmedStdout(), width=None if columns else WIDE)
+
+
+def text_console(buffer: io.StringIO) -> Console:
+    """A console that writes into `buffer` what `make_console` writes to a redirected
+    stdout (plain unwrapped lines, no trailing spaces, tables `WIDE` columns wide): a
+    report saved as a text file reads as `> FILE` would have made it."""
+    return PlainConsole(file=_TrimmedStdout(buffer), width=WIDE)
 
 
 def si(x: float | None, unit: str = "") -> str:
@@ -327,5 +336,6 @@ __all__ = [
     "shape",
     "si",
     "summary_table",
+    "text_console",
     "top_table",
 ]

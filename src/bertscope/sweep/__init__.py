@@ -46,6 +46,7 @@ from bertscope.sweep import engine, multi
 from bertscope.sweep.grid import KNOB_AXES, MODEL_AXES, Grid, Group, run_axes
 from bertscope.sweep.stream import (
     Columns,
+    JsonRows,
     Labels,
     ParquetRows,
     TopRows,
@@ -135,21 +136,26 @@ class SweepResult:
             v.add(columns_of(self.frame))
         return frozenset(v.columns)
 
-    def export(self, path: str | Path) -> Path:
-        """Write the rows (csv, json or parquet, from the suffix) atomically."""
+    def export(self, path: str | Path, fmt: Format | str | None = None) -> Path:
+        """Write the rows (csv, json, jsonl or parquet: `fmt`, else from the suffix)
+        atomically."""
         p = Path(check_path(path, "export"))
-        fmt = output_format(p)
-        if fmt is not Format.PARQUET:
+        fmt = output_format(p, fmt)
+        if fmt not in STREAMED:
             atomic_write(p, frame_bytes(self.frame, fmt))
             return p
         require_format(fmt)
         with atomic_path(p) as tmp:  # the writer `sweep_to` streams with: equal files
-            rows = ParquetRows(tmp)
+            rows = STREAMED[fmt](tmp)
             try:
                 rows.write(columns_of(self.frame), 0.0)
             finally:
                 rows.close()
         return p
+
+
+STREAMED = {Format.PARQUET: ParquetRows, Format.JSONL: JsonRows}
+"""The formats `sweep_to` writes piece by piece, and their writers (`sweep.stream`)."""
 
 
 METRIC_COLUMNS = ("tokens", "params", "flops", "iteration_s", "tokens_per_s", "achieved_flops",
@@ -217,7 +223,12 @@ def sweep(models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
     `scheduler` (a Dask scheduler's address, tcp://HOST:PORT) on that cluster's workers
     (`bertscope.cluster`; multi-device points stay local). The result does not depend on
     where they ran."""
-    grid, run = _prepared(models, devices, max_configs, progress, workers, scheduler, axes)
+    return _gathered(*_prepared(models, devices, max_configs, progress, workers, scheduler,
+                                axes))
+
+
+def _gathered(grid: Grid, run: _Pieces) -> SweepResult:
+    """Every piece of the grid evaluated and gathered into one frame (`sweep`)."""
     t0 = time.perf_counter()
     parts = [part for piece in run for part in piece.parts]
     frame = _frame(parts, run.targets, grid, layouts=run.layouts)
@@ -330,38 +341,45 @@ class SweepSummary:
     """Configuration columns holding more than one value (model dimensions: within a model)."""
     top: list[dict[str, Any]]
     """The best rows by the sort column, best first ({column: value})."""
+    axes: dict[str, list[Any] | None] = dataclasses.field(default_factory=dict)
+    """The grid's axes: models and devices by name, then every axis's values (enums by
+    value; None: a model dimension each model keeps), as `Grid.axes` holds them."""
 
 
 def sweep_to(output: str | Path | None,
              models: Sequence[str | Path | ModelConfig] | str | Path | ModelConfig,
              devices: Sequence[str | Path | DeviceProfile] | str | Path | DeviceProfile = (
                  "a100",), *,
-             sort: str | None = "tokens_per_s", top: int = 10,
-             max_configs: int | None = MAX_CONFIGS, progress: Progress | None = None,
-             workers: int | None = None, scheduler: str | None = None,
-             **axes: Any) -> SweepSummary:
+             fmt: Format | str | None = None, sort: str | None = "tokens_per_s",
+             top: int = 10, max_configs: int | None = MAX_CONFIGS,
+             progress: Progress | None = None, workers: int | None = None,
+             scheduler: str | None = None, **axes: Any) -> SweepSummary:
     """`sweep` with its rows streamed, piece by piece as they are evaluated, to the Parquet
-    file `output` (or only ranked: None), so that memory holds one piece's rows at a time
-    whatever the grid's size; returns the counts and the best `top` rows by `sort`
-    (`SweepResult.ranked`'s order). The file is written into a temporary file beside it and
-    renamed into place once whole: a failure (a Dask worker lost past its retries, Ctrl-C,
-    a full disk) leaves no file. The rows read back equal `sweep(...).frame`. A `.csv` output
-    is written from the gathered frame (CSV cannot take a column found late). A grid every
-    configuration of which is skipped is a one-line error (nothing to write)."""
+    or JSON Lines file `output` (`fmt`, else its suffix: `.parquet`, `.jsonl`; or only
+    ranked: None), so that memory
+    holds one piece's rows at a time whatever the grid's size; returns the counts, the
+    grid's axes and the best `top` rows by `sort` (`SweepResult.ranked`'s order). The file is
+    written into a temporary file beside it and renamed into place once whole: a failure (a
+    Dask worker lost past its retries, Ctrl-C, a full disk) leaves no file. The rows read
+    back equal `sweep(...).frame`. A `.csv` or `.json` output is written from the gathered
+    frame (CSV cannot take a column found late; a JSON document is one object). A grid
+    every configuration of which is skipped is a one-line error (nothing to write)."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise BertscopeError(f"top must be an integer >= 0, got {shown(top)}")
     if sort is not None:
         check_sort(sort)
     path = None if output is None else Path(check_path(output, "output"))
-    fmt = None if path is None else output_format(path)
-    if fmt is not None and fmt is not Format.PARQUET:
-        result = sweep(models, devices, max_configs=max_configs, progress=progress,
-                       workers=workers, scheduler=scheduler, **axes)
+    fmt = None if path is None else output_format(path, fmt)
+    if fmt is not None and fmt not in STREAMED:
+        grid, pieces = _prepared(models, devices, max_configs, progress, workers, scheduler,
+                                 axes)
+        result = _gathered(grid, pieces)
         _refuse_empty(result.empty)
-        result.export(path)  # type: ignore[arg-type]
+        result.export(path, fmt)  # type: ignore[arg-type]
         return SweepSummary(path, result.grid_size, result.evaluated, result.skipped,
                             result.seconds, result.columns, result.varied,
-                            result.ranked(sort, top).to_dict(orient="records"))
+                            result.ranked(sort, top).to_dict(orient="records"),
+                            grid_axes(grid))
     if path is not None:
         require_format(fmt)  # type: ignore[arg-type]
     grid, pieces = _prepared(models, devices, max_configs, progress, workers, scheduler, axes)
@@ -373,7 +391,7 @@ def sweep_to(output: str | Path | None,
     with contextlib.ExitStack() as stack:
         rows = None
         if path is not None:
-            rows = ParquetRows(stack.enter_context(atomic_path(path)))
+            rows = STREAMED[fmt](stack.enter_context(atomic_path(path)))  # type: ignore[index]
             stack.callback(rows.abort)
         for piece in pieces:
             present = _present(piece.parts, present)
@@ -393,7 +411,19 @@ def sweep_to(output: str | Path | None,
             rows.close()
     return SweepSummary(path, grid.size, evaluated, grid.size - evaluated,
                         time.perf_counter() - t0, columns, frozenset(varied.columns),
-                        rank.records(columns))
+                        rank.records(columns), grid_axes(grid))
+
+
+def grid_axes(grid: Grid) -> dict[str, list[Any] | None]:
+    """The grid's axes as plain values: "models" and "devices" by name, then every axis in
+    `Grid.axes`' order (enums by value; None: a model dimension each model keeps)."""
+    out: dict[str, list[Any] | None] = {"models": [m.name for m in grid.models],
+                                        "devices": [d.device.name for d in grid.devices]}
+    for name, values in grid.axes.items():
+        out[name] = None if values is None else [
+            v.value if isinstance(v, Enum) else v.item() if isinstance(v, np.generic) else v
+            for v in values]
+    return out
 
 
 def _refuse_empty(why: str) -> None:
@@ -542,6 +572,6 @@ class _CallablePackage(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallablePackage
 
-__all__ = ["ASCENDING", "BYTES_PER_CONFIG", "MAX_CONFIGS", "METRIC_COLUMNS", "Grid",
-           "SweepResult", "SweepSummary", "check_sort", "label_columns", "make_grid",
-           "numeric_columns", "sweep", "sweep_to"]
+__all__ = ["ASCENDING", "BYTES_PER_CONFIG", "MAX_CONFIGS", "METRIC_COLUMNS", "STREAMED", "Grid",
+           "SweepResult", "SweepSummary", "check_sort", "grid_axes", "label_columns",
+           "make_grid", "numeric_columns", "sweep", "sweep_to"]

@@ -1,9 +1,9 @@
-"""A sweep's rows taken piece by piece: written to Parquet, ranked, and summarized as they come,
-so that no more than a piece's rows (and the best `top`) are held at once, and without pandas
-(the command streams its rows from numpy arrays to Arrow).
+"""A sweep's rows taken piece by piece: written to Parquet or JSON Lines, ranked, and summarized
+as they come, so that no more than a piece's rows (and the best `top`) are held at once, and
+without pandas (the command streams its rows from numpy arrays to Arrow or JSON).
 
 Each piece's rows arrive as `Columns` (`sweep._columns` of that piece alone: its own label
-categories, the share columns of the categories seen so far). Three consumers read them:
+categories, the share columns of the categories seen so far). These consumers read them:
 
 - `ParquetRows`: one row group per piece in a Parquet file (`pyarrow.parquet.ParquetWriter`,
   dictionary encoding for the label columns only: trying it on the float columns cost 6x the
@@ -14,6 +14,10 @@ categories, the share columns of the categories seen so far). Three consumers re
   lack) is kept aside for the pieces that have it; at the end the file is rewritten row
   group by row group with the column in its place (0 on earlier single-device rows, NaN on
   multi-device ones: what the gathered frame holds there).
+- `JsonRows`: one JSON object per row, a line each, keys in column order, floats exact, NaN
+  as null (as pandas writes JSON). A share column that first turns up in a later piece is
+  added to the earlier lines at the end, the file rewritten line by line (the same fills as
+  Parquet's), so `pandas.read_json(path, lines=True)` reads the gathered frame's rows.
 - `TopRows`: the best `top` rows by a column, merged piece by piece (a stable sort of the
   best so far, all earlier, followed by the piece's best equals the whole frame's stable
   sort).
@@ -24,6 +28,7 @@ categories, the share columns of the categories seen so far). Three consumers re
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bertscope.io import json_lines, json_texts, json_value
 from bertscope.sweep.grid import MODEL_AXES
 
 if TYPE_CHECKING:
@@ -201,6 +207,70 @@ class ParquetRows:
         os.replace(tmp, self.path)
 
 
+class JsonRows:
+    """Rows written to the JSON Lines file `path`, one object per row (see the module
+    docstring), piece by piece as `write` is called; `close` finishes the file. Used inside
+    `io.atomic_path`, as `ParquetRows` is: the file is the temporary one."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file: Any = None
+        self._first: list[str] = []
+        """The columns of the first piece."""
+        self._final: list[str] = []
+        """The columns of the last piece (every share column seen, in place)."""
+        self._pieces: list[tuple[int, float]] = []
+        """Each piece's row count and its fill (its value in a column it lacks)."""
+
+    def write(self, cols: Columns, fill: float) -> None:
+        """Append the rows of one piece (`fill`: as `ParquetRows.write`'s)."""
+        texts = {k: _json_texts(v) for k, v in cols.items()}
+        if self._file is None:
+            self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close or abort)
+            self._first = list(cols)
+        self._final = list(cols)
+        self._file.write(json_lines(texts))
+        self._pieces.append((len(next(iter(texts.values()), [])), fill))
+
+    def close(self) -> None:
+        """Finish the file (rewritten with the late share columns in place, if any)."""
+        if self._file is None:
+            return
+        self._file.close()
+        self._file = None
+        if set(self._final) - set(self._first):
+            self._rewrite()
+
+    def abort(self) -> None:
+        """Close the file after a failure (the caller removes it)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _rewrite(self) -> None:
+        """The file again, piece by piece, each row with every column of the last piece, in
+        its order (a column a row lacks: its piece's fill)."""
+        tmp = f"{self.path}.late"
+        final = self._final
+        with open(self.path, "rb") as src, open(tmp, "wb") as out:
+            for n, fill in self._pieces:
+                rows = [json.loads(src.readline()) for _ in range(n)]
+                missing = json_value(fill)
+                out.write(json_lines({k: json_texts([r.get(k, missing) for r in rows])
+                                      for k in final}))
+        os.replace(tmp, self.path)
+
+
+def _json_texts(v: Any) -> list[str]:
+    """A column of `Columns` as JSON texts: labels by value (each category written once; yes/no
+    labels as booleans), figures through `io.json_texts` (NaN as null)."""
+    if isinstance(v, Labels):
+        cats = np.empty(len(v.categories), dtype=object)
+        cats[:] = json_texts([json_value(c) for c in v.categories])
+        return cats[v.codes].tolist()
+    return json_texts(v)
+
+
 def _dictionaries(schema: Any) -> list[str]:
     """The dictionary (label) columns of an Arrow schema."""
     import pyarrow as pa
@@ -325,5 +395,5 @@ class Varied:
             self.columns.add(column)
 
 
-__all__ = ["COMPRESSION", "Columns", "Labels", "ParquetRows", "TopRows", "Varied",
+__all__ = ["COMPRESSION", "Columns", "JsonRows", "Labels", "ParquetRows", "TopRows", "Varied",
            "columns_of", "frame_of"]
