@@ -24,7 +24,9 @@
    `get_gpu_kernel_breakdown()`), whole processes alternated run by run (`--runs`, median),
    peak memory as each process's VmHWM (target issue #34: >= 4x faster at <= 1/5 of HTA's
    memory). `--cli-recorded` adds the --recorded traces (HF BERT/GPT-2/ViT, recorded now);
-   `--cli-vs OTHER/src` runs another checkout's command in the same alternation (A/B).
+   `--cli-vs OTHER/src` runs another checkout's command in the same alternation (A/B);
+   `--cli-format csv|json` runs `bertscope trace FILE --format csv|json` (the rows to stdout)
+   instead of the terminal report (comma list: each in turn).
 
 Traces are generated in a temporary folder (deleted afterwards) with Kineto's layout and
 formatting: CPU ops, runtime launches, kernels on two streams with Kineto's kernel args,
@@ -458,26 +460,31 @@ open(out, "w").write(str(_vmhwm()))
 
 
 def _whole(script: str, arg: str, tmp: Path, *, hta: bool = False,
-           env: dict[str, str] | None = None) -> tuple[float, float]:
-    """(wall seconds from start to exit, VmHWM bytes) of one fresh Python running `script`."""
+           env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
+           ) -> tuple[float, float]:
+    """(wall seconds from start to exit, VmHWM bytes) of one fresh Python running `script`
+    on `arg` (and `extra`, more arguments of the command)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})}
     if hta and HTA_PATH:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (HTA_PATH, env.get("PYTHONPATH")) if p)
     peak = tmp / "peak"
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", script, arg, str(peak)], capture_output=True,
-                         text=True, check=False, env=env)
+    out = subprocess.run([sys.executable, "-c", script, arg, *extra, str(peak)],
+                         capture_output=True, text=True, check=False, env=env)
     wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "failed")
     return wall, float(peak.read_text())
 
 
-def cli_vs_hta(files: list[Path], runs: int, versus: Path | None = None
+def cli_vs_hta(files: list[Path], runs: int, versus: Path | None = None, fmt: str = "table"
                ) -> list[tuple[str, float, float]]:
     """`bertscope trace FILE` vs HTA on each file, whole processes alternated, `runs` each;
     prints a line per file and returns (label, speed ratio, memory ratio). With `versus`
-    (another checkout's src folder) its command runs in the same alternation (A/B)."""
+    (another checkout's src folder) its command runs in the same alternation (A/B). `fmt`:
+    the terminal report ("table") or an export format written to stdout."""
+    extra = () if fmt == "table" else ("--format", fmt)
+    what = "bertscope trace" + "".join(f" {a}" for a in extra)
     if not _hta_installed():
         print("[cli] HTA not installed (set HTA_PATH): skipping")
         return []
@@ -491,21 +498,21 @@ def cli_vs_hta(files: list[Path], runs: int, versus: Path | None = None
             shutil.copy(f, folder / f.name)
             ours, hta, other = [], [], []
             for _ in range(runs):
-                ours.append(_whole(_CLI, str(folder / f.name), t, env=env))
+                ours.append(_whole(_CLI, str(folder / f.name), t, env=env, extra=extra))
                 hta.append(_whole(_HTA_CLI, str(folder), t, hta=True))
                 if versus is not None:
-                    other.append(_whole(_CLI, str(folder / f.name), t,
+                    other.append(_whole(_CLI, str(folder / f.name), t, extra=extra,
                                         env={**env, "PYTHONPATH": str(versus)}))
             o_s, o_m = (statistics.median(x) for x in zip(*ours, strict=True))
             h_s, h_m = (statistics.median(x) for x in zip(*hta, strict=True))
             size = f.stat().st_size
-            print(f"[cli {f.name}] {size / 2**20:.2f} MiB: bertscope trace {o_s:.2f} s, "
+            print(f"[cli {f.name}] {size / 2**20:.2f} MiB: {what} {o_s:.2f} s, "
                   f"{_gib(o_m)}; HTA {h_s:.2f} s, {_gib(h_m)}; {h_s / o_s:.2f}x faster at "
                   f"{o_m / h_m:.3f} of HTA's peak (median of {runs}, alternated; target >= 4x "
                   f"at <= 0.2)", flush=True)
             if other:
                 v_s, v_m = (statistics.median(x) for x in zip(*other, strict=True))
-                print(f"[cli {f.name} vs {versus}] {v_s:.2f} s, {_gib(v_m)}: this tree "
+                print(f"[cli {f.name} vs {versus}] {what} {v_s:.2f} s, {_gib(v_m)}: this tree "
                       f"{v_s / o_s:.2f}x faster at {o_m / v_m:.3f} of its peak", flush=True)
             out.append((f.name, h_s / o_s, o_m / h_m))
     return out
@@ -528,8 +535,10 @@ def big(size_gb: float) -> None:
 
 def cli_files(args: argparse.Namespace) -> None:
     """--cli: the given files, and with --cli-recorded the HF traces recorded now."""
+    formats = args.cli_format.split(",")
     if not args.cli_recorded:
-        cli_vs_hta(args.cli, args.runs, args.cli_vs)
+        for fmt in formats:
+            cli_vs_hta(args.cli, args.runs, args.cli_vs, fmt)
         return
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, __file__, "--size-mb", "0", "--record-into", tmp,
@@ -538,7 +547,8 @@ def cli_files(args: argparse.Namespace) -> None:
                        env={**os.environ, "TRANSFORMERS_VERBOSITY": "error",
                             "PYTHONWARNINGS": "ignore"})
         recorded = sorted(Path(tmp).glob("*/*.json.gz"))
-        cli_vs_hta([*args.cli, *recorded], args.runs, args.cli_vs)
+        for fmt in formats:
+            cli_vs_hta([*args.cli, *recorded], args.runs, args.cli_vs, fmt)
 
 
 def main() -> None:
@@ -566,6 +576,9 @@ def main() -> None:
                     help="with --cli: also the HF traces --recorded records")
     ap.add_argument("--cli-vs", type=Path,
                     help="with --cli: another checkout's src folder, run in the alternation")
+    ap.add_argument("--cli-format", default="table",
+                    help="with --cli: table (the terminal report), csv or json (the rows to "
+                         "stdout); a comma list runs each in turn")
     args = ap.parse_args()
     if args.record_into is not None:
         record_all(args.record_into, args.recorded_mb)

@@ -24,25 +24,27 @@ mid-item is replaced by the scheduler, which runs the item again on another work
 its `distributed.scheduler.allowed-failures` (3 by default); past that the run fails in one
 line (`BertscopeError`). An unreachable scheduler is one line too, after `CONNECT_TIMEOUT_S`.
 dask is imported only here and only then: `bertscope` imports, and every command starts,
-without it.
+without it; multiprocessing and concurrent.futures likewise only where a pool starts (one
+item, the common case of `bertscope trace FILE`, runs without them: ~2 MiB of imports).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import multiprocessing
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bertscope.errors import BertscopeError, shown
 from bertscope.requirements import require
 from bertscope.stop import STOP, blocked_signals, worker_initializer
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -77,6 +79,8 @@ def fork_safe() -> bool:
     other thread running (a forked copy of a threaded runtime can deadlock: a Dask client,
     a running pool) and no torch loaded. Never spawn or forkserver: they re-run the
     caller's main module, which a script calling bertscope at top level does not guard."""
+    import multiprocessing
+
     return ("fork" in multiprocessing.get_all_start_methods()
             and threading.active_count() == 1 and "torch" not in sys.modules)
 
@@ -149,6 +153,9 @@ def _checked(results: Iterator[R]) -> Iterator[R]:
 def local_pool(n_workers: int, *, processes: bool) -> Executor:
     """`n_workers` forked worker processes (`processes`, where `fork_safe`; following the
     stop protocol: enter `blocked_signals` around their first use) or threads."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
     if processes and fork_safe():
         return ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"),
                                    initializer=worker_initializer, initargs=(os.getpid(),))

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,39 @@ def test_measuring_commands_run_with_one_malloc_arena(args: list[str], env: str 
                           text=True, timeout=120, check=False, env=environ)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == f"arena: {expected}"
+
+
+_RUN = textwrap.dedent("""
+    import json, sys
+    from bertscope.cli import main
+    rc = main(sys.argv[1:])
+    print(json.dumps([rc, sorted(sys.modules)]))
+""")
+
+_TRACE = "tests/data/traces/hf/bert_cpu_train.json.gz"
+_POOL = {"multiprocessing", "concurrent.futures", "statistics"}
+"""What one trace file does not need: no worker pool (one item runs in this process), no
+median (the statistic the trace report uses is the mean)."""
+
+
+@pytest.mark.parametrize(("args", "absent"), [
+    ([], _POOL | {"pandas"}),  # the terminal report (rich renders it)
+    (["--by", "rank"], _POOL | {"pandas", "matplotlib"}),
+    (["--format", "csv"], _POOL | {"pandas", "rich"}),  # exports: no renderer at all
+    (["--format", "json"], _POOL | {"pandas", "rich"}),
+])
+def test_the_trace_command_run_imports_only_what_it_needs(
+        args: list[str], absent: set[str], tmp_path: Path) -> None:
+    # a whole run, the run recorded into a store named by the variable (no platformdirs)
+    import os
+
+    env = {**os.environ, "BERTSCOPE_STORE": str(tmp_path / "runs.sqlite")}
+    proc = subprocess.run([sys.executable, "-c", _RUN, "trace", _TRACE, *args],
+                          capture_output=True, text=True, timeout=120, check=False, env=env,
+                          cwd=Path(__file__).parents[2])
+    assert proc.returncode == 0, proc.stderr
+    rc, modules = json.loads(proc.stdout.strip().splitlines()[-1])
+    loaded = set(modules)
+    assert rc == 0 and {"numpy", "sqlite3", "bertscope.trace"} <= loaded  # it did the work
+    assert not absent & loaded
+    assert "platformdirs" not in loaded

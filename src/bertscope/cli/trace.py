@@ -3,11 +3,11 @@ terminal report or the op-table rows in an export format."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from bertscope.cli.options import (
     FormatOpt,
@@ -111,10 +111,33 @@ def _record(st: object, result: object, path: Path, *, to_stdout: bool) -> None:
             digest = _sha256(path)
     except OSError:
         pass  # the trace went away meanwhile: recorded without its digest
-    record(st, Console(quiet=to_stdout), "trace",
+    record(st, _run_line_console(quiet=to_stdout), "trace",
            result.table,  # type: ignore[attr-defined]
            inputs={"trace": str(path), "sha256": digest},
            summary={"ranks": len(getattr(result, "ranks", []) or [])})
+
+
+class _PlainLines:
+    """What `record` prints its line with when stdout is no terminal: `print`, as rich's
+    console prints a line of plain text there (rich is not imported for an export)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def print(self, text: str) -> None:
+        """Print `text` on stdout (nothing when quiet)."""
+        if not self.quiet:
+            print(text)
+
+
+def _run_line_console(*, quiet: bool) -> Any:
+    """The console the run's "recorded as run N" line goes to after an export: rich's on a
+    terminal (its colours), else plain lines; quiet when the data itself went to stdout."""
+    if quiet or not sys.stdout.isatty():
+        return _PlainLines(quiet)
+    from rich.console import Console
+
+    return Console()
 
 
 BUILTIN_SHA256_MAX = 64 << 20

@@ -12,6 +12,7 @@ from bertscope.config import ModelConfig, RunConfig
 from bertscope.errors import BertscopeError, check_path, expect, shown
 from bertscope.io import Format, atomic_write, frame_bytes, output_format
 from bertscope.job import Job
+from bertscope.optable.export import rows_bytes
 from bertscope.optable.grouping import Grouped, stable_largest, summarize
 from bertscope.optable.records import (
     Record,
@@ -224,7 +225,10 @@ class OpTable:
 
     def to_bytes(self, fmt: Format) -> bytes:
         """The table as `export` writes it in `fmt` (JSON: {"meta": ..., "rows": [...]}, meta
-        values JSON lacks written as text)."""
+        values JSON lacks written as text). A table held as columns is written as CSV or JSON
+        without pandas (`optable.export`: the same bytes)."""
+        if not self._on_frame and fmt in (Format.CSV, Format.JSON):
+            return rows_bytes(self.columns, fmt, meta=self.export_meta(), json_default=str)
         return frame_bytes(self.df, fmt, meta=self.export_meta(), json_default=str)
 
 

@@ -21,8 +21,6 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from bertscope.errors import BertscopeError, printable
 
 ENV = "BERTSCOPE_STORE"
@@ -88,6 +86,8 @@ def store_path(path: str | Path | None = None) -> Path:
     if path is None:
         env = os.environ.get(ENV)
         if env is None:
+            import platformdirs  # only here: a store named by --store or the variable
+
             return Path(platformdirs.user_data_dir("bertscope")) / "runs.sqlite"
         if not env.strip():
             raise BertscopeError(f"{ENV} is blank ({env!r}); set it to the store file, to "

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -87,6 +86,8 @@ class Statistic(StrEnum):
     def of(self, values: Sequence[float]) -> float:
         """This statistic of `values` (one per iteration; at least one)."""
         if self is Statistic.MEDIAN:
+            import statistics  # only here: it loads decimal, fractions and random
+
             return float(statistics.median(values))
         if self is Statistic.MIN:
             return float(min(values))

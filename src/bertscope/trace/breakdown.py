@@ -64,8 +64,8 @@ class _Node:
         self.flops = 0
         self.sequence_nr = seq
         self.input_shapes = shapes
-        self.input_types = types or []
-        self.cpu_children: list[_Node] = []
+        self.input_types = types or ()
+        self.cpu_children: list[_Node] | tuple[()] = ()  # a list from the first child on
         self.lo, self.hi = lo, hi
 
 
@@ -165,17 +165,22 @@ def _build(ev: Events, tr: _Trees, root: int) -> _Node:
     idx = tr.order[root:hi]
     names = ev.names
     nodes: list[_Node] = []
+    sizes: dict[int, list[list[int]]] = {}
     for off, (i, nid, kind, dur, seq, numel, h, par) in enumerate(zip(
             idx.tolist(), ev.name[idx].tolist(), ev.kind[idx].tolist(), ev.dur[idx].tolist(),
             ev.seq[idx].tolist(), ev.numel[idx].tolist(), tr.hi[root:hi].tolist(),
             tr.parent[root:hi].tolist(), strict=True)):
         dims = ev.dims.get(i)
-        if dims is None:
-            dims = [[numel]] if numel else []
+        if dims is None:  # one shared [[numel]] per size (the walk only reads shapes)
+            dims = sizes.get(numel) or sizes.setdefault(numel, [[numel]] if numel else [])
         node = _Node(names[nid], kind, dur, seq, dims, root + off, h, ev.types.get(i))
         nodes.append(node)
         if off:
-            nodes[par - root].cpu_children.append(node)
+            up = nodes[par - root]
+            if up.cpu_children:
+                up.cpu_children.append(node)  # type: ignore[union-attr]
+            else:
+                up.cpu_children = [node]
     return nodes[0]
 
 
