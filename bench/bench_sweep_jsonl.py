@@ -61,8 +61,9 @@ def main() -> None:
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True, cwd=ROOT, check=True).stdout.strip()
     p, j, d = med["parquet"], med["jsonl"], med["json"]
-    lines = [f"$ {' '.join(['python', *sys.argv])}",
-             f"# {RESULTS.stem}: made at {rev}, {time.strftime('%Y-%m-%d')}, "
+    lines = [f"# {RESULTS.stem}: made at {rev}",
+             f"$ {' '.join(['python', *sys.argv])}",
+             f"# {time.strftime('%Y-%m-%d')}, "
              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
              f"medians of {a.rounds} alternated rounds; 229,376 rows x 54 columns"]
     for clock in ("wall", "cpu"):
