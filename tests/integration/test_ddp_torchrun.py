@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +30,12 @@ pytestmark = pytest.mark.slow
 
 
 def test_profile_nproc_2_measures_and_predicts_the_all_reduce(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    scratch = tmp_path / "tmp"  # the machine's temporary folder, for this run
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     out = tmp_path / "ddp.json"
     rc = main(["profile", "bert-tiny", "--nproc", "2", "--batch", "2", "--seq", "16",
                "--iters", "2", "--warmup", "1", "--top", "0", "--output", str(out),
@@ -60,6 +66,9 @@ def test_profile_nproc_2_measures_and_predicts_the_all_reduce(
     assert doc["meta"]["statistic"] == "median"  # passed through to every rank
     # the printed table shows measured and predicted shares side by side
     assert "measured" in printed and "predicted" in printed
+    # nothing left in the temporary folder: the launch folder went, and torchrun's
+    # torchelastic_* log folder (which torchrun itself never removes) went with it
+    assert list(scratch.iterdir()) == []
     line = next(ln for ln in printed.splitlines() if "all-reduce share of iteration" in ln)
     assert line.count("%") == 2
     assert "prediction assumed" in printed

@@ -188,6 +188,8 @@ def _run_torchrun(folder: Path, nproc: int, device: str, threads: int) -> None:
     root = str(Path(__file__).resolve().parents[2])  # src/: workers import this bertscope
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     env["OMP_NUM_THREADS"] = str(threads)
+    env["TMPDIR"] = str(folder)  # torchrun's torchelastic_* log folder (which it never
+    # removes) and the ranks' temporary files go in the launch folder, removed with it
     if device == "cpu" and "GLOO_SOCKET_IFNAME" not in env and Path("/sys/class/net/lo").exists():
         env["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only: one machine, no network
     log_path = folder / "torchrun.log"
