@@ -343,6 +343,5 @@ def read_text(path: str | Path, *, limit: int = MAX_INPUT_BYTES, missing: str = 
 
 __all__ = ["MAX_INPUT_BYTES", "Check", "Format", "atomic_path", "atomic_write", "check_output",
            "export_format", "frame_bytes", "json_column", "json_lines", "json_texts",
-           "json_value",
-           "output_format", "read_text", "usual_mode",
-           "whole_json", "write_all", "write_or_rescue"]
+           "json_value", "output_format", "read_text", "usual_mode", "whole_json", "write_all",
+           "write_or_rescue"]

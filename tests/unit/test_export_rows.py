@@ -90,7 +90,7 @@ def test_no_rows_is_the_header_alone() -> None:
 
 
 @pytest.mark.parametrize("trace", ["bert_cpu_train.json.gz", "t5_cpu_train.json.gz"])
-@pytest.mark.parametrize("fmt", [Format.CSV, Format.JSON])
+@pytest.mark.parametrize("fmt", [Format.CSV, Format.JSON, Format.JSONL])
 def test_a_traces_table_exports_the_bytes_pandas_wrote(trace: str, fmt: Format) -> None:
     from bertscope.trace import read_trace
 
@@ -105,5 +105,5 @@ def test_a_traces_table_exports_the_bytes_pandas_wrote(trace: str, fmt: Format) 
 
 
 def test_rows_bytes_refuses_parquet() -> None:
-    with pytest.raises(ValueError, match="csv or json"):
+    with pytest.raises(ValueError, match="csv, json or jsonl"):
         rows_bytes({"x": np.zeros(1)}, "parquet")

@@ -178,6 +178,7 @@ median (the statistic the trace report uses is the mean)."""
     (["--by", "rank"], _POOL | {"pandas", "matplotlib"}),
     (["--format", "csv"], _POOL | {"pandas", "rich"}),  # exports: no renderer at all
     (["--format", "json"], _POOL | {"pandas", "rich"}),
+    (["--format", "jsonl"], _POOL | {"pandas", "rich"}),
 ])
 def test_the_trace_command_run_imports_only_what_it_needs(
         args: list[str], absent: set[str], tmp_path: Path) -> None:

@@ -67,7 +67,6 @@ SchedulerOpt = Annotated[str | None, typer.Option(
          f"locally). Its workers need bertscope and the input files at the same paths.")]
 
 
-
 class OutputFormat(StrEnum):
     """What a command writes (`--format`): the terminal report, or rows in a file format
     (`io.Format`). The same word means the same thing in every command that takes it."""

@@ -1,4 +1,5 @@
-"""An op table's rows as CSV and JSON without pandas, byte for byte as pandas writes them.
+"""An op table's rows as CSV, JSON and JSON Lines without pandas, byte for byte as
+`io.frame_bytes` writes them.
 
 `io.frame_bytes` writes a DataFrame with `DataFrame.to_csv(index=False)` and, for JSON,
 `to_json(orient="records")` read back and written with the meta. A table held as columns
@@ -13,6 +14,8 @@ The output is pandas' own, checked against it by tests/unit/test_export_rows.py:
 - JSON: pandas' encoder (its vendored ultrajson) writes a double as `round(x, 10)` in fixed
   notation within [1e-15, 1e16) and as `"%.10g"` outside it, NaN and infinities as null;
   `pandas_double` does the same arithmetic, and the value is what reading that text gives.
+- JSON Lines: `io.json_lines` of `io.json_texts` per column, which `io.frame_bytes` uses on
+  the frame's columns too (pandas-free already; exact floats).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from bertscope.io import json_lines, json_texts
 
 JSON_DIGITS = 10
 """Decimal places pandas' JSON encoder writes a double with (`to_json`'s double_precision)."""
@@ -107,14 +112,17 @@ def rows_json(cols: Mapping[str, np.ndarray]) -> list[dict[str, Any]]:
 
 def rows_bytes(cols: Mapping[str, np.ndarray], fmt: str, *, meta: dict[str, Any] | None = None,
                json_default: Any = None) -> bytes:
-    """The rows of `cols` in `fmt` ("csv" or "json"), as `io.frame_bytes` writes the
-    DataFrame of these columns: JSON is {"meta": meta, "rows": [...]} (indent 1)."""
+    """The rows of `cols` in `fmt` ("csv", "json" or "jsonl"), as `io.frame_bytes` writes
+    the DataFrame of these columns: JSON is {"meta": meta, "rows": [...]} (indent 1), JSON
+    Lines the rows alone."""
     if fmt == "csv":
         return rows_csv(cols).encode()
     if fmt == "json":
         return (json.dumps({"meta": meta or {}, "rows": rows_json(cols)}, indent=1,
                            default=json_default) + "\n").encode()
-    raise ValueError(f"rows_bytes writes csv or json, not {fmt!r}")
+    if fmt == "jsonl":
+        return json_lines({str(k): json_texts(np.asarray(c)) for k, c in cols.items()})
+    raise ValueError(f"rows_bytes writes csv, json or jsonl, not {fmt!r}")
 
 
 __all__ = ["JSON_DIGITS", "pandas_double", "rows_bytes", "rows_csv", "rows_json"]

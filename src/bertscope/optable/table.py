@@ -225,9 +225,9 @@ class OpTable:
 
     def to_bytes(self, fmt: Format) -> bytes:
         """The table as `export` writes it in `fmt` (JSON: {"meta": ..., "rows": [...]}, meta
-        values JSON lacks written as text). A table held as columns is written as CSV or JSON
-        without pandas (`optable.export`: the same bytes)."""
-        if not self._on_frame and fmt in (Format.CSV, Format.JSON):
+        values JSON lacks written as text). A table held as columns is written as CSV, JSON or
+        JSON Lines without pandas (`optable.export`: the same bytes)."""
+        if not self._on_frame and fmt in (Format.CSV, Format.JSON, Format.JSONL):
             return rows_bytes(self.columns, fmt, meta=self.export_meta(), json_default=str)
         return frame_bytes(self.df, fmt, meta=self.export_meta(), json_default=str)
 
