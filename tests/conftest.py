@@ -6,9 +6,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from bertscope.config import Activation, Family, ModelConfig
 from bertscope.taxonomy import Category
+
+# Property tests draw the same examples on every run (derived from each test, not from a
+# random seed): a run passes or fails by the code alone, never by the draw's luck. Their
+# @settings (example counts, deadlines) keep this.
+settings.register_profile("bertscope", derandomize=True)
+settings.load_profile("bertscope")
 
 
 def tiny(family: Family = Family.BERT, **kw: object) -> ModelConfig:
