@@ -117,3 +117,34 @@ def test_profiled_iterations_settle_before_they_are_kept(monkeypatch, per_iterat
     assert len(cap.done) == 3 and len(steps) == settling + 3
     assert [t for t in told if t[0] == "measure"] == [("measure", i, 3) for i in (1, 2, 3)]
     assert len(cap.walked_us) == 3  # only kept iterations are walked into the result
+
+
+# Keep freed memory, then touch and free a 64 MiB block: the process keeps its pages until
+# `release_freed_memory` gives them back (resident memory read from /proc/self/statm).
+_RELEASE = """
+import ctypes
+from bertscope.measure.allocator import keep_freed_memory, release_freed_memory, resident_bytes
+print(release_freed_memory())  # not applied yet: nothing to give back
+keep_freed_memory()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = (ctypes.c_void_p,)
+size = 64 * 2**20
+p = libc.malloc(size)
+ctypes.memset(p, 1, size)
+libc.free(p)
+kept = resident_bytes()
+print(release_freed_memory())
+print(kept - resident_bytes())
+"""
+
+
+@glibc
+def test_release_gives_kept_memory_back() -> None:
+    """A freed 64 MiB block stays resident while freed memory is kept; released, at least
+    60 MiB of it leaves the resident set (a few pages of the heap's chunk headers and top
+    pad may stay), and nothing is released where keeping was never applied."""
+    out = subprocess.run([sys.executable, "-c", _RELEASE], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[:2] == ["False", "True"]
+    assert int(out[2]) >= 60 * 2**20

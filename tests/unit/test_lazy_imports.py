@@ -45,6 +45,15 @@ def test_the_trace_command_path_imports_neither_numpy_nor_pandas() -> None:
     assert not loaded & others
 
 
+def test_the_profiler_imports_pandas_only_after_it_measured() -> None:
+    """`profile` trains with torch alone: pandas (and pyarrow) come with the rows, after the
+    training memory is released, so they never add to the training iteration's peak
+    (bench/results/bench_study_cost.txt)."""
+    loaded = _loaded("bertscope.measure.profile", "bertscope.cli.profile")
+    assert "torch" in loaded
+    assert "pandas" not in loaded and "pyarrow" not in loaded
+
+
 def test_the_probe_sees_numpy_where_it_is_imported() -> None:
     # the same check fails for what does need numpy: the reader's columns are arrays
     assert "numpy" in _loaded("bertscope.trace")

@@ -25,8 +25,9 @@ pages, so `profile` runs profiled settling iterations until one faults in less t
 `SETTLED_SHARE` of the resident set (`settled`).
 
 The settings are process-wide and stay for the life of the process (glibc has no way back
-to its adaptive defaults); the process keeps its peak memory. On other C libraries nothing
-changes and the function says so.
+to its adaptive defaults); the process keeps its peak memory until `release_freed_memory`
+gives the free pages back (`profile` does once its iterations are over, before it builds its
+rows). On other C libraries nothing changes and the functions say so.
 """
 
 from __future__ import annotations
@@ -108,10 +109,26 @@ def settling(faults: int | None) -> bool:
     return faults is not None and resident is not None and not settled(faults, resident)
 
 
+def release_freed_memory() -> bool:
+    """Give the kept freed memory back to the kernel (glibc `malloc_trim(0)`: every whole free
+    page of the heap), once measuring is over: a process that kept its peak while it measured
+    need not keep it while it reports. Returns whether glibc released any; False where
+    `keep_freed_memory` was not applied (the C library trims by itself then)."""
+    if not _applied:
+        return False
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return bool(trim(0))
+
+
 def host_allocator() -> HostAllocator:
     """The host allocator in effect in this process."""
     return HostAllocator.KEEP if _applied else HostAllocator.SYSTEM
 
 
 __all__ = ["PAGE_BYTES", "SETTLED_SHARE", "HostAllocator", "host_allocator", "keep_freed_memory",
-           "minor_faults", "resident_bytes", "settled", "settling"]
+           "minor_faults", "release_freed_memory", "resident_bytes", "settled", "settling"]

@@ -30,9 +30,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import torch
 from torch import nn
 
@@ -56,6 +55,7 @@ from bertscope.measure.allocator import (
     HostAllocator,
     keep_freed_memory,
     minor_faults,
+    release_freed_memory,
     settling,
 )
 from bertscope.measure.allocator import host_allocator as current_allocator
@@ -68,6 +68,9 @@ from bertscope.optable import Extra, OpTable, ProfileFacts, Provenance
 from bertscope.stop import STOP, Interrupted
 from bertscope.taxonomy import Classifier, Phase, Sublayer
 from bertscope.trace.attribute import Statistic, between_ops, iteration_time
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): stage is "warmup", "settle" (a profiled iteration thrown
@@ -492,6 +495,12 @@ def profile(
             busy = (load_average(), steal_share(ticks, cpu_times()))
     finally:
         trainer.hooks.remove()
+    # measuring is over: the model, its optimizer state and the kept activation memory go
+    # before the rows are built (pandas and the tables are imported and allocated on top of
+    # what stays, not of the training iteration's peak)
+    del trainer, session
+    drop_garbage()
+    release_freed_memory()
     prof, attr, done, partial = cap.prof, cap.attr, cap.done, cap.partial
     if not done:  # stopped while settling: no measured iteration to keep
         raise Interrupted()
