@@ -400,3 +400,70 @@ def test_fusion_decided_per_configuration() -> None:
     for row in res.frame.to_dict(orient="records"):
         mv = dataclasses.replace(base, vocab_size=row["vocab_size"])
         _check(row, _reference(mv, RunConfig(batch=4, seq=32), "a100", Knobs(), fused=True))
+
+
+def test_reused_row_times_equal_the_per_configuration_path() -> None:
+    """Pieces that differ only in structural settings (optimizer, recomputation, dropout,
+    micro-batches 1 or more) stack identical buckets, timed once per process and reused
+    (`engine._Memo`): every row of such a grid still equals the per-configuration path, on
+    two devices (the memo keys on the targets)."""
+    import bertscope.sweep.engine as engine
+
+    engine.clear_memo()
+    hits = engine._MEMO.hits
+    res = sweep(["bert-tiny"], [DEVICES["a100"], DEVICES["tpu-v4"]], batch=[2, 8],
+                seq=[16, 64], micro_batches=[1, 2], precision=["bf16"],
+                optimizer=["adam", "lamb"], checkpoint=["none", "full"], dropout=[True, False],
+                workers=1)
+    assert engine._MEMO.hits > hits  # the grid did reuse buckets
+    names = {DEVICES[d].device.name: d for d in ("a100", "tpu-v4")}
+    rows = res.frame.to_dict(orient="records")
+    assert len(rows) == 2 * 2 * 2 * 2 * 2 * 2 * 2  # devices x batch, seq, micro-batches,
+    # optimizer, recomputation, dropout: 2 values each
+    for row in rows[::3]:  # a third of them (the reference path builds a table each)
+        run = RunConfig(batch=row["batch"], seq=row["seq"], micro_batches=row["micro_batches"],
+                        precision="bf16", optimizer=row["optimizer"],
+                        checkpoint=row["checkpoint"], dropout=row["dropout"])
+        _check(row, _reference(get_model("bert-tiny"), run, names[row["device"]], Knobs()))
+
+
+def test_memo_reuses_only_equal_rows() -> None:
+    """A bucket equal to one timed before, but for one value in its first row, is timed
+    afresh (values compared, not a digest: the last values agree, the first differ); the
+    memo stays within its byte budget."""
+    import bertscope.sweep.engine as engine
+    from bertscope.optable import Columns
+
+    profile = DEVICES["a100"]
+    peaks = engine._stacked_peaks([(profile, Knobs())], "fp32")
+    key = engine.target_key([(profile, Knobs())], "fp32")
+
+    def bucket(first_flops: float) -> Columns:
+        flops = np.array([[first_flops, 2e9], [4e9, 8e9]])[..., None]
+        cols = {c: np.ones((2, 2, 1)) * 1e6 for c in engine.NUMERIC}
+        cols.update(flops=flops, count=np.ones((2, 1, 1)), m=np.full((2, 2, 1), 512.0),
+                    n=np.full((2, 2, 1), 512.0), k=np.full((2, 2, 1), 512.0),
+                    batch=np.ones((2, 1, 1)))
+        label = np.empty(2, dtype=object)
+        label[:] = [Category.GEMM, Category.GEMM]
+        phase = np.empty(2, dtype=object)
+        phase[:] = [Phase.FORWARD, Phase.FORWARD]
+        issuer = np.empty(2, dtype=object)
+        issuer[:] = ["model", "model"]
+        cols.update(category=label.reshape(2, 1, 1), phase=phase.reshape(2, 1, 1),
+                    issuer=issuer.reshape(2, 1, 1))
+        return Columns(cols)
+
+    memo = engine._Memo(budget=1 << 20)
+    scale = np.ones(1)
+    a = memo.times(key, bucket(1e9), profile, peaks, scale)
+    again = memo.times(key, bucket(1e9), profile, peaks, scale)
+    other = memo.times(key, bucket(3e9), profile, peaks, scale)
+    assert again is a and (memo.hits, memo.misses) == (1, 2)
+    # the first GEMM has 3x the FLOPs at the same shape: a different time, the rest equal
+    assert other["time_s"][0, 0, 0] != a["time_s"][0, 0, 0]
+    assert np.array_equal(other["time_s"][1:], a["time_s"][1:])
+    small = engine._Memo(budget=0)  # nothing fits: every call times afresh, nothing kept
+    small.times(key, bucket(1e9), profile, peaks, scale)
+    small.times(key, bucket(1e9), profile, peaks, scale)
+    assert (small.hits, small.misses, small.used) == (0, 2, 0) and not small.entries

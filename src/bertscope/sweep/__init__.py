@@ -301,15 +301,19 @@ class _Pieces:
         done = 0
         n_workers = cluster.local_workers(max(1, len(tasks)), self.workers)
         processes = len(tasks) >= PROCESS_PIECES * n_workers and grid.size >= PROCESS_CONFIGS
-        with cluster.mapped(_evaluate, [(piece, targets, sets) for _, piece in tasks],
-                            scheduler=self.scheduler, workers=n_workers, processes=processes,
-                            ahead=AHEAD * n_workers, what="sweep piece") as results:
-            for (group, piece), res in zip(tasks, results, strict=True):
-                labels = _labels(group)
-                done += piece.size * len(targets)
-                self.tell("sweep", done, grid.size)
-                if res:
-                    yield _Piece([(labels, target, cols) for target, cols in res])
+        try:
+            with cluster.mapped(_evaluate, [(piece, targets, sets) for _, piece in tasks],
+                                scheduler=self.scheduler, workers=n_workers,
+                                processes=processes, ahead=AHEAD * n_workers,
+                                what="sweep piece") as results:
+                for (group, piece), res in zip(tasks, results, strict=True):
+                    labels = _labels(group)
+                    done += piece.size * len(targets)
+                    self.tell("sweep", done, grid.size)
+                    if res:
+                        yield _Piece([(labels, target, cols) for target, cols in res])
+        finally:  # pieces evaluated in this process (threads, one worker) leave their memo
+            engine.clear_memo()
         for group in grid.groups() if combos else ():  # multi-device points: `multi`
             labels = _labels(group)
             got = multi.evaluate_group(group, targets, combos, grid.pinned)

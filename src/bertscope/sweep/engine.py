@@ -9,13 +9,19 @@ overheads. Each row's time is weighted by its multiplicity (1, the layer count, 
 count less one; `analytic.blocks.multiplicity`) and summed per category, per bound and per
 phase into arrays of the group's full shape: the only full-size passes are those sums.
 Rows that read batch and seq only through their product are timed on its distinct values
-and their sums spread over the grid (`sweep.tokens`).
+and their sums spread over the grid (`sweep.tokens`). A bucket stacked before in this process
+(another structural variant of the same model: the optimizer, recomputation, dropout) takes
+its times from the process's memo (`_Memo`) instead of timing them again.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import hashlib
 import math
+import pickle
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -119,6 +125,86 @@ class _Bucket:
             else:
                 spans.append((*key, i, i + 1))
         return Columns(cols), stack([w for _, w in rows]), spans
+
+
+MEMO_BYTES = 64 << 20
+"""Most bytes of stacked rows and their times `_Memo` keeps (least recently used go): on
+bench_sweep.py's 1M grid 16 MiB reused half the buckets, 32 MiB 74%, 64 MiB 82%."""
+KEPT = ("time_s", "bound_code")
+"""The `row_times` results the engine reads (and the memo keeps)."""
+
+
+class _Memo:
+    """Times of stacked rows already timed in this process, on the same targets: pieces of
+    one grid that differ only in structural settings (the optimizer, micro-batches 1 or
+    more, recomputation, dropout) stack many identical buckets (the same rows with the same
+    numbers), and `perf.predict.row_times` is the engine's largest cost. A bucket is looked
+    up by its targets, labels and column shapes, and reused only where every numeric column
+    holds the same values (compared, not hashed: no collision can return another bucket's
+    times). Bounded by `MEMO_BYTES`; the results are read-only arrays shared by the hits."""
+
+    def __init__(self, budget: int = MEMO_BYTES) -> None:
+        self.budget = budget
+        self.used = 0
+        self.entries: collections.OrderedDict[tuple[Any, ...], list[
+            tuple[Columns, dict[str, np.ndarray], int]]] = collections.OrderedDict()
+        self.hits = self.misses = 0
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _key(target: bytes, cols: Columns) -> tuple[Any, ...]:
+        labels = tuple(tuple(np.asarray(cols[c]).ravel().tolist()) for c in LABELS)
+        return (target, labels, tuple(np.shape(cols[c]) for c in NUMERIC))
+
+    def times(self, target: bytes, cols: Columns, profile: DeviceProfile, peaks: Peaks,
+              overhead_scale: np.ndarray) -> dict[str, np.ndarray]:
+        """`row_times` of `cols` (already (rows, ..., 1) for the targets' axis), from the
+        memo where the same rows were timed on the same targets (`target`: their key)."""
+        key = self._key(target, cols)
+        with self.lock:
+            found = list(self.entries.get(key, ()))
+        for seen, got, _ in found:
+            if all(_same(seen[c], cols[c]) for c in NUMERIC):
+                with self.lock:
+                    if key in self.entries:
+                        self.entries.move_to_end(key)
+                self.hits += 1
+                return got
+        self.misses += 1
+        times = row_times(cols, profile, peaks, overhead_scale=overhead_scale)
+        got = {k: times[k] for k in KEPT}
+        for v in got.values():
+            v.flags.writeable = False  # shared by every hit
+        size = sum(np.asarray(v).nbytes for v in (*(cols[c] for c in NUMERIC), *got.values()))
+        with self.lock:  # pieces may run on threads
+            if size <= self.budget:
+                self.entries.setdefault(key, []).append((cols, got, size))
+                self.used += size
+            while self.used > self.budget and self.entries:
+                _, old = self.entries.popitem(last=False)
+                self.used -= sum(n for _, _, n in old)
+        return got
+
+    def clear(self) -> None:
+        """Forget every entry (a sweep ends: its buckets are not needed by the next)."""
+        with self.lock:
+            self.entries.clear()
+            self.used = 0
+
+
+_MEMO = _Memo()
+"""The process's memo (`_Memo`): pieces evaluated in this process share it."""
+
+
+def clear_memo() -> None:
+    """Forget the rows this process timed (a sweep ends; forked workers end with theirs)."""
+    _MEMO.clear()
+
+
+def target_key(targets: list[tuple[DeviceProfile, Knobs]], precision: Any) -> bytes:
+    """What identifies a set of targets (profiles with their knobs) and a precision across
+    processes: a digest of their pickled form (each piece's task carries its own copies)."""
+    return hashlib.blake2b(pickle.dumps((targets, precision)), digest_size=16).digest()
 
 
 def chunks(group: Group, limit: int | None = None) -> Iterator[Group]:
@@ -256,13 +342,15 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
         targets = [devices[i] for i in idx]
         peaks = _stacked_peaks(targets, precision)
         scale = np.array([k.overhead for _, k in targets])
+        key = target_key(targets, precision)
         shape = (*piece.shape, len(idx))
         sums: dict[str, np.ndarray] = {}
         for mask, stacked, on_tokens in parts:  # one part unless fusion decides per config
-            got = _time_sums(shape, stacked, targets[0][0], peaks, scale)
+            got = _time_sums(shape, stacked, targets[0][0], peaks, scale, key)
             if on_tokens:  # rows timed on the distinct tokens, spread over the grid
                 space: TokenSpace = run.space
-                tok = _time_sums(space.shape(shape), on_tokens, targets[0][0], peaks, scale)
+                tok = _time_sums(space.shape(shape), on_tokens, targets[0][0], peaks, scale,
+                                 key)
                 for k, v in tok.items():
                     got[k] = got[k] + space.expand(v) if k in got else space.expand(v)
             _finish(got)
@@ -294,7 +382,7 @@ in cache instead of being mapped and faulted in on every operation."""
 def _time_sums(shape: tuple[int, ...],
                stacked: list[tuple[Columns, np.ndarray, list[tuple[str, bool, int, int]]]],
                profile: DeviceProfile, peaks: Peaks,
-               overhead_scale: np.ndarray) -> dict[str, np.ndarray]:
+               overhead_scale: np.ndarray, key: bytes) -> dict[str, np.ndarray]:
     """Time summed over the rows per category ("cat:<c>"), per bound ("bound:<b>", compute
     and memory; `_finish` adds the total and the overhead) and in the optimizer phase
     ("optimizer_s"), as arrays of `shape`
@@ -313,7 +401,8 @@ def _time_sums(shape: tuple[int, ...],
         own = np.broadcast_shapes(weights.shape, *(v.shape for _, v in cols.items()))
         entries = math.prod(own) * shape[-1]
         if own[1 + ax] == 1 or entries <= SUB:  # timed once, added where it broadcasts
-            _add(acc, flops, (...,), cols, weights, spans, profile, peaks, overhead_scale)
+            _add(acc, flops, (...,), cols, weights, spans, profile, peaks, overhead_scale,
+                 key)
             continue
         step = max(1, SUB // max(1, entries // n))
         for lo in range(0, n, step):
@@ -324,7 +413,7 @@ def _time_sums(shape: tuple[int, ...],
                 return v[cut] if v.shape[1 + ax] > 1 else v
 
             _add(acc, flops, cut[1:], Columns({c: part(v) for c, v in cols.items()}),
-                 part(weights), spans, profile, peaks, overhead_scale)
+                 part(weights), spans, profile, peaks, overhead_scale, key)
     acc["flops"] = flops
     return acc
 
@@ -338,12 +427,12 @@ def _finish(acc: dict[str, np.ndarray]) -> None:
 
 def _add(acc: dict[str, np.ndarray], flops: np.ndarray, at: tuple[Any, ...], cols: Columns,
          weights: np.ndarray, spans: list[tuple[str, bool, int, int]], profile: DeviceProfile,
-         peaks: Peaks, overhead_scale: np.ndarray) -> None:
+         peaks: Peaks, overhead_scale: np.ndarray, key: bytes) -> None:
     """Time stacked rows (a bucket, or a slice of one) on the targets and add their sums per
     category, per bound and in the optimizer, and their FLOPs, to `acc` and `flops` at `at`
     (the sums broadcast there: a bucket varying along fewer axes is timed on its own size)."""
-    t = row_times(Columns({c: v[..., None] for c, v in cols.items()}), profile, peaks,
-                  overhead_scale=overhead_scale)
+    t = _MEMO.times(key, Columns({c: v[..., None] for c, v in cols.items()}), profile, peaks,
+                    overhead_scale)
     flops[at] += (cols["flops"] * weights).sum(axis=0)[..., None]
     timed = t["time_s"] * weights[..., None]
     for cat, is_opt, a, b in spans:
@@ -357,5 +446,5 @@ def _add(acc: dict[str, np.ndarray], flops: np.ndarray, at: tuple[Any, ...], col
         acc[f"bound:{bound.value}"][at] += timed.sum(axis=0, where=sel)
 
 
-__all__ = ["CHUNK", "MIN_CHUNK", "SUB", "chunks", "evaluate_piece", "piece_configs", "runs_on",
-           "same_models"]
+__all__ = ["CHUNK", "MEMO_BYTES", "MIN_CHUNK", "SUB", "chunks", "clear_memo", "evaluate_piece",
+           "piece_configs", "runs_on", "same_models", "target_key"]
