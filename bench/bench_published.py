@@ -11,7 +11,8 @@ line says which). Each published figure is converted to tokens/s per device with
 own arithmetic (its unit, below); the error is predicted / published - 1.
 
 The recipe: when the CLI accepts `--recipe` (detected from `distributed --help`), the entry's
-recipe is passed and only the entry's explicit overrides (its `attention`) are added; until
+recipe is passed and only the entry's explicit overrides (its `attention`, `chain_fusion`)
+are added; until
 then the recipe is spelled out as the options that exist (`RECIPE_FLAGS`).
 
 `--write` also writes bench/results/bench_published.txt with its command in the header.
@@ -170,6 +171,8 @@ def cli_args(f: dict[str, Any], recipe: bool) -> list[str]:
                 del flags[flags.index("--attention"):flags.index("--attention") + 2]
             flags += ["--attention", f["attention"]]
         common += flags
+    if "chain_fusion" in f:  # the source's own stack (DLE 21.11, XLA), over the recipe's
+        common.append("--chain-fusion" if f["chain_fusion"] else "--no-chain-fusion")
     if f["devices"] == 1:
         return ["predict", model, *common, "--no-store", "--top", "0"]
     args = ["distributed", model, *common, "--devices", str(f["devices"]), "--dp", str(dp),

@@ -391,6 +391,16 @@ class RunConfig:
     """Chains of memory-bound ops (bias-GELU, bias-dropout-add-layernorm, ...) and the
     optimizer's per-tensor ops each run as one kernel, as fused training stacks do: the op
     table keeps its rows, the prediction fuses them (`perf.kernel_fusion.fuse`)."""
+    chain_fusion: bool | None = setting(
+        None, "With --fusion, also fuse each chain of memory-bound activation ops into one "
+              "kernel (a fusing compiler: TorchScript/nvFuser, torch.compile; Megatron's "
+              "fused kernels); --no-chain-fusion fuses only the optimizer step, as an eager "
+              "model with a multi-tensor optimizer runs (default: the recipe's).",
+        recipe=True)
+    """Under `fusion`, whether the activation chains (scale + mask + softmax + dropout of the
+    attention scores, dropout + residual + layernorm, ...) run as one kernel each; False: the
+    eager model's kernels stay one per op and only the optimizer step is fused (a
+    multi-tensor optimizer: apex FusedLAMB/FusedAdam). No effect without `fusion`."""
     recipe: Recipe = setting(Recipe.EAGER, "Training recipe whose defaults the job takes "
                                            "(data/recipes/NAME.toml); an option given "
                                            "explicitly overrides it.")
@@ -462,8 +472,8 @@ class RunConfig:
                                                          "attention"))
         object.__setattr__(self, "checkpoint", parse_enum(Checkpoint, self.checkpoint,
                                                           "checkpoint"))
-        for name in ("dropout", "masked_lm_only", "fusion", "fused_accumulation",
-                     "vocab_multiple_times_tp"):
+        for name in ("dropout", "masked_lm_only", "fusion", "chain_fusion",
+                     "fused_accumulation", "vocab_multiple_times_tp"):
             if not isinstance(getattr(self, name), bool):  # never a truthy string
                 raise BertscopeError(f"{name} must be true or false (a bool), got "
                                      f"{shown(getattr(self, name))}")

@@ -111,6 +111,10 @@ def test_each_figure_becomes_a_cli_command_with_its_settings() -> None:
     with_recipe = BENCH.cli_args(BY_ID["dle-bert-21.11-v100-fp16-s128"], recipe=True)
     assert with_recipe[:2] == ["predict", "bert-large"]
     assert "--recipe fused" in " ".join(with_recipe) and "--fusion" not in with_recipe
+    # 21.11 scripts the whole model (nvFuser): its chains fuse; 20.06 ran apex's eager model
+    assert "--chain-fusion" in with_recipe
+    apex_era = BENCH.cli_args(BY_ID["dle-bert-20.06-v100-fp16-s512"], recipe=True)
+    assert not any("chain-fusion" in a for a in apex_era)
 
 
 def test_the_iteration_time_is_read_from_either_command() -> None:

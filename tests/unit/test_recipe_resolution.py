@@ -53,6 +53,11 @@ def test_a_recipe_fills_the_unset_fields_and_the_default_is_eager() -> None:
     fused = RunConfig(recipe="fused")
     assert (fused.attention, fused.fusion, fused.weight_cast, fused.fused_accumulation) == (
         Attention.EAGER, True, WeightCast.PER_STEP, False)
+    # ... whose fused kernels are the named ones (layer norm, bias-GELU, FusedLAMB): its
+    # eager model's elementwise chains stay apart (modeling.py runs scale, mask add, softmax
+    # and dropout as separate ops); megatron fuses them; eager's --fusion means a compiler's
+    assert (fused.chain_fusion, meg.chain_fusion, plain.chain_fusion) == (False, True, True)
+    assert RunConfig(recipe="fused", chain_fusion=True).chain_fusion is True
 
 
 def test_an_explicit_field_overrides_the_recipe_in_the_api() -> None:

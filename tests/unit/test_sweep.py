@@ -379,6 +379,23 @@ def test_ranked_sorts_times_smallest_first() -> None:
     assert list(res.ranked("tokens_per_s", top=1)["batch"]) == [64]
 
 
+def test_a_sweep_without_chain_fusion_matches_fuse_and_predict() -> None:
+    """chain_fusion off (as the fused recipe's apex-era BERT runs): the sweep fuses only the
+    optimizer step, as `fuse` does, configuration by configuration; and it is slower than
+    with the chains fused (more bytes moved, more launches)."""
+    res = sweep(["bert-tiny"], ["a100"], batch=[2, 8], seq=[32], precision=["fp16"],
+                fusion=[True], chain_fusion=[False, True])
+    assert res.evaluated == 4
+    base = get_model("bert-tiny")
+    times = {}
+    for row in res.frame.to_dict(orient="records"):
+        run = RunConfig(batch=row["batch"], seq=32, precision="fp16", fusion=True,
+                        chain_fusion=row["chain_fusion"])
+        _check(row, _reference(base, run, "a100", Knobs(), fused=True))
+        times[(row["batch"], row["chain_fusion"])] = row["iteration_s"]
+    assert all(times[(b, False)] > times[(b, True)] for b in (2, 8))
+
+
 def test_fusion_decided_per_configuration() -> None:
     """bert-tiny (hidden 128) with vocab 128 or 256: the MLM decoder's bias gradient (tokens x
     vocab elements) and the MLM layernorm's gradient (tokens x hidden) are adjacent in the

@@ -242,13 +242,15 @@ def _base_rows(workload: Workload, micro_batch: int, tp: int = 1) -> Columns:
 
 
 def _fused(ops: list[Op], workload: Workload) -> list[Op]:
-    """The rows as `perf.kernel_fusion.fuse` runs them where the run fuses (`RunConfig.fusion`;
+    """The rows as `perf.kernel_fusion.fuse` runs them where the run fuses (`RunConfig.fusion`,
+    the activation chains only with `RunConfig.chain_fusion`;
     before the roles are read: a fused chain keeps its first row's tensor-parallel split and
     pipeline stage, which every member shares), else unchanged."""
     if not workload.run.fusion:
         return ops
     records = [op._asdict() for op in ops]
-    fused, _ = fuse_records(records, workload.precision.act_bytes)
+    fused, _ = fuse_records(records, workload.precision.act_bytes,
+                            chains_too=workload.run.chain_fusion)
     return [Op(**{k: r[k] for k in Op._fields}) for r in fused]
 
 

@@ -14,6 +14,9 @@
    layernorm + dropout of the embeddings. (Bias + GELU: the analytic model already counts
    the bias add inside the GEMM, as addmm runs it, so the activation stands alone between
    two GEMMs; fusing it into the GEMM's epilogue is out of scope here.)
+   Where the run's `chain_fusion` is off (an eager model whose only fused kernels are the
+   named ones the table already has as single rows, such as NVIDIA's apex-era BERT), no
+   activation chain forms and only step 2 applies.
 2. **The optimizer step** becomes one row per stage over all parameter groups (a multi-tensor
    fused Adam/LAMB, as apex's FusedAdam/FusedLAMB): within a group, a reduction or copy that
    re-reads what the update just touched rides along in the same pass (LAMB's per-tensor
@@ -238,18 +241,20 @@ def joins_chain(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool:
                                                                                 strict=True))
 
 
-def fuse_records(records: list[dict[str, Any]], act_bytes: int,
-                 joins: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def fuse_records(records: list[dict[str, Any]], act_bytes: int, joins: Any = None, *,
+                 chains_too: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows (dicts of op-table fields; numbers, or arrays over configurations) as a
     fusing compiler would run them, and counts of what was fused. `joins(i)` decides whether
     row i + 1 continues row i's chain (default: `joins_chain` of their keys); the sweep
-    passes decisions of its own where the keys agree only for some configurations."""
+    passes decisions of its own where the keys agree only for some configurations. With
+    `chains_too` False (`RunConfig.chain_fusion`) only the optimizer step is fused: every
+    other row stays its own kernel, as an eager model with a multi-tensor optimizer runs."""
     out: list[dict[str, Any]] = []
     chains = merged = 0
     launches: Any = 0
     opt_rows = [r for r in records if r["phase"] == Phase.OPTIMIZER]
     opt_done = False
-    keys = [_chain_key(r) for r in records]
+    keys = [_chain_key(r) if chains_too else None for r in records]
 
     def join(i: int) -> bool:
         return joins(i) if joins is not None else joins_chain(keys[i], keys[i + 1])
@@ -309,9 +314,9 @@ class FusionStats(Record):
 
 def fuse(table: OpTable) -> OpTable:
     """The table as a fusing compiler would run it: activation chains and the optimizer step
-    merged (see the module docstring). Adds the column `fused` (original rows per row) and
-    its `FusionStats` record (chains, launches saved, bytes elided). A fused table is
-    returned as is."""
+    merged (see the module docstring; the chains only where the run's `chain_fusion` is on).
+    Adds the column `fused` (original rows per row) and its `FusionStats` record (chains,
+    launches saved, bytes elided). A fused table is returned as is."""
     if FusionStats.on(table) is not None:
         return table.with_columns({})
     if table.job is None:
@@ -322,7 +327,7 @@ def fuse(table: OpTable) -> OpTable:
     columns = list(src)
     records = [dict(zip(columns, values, strict=True))
                for values in zip(*(src[c].tolist() for c in columns), strict=True)]
-    out, stats = fuse_records(records, act_bytes)
+    out, stats = fuse_records(records, act_bytes, chains_too=table.run.chain_fusion)
     names = [*(c for c in columns if c != FUSED_COLUMN), FUSED_COLUMN]
     cols = {c: as_column([r[c] for r in out]) for c in names}
     if "intensity" in cols:

@@ -50,16 +50,20 @@ def _pair_masks(keys: list[Any], shape: tuple[int, ...]) -> list[Any]:
 
 
 def variants(blocks: list[Block], shape: tuple[int, ...], act_bytes: int,
-             layers: Any) -> list[tuple[np.ndarray | None, list[Block]]]:
+             layers: Any, *, chains_too: bool = True
+             ) -> list[tuple[np.ndarray | None, list[Block]]]:
     """The fused blocks of a piece: one (None, blocks) where every pair of rows decides its
     chain the same way for every configuration; otherwise one (mask, blocks) per pattern of
-    decisions that occurs, masks over the piece's shape."""
+    decisions that occurs, masks over the piece's shape. With `chains_too` False
+    (`RunConfig.chain_fusion`) only the optimizer's rows are fused."""
     micro = [b for b in blocks if not any(op.phase is Phase.OPTIMIZER for op in b.rows)]
     opt = [b for b in blocks if b not in micro]
+    fused_opt = _fused_optimizer(opt, layers)
+    if not chains_too:
+        return [(None, micro + fused_opt)]
     masks = [_pair_masks([chain_key(r) for r in _records(b.rows)], shape) for b in micro]
     mixed = [(bi, i, m) for bi, ms in enumerate(masks) for i, m in enumerate(ms)
              if isinstance(m, np.ndarray)]
-    fused_opt = _fused_optimizer(opt, layers)
     if not mixed:
         return [(None, _fuse(micro, masks, act_bytes) + fused_opt)]
     code = np.zeros(shape, dtype=np.int64)

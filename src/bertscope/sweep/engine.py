@@ -325,7 +325,8 @@ def evaluate_piece(piece: Group, devices: list[tuple[DeviceProfile, Knobs]],
     blocks = model_blocks(m, run)  # type: ignore[arg-type]  # the producer, once a piece
     fixed = _fixed(blocks, m, run, piece.shape)
     precision = piece.run.precision
-    fusions = (variants(blocks, piece.shape, precision.act_bytes, m.num_layers)
+    fusions = (variants(blocks, piece.shape, precision.act_bytes, m.num_layers,
+                        chains_too=piece.run.chain_fusion)
                if piece.run.fusion else [(None, blocks)])
     parts = [(mask, *([b.columns() for b in bk] for bk in _buckets(bl, m, run, piece.shape)))
              for mask, bl in fusions]
