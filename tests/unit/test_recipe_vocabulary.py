@@ -46,3 +46,53 @@ def test_profile_refuses_a_padded_vocabulary(capsys: pytest.CaptureFixture[str])
     assert main(["profile", "bert-tiny", "--vocab-multiple", "8", "--no-store"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--vocab-multiple 8 is not measured" in err[0]
+
+
+def test_padded_rows_take_parameter_memory() -> None:
+    """The padded rows are allocated, updated and stored like the others: bert-base under the
+    fused recipe (pad to 8: 30522 -> 30528) holds 6 more embedding rows of 768 (tied with the
+    MLM decoder) and 6 more decoder biases, 6 x 768 + 6 = 4,614 parameters, each 2 (bf16
+    weights) + 4 (fp32 master) + 2 (bf16 gradients) + 8 (Adam's two fp32 states) = 16 bytes:
+    73,824 bytes of static memory more than the same run unpadded (what the loss saves grows
+    too); the parameter count is the model's."""
+    def meta(**run: object) -> dict:
+        return ops("bert-base", batch=4, seq=128, precision="bf16", recipe="fused",
+                   **run).export_meta()["memory"]
+
+    padded, plain = meta(), meta(vocab_multiple=1)
+    assert padded["weights"] - plain["weights"] == 4_614 * 2
+    assert padded["static"] - plain["static"] == 4_614 * 16
+    # the loss saves its log-softmax of the logits in fp32 (autocast runs cross-entropy in
+    # fp32): 512 tokens x 6 more columns x 4 bytes
+    assert padded["activations"] - plain["activations"] == 512 * 6 * 4
+    assert padded["params"] == plain["params"] == 110_106_428  # HF BertForPreTraining
+
+
+def test_the_sweep_pads_as_its_recipe_and_as_asked() -> None:
+    """A sweep's groups take their recipe's padding where the axis is not swept (the fused
+    recipe's 8, Megatron's 128), and each swept multiple where it is: every row equals the
+    per-configuration path (`ops` + `predict`), which pads as the recipe files say."""
+    from bertscope.perf import predict
+    from bertscope.sweep import sweep
+
+    def one(run: dict) -> tuple[float, float]:
+        t = ops("bert-tiny", batch=2, seq=32, precision="fp16", **run)
+        if t.run.fusion:
+            from bertscope.perf.kernel_fusion import fuse
+            t = fuse(t)
+        return float(predict(t, "a100").df["time_s"].sum()), float(
+            t.export_meta()["memory"]["peak"])
+
+    res = sweep(["bert-tiny"], ["a100"], batch=[2], seq=[32], precision=["fp16"],
+                recipe=["eager", "fused", "megatron"])
+    for row in res.frame.to_dict(orient="records"):
+        want = one({"recipe": row["recipe"]})
+        assert row["iteration_s"] == pytest.approx(want[0], rel=1e-9), row["recipe"]
+        assert row["memory_bytes"] == pytest.approx(want[1], rel=1e-12), row["recipe"]
+    swept = sweep(["bert-tiny"], ["a100"], batch=[2], seq=[32], precision=["fp16"],
+                  vocab_multiple=[1, 8, 64])
+    assert sorted(swept.frame["vocab_multiple"]) == [1, 8, 64]
+    for row in swept.frame.to_dict(orient="records"):
+        want = one({"vocab_multiple": row["vocab_multiple"]})
+        assert row["iteration_s"] == pytest.approx(want[0], rel=1e-9)
+        assert row["memory_bytes"] == pytest.approx(want[1], rel=1e-12)

@@ -45,12 +45,15 @@ def model_blocks(m: ModelConfig, run: RunConfig, tp: int = 1) -> list[Block]:
                   weights_per_step=run.weight_cast is not WeightCast.PER_MICRO_BATCH)
 
 
-def vocab_multiple(run: RunConfig, tp: int = 1) -> int:
+def vocab_multiple(run: RunConfig, tp: int = 1) -> Any:
     """What the vocabulary is padded to a multiple of: `run.vocab_multiple` (the recipe's:
     NVIDIA's BERT 8, Megatron 128), times the tensor-parallel size `tp` where
     `run.vocab_multiple_times_tp` (Megatron-LM's `_vocab_size_with_padding`: multiple =
-    make_vocab_size_divisible_by x tensor_model_parallel_size)."""
-    mult = int(getattr(run, "vocab_multiple", 1) or 1)
+    make_vocab_size_divisible_by x tensor_model_parallel_size). An int; on a sweep's run view
+    that sweeps it, an array over the group's axes."""
+    raw = getattr(run, "vocab_multiple", None)
+    mult: Any = 1 if raw is None else int(raw) if np.ndim(raw) == 0 else np.asarray(
+        raw, dtype=float)
     return mult * int(tp) if getattr(run, "vocab_multiple_times_tp", False) else mult
 
 
@@ -60,7 +63,8 @@ def padded_vocabulary(m: Any, run: RunConfig, tp: int = 1) -> Any:
     (vocabulary arrays)."""
     mult = vocab_multiple(run, tp)
     padded = np.ceil(np.asarray(m.vocab_size) / mult) * mult
-    if np.array_equal(padded, np.asarray(m.vocab_size)):
+    if padded.shape == np.shape(m.vocab_size) and np.array_equal(padded,
+                                                                  np.asarray(m.vocab_size)):
         return m
     if isinstance(m, ModelConfig):
         return replace(m, vocab_size=int(padded))

@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from bertscope.analytic.blocks import Block, Repeat
-from bertscope.analytic.families import model_blocks
+from bertscope.analytic.families import model_blocks, padded_vocabulary
 from bertscope.analytic.optimizer import grad_bytes
 from bertscope.analytic.params import parameter_count
 from bertscope.analytic.section import per_use_casts
@@ -131,8 +131,11 @@ def _fold(op: Any, values: list[Any]) -> Any:
 
 def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[str, Any]:
     """The fields of `MemoryEstimate` from an iteration's blocks (numbers, or arrays with one
-    entry per configuration when the configs hold arrays: the sweep engine's input)."""
-    n = parameter_count(m)
+    entry per configuration when the configs hold arrays: the sweep engine's input). The
+    parameter bytes count the vocabulary rows a recipe pads (`families.padded_vocabulary`:
+    allocated, updated and stored like the others, as the distributed model counts them);
+    "params" stays the model's own count."""
+    n = parameter_count(padded_vocabulary(m, run))
     ab = run.precision.act_bytes
     per_layer: Any = 0  # the largest layer's saved activations (of any stack)
     stacked: Any = 0  # every layer's, summed over the stacks
@@ -160,7 +163,7 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
     full = run.checkpoint is Checkpoint.FULL
     acts = outside + (inputs + per_layer if full else stacked)
     return {
-        "params": n,
+        "params": parameter_count(m),
         "weights": ab * n,
         "master_weights": MASTER_BYTES * n if run.precision.mixed else 0 * n,
         "gradients": gradient_bytes(run) * n,

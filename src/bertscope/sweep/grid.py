@@ -410,15 +410,17 @@ class ModelView:
 
 class RunView:
     """`RunConfig` for a group: every field of the group's run config, the numeric ones as
-    arrays over the group's axes. With `tokens`, batch and seq are `sweep.tokens.Axis`
+    arrays over the group's axes (an optional one the grid does not sweep keeps the run
+    config's value). With `tokens`, batch and seq are `sweep.tokens.Axis`
     values, so that rows reading only their product are computed on its distinct values
     (where that pays: `TokenSpace.of`)."""
 
     def __init__(self, g: Group, *, tokens: bool = False) -> None:
         for f in dataclasses.fields(g.run):
             setattr(self, f.name, getattr(g.run, f.name))
-        for name in g.axes[len(MODEL_AXES):]:
-            setattr(self, name, g.axis(name) if g.swept(name) else None)
+        for name in g.axes[len(MODEL_AXES):]:  # an optional field left unswept keeps the
+            # group's run config's value: None, or its recipe's (`vocab_multiple`)
+            setattr(self, name, g.axis(name) if g.swept(name) else getattr(g.run, name))
         space = TokenSpace.of(self.batch, self.seq) if tokens else None
         self.space = space
         if space is not None:
