@@ -1,11 +1,13 @@
-"""One `--format` in ops, trace and sweep (issue 32, item 5): the same option (one enum, one
-help), the same rule (--format, else the --output suffix, else the table; a suffix naming
-another format is one line, exit 2, nothing written), the same JSON shape ({"meta", "rows"}),
-and sweep's JSON document: its grid's axes, its counts and the best --top rows, which equal
-the gathered frame's ranking (`SweepResult.ranked`, pandas' sort: an independent path)."""
+"""One `--format` in ops, trace, sweep, predict and distributed (issue 32, item 5): the same
+option (one enum, one help), the same rule (--format, else the --output suffix, else the
+table; a suffix naming another format is one line, exit 2, nothing written), the same JSON
+shape ({"meta", "rows"}), and sweep's JSON document: its grid's axes, its counts and the best
+--top rows, which equal the gathered frame's ranking (`SweepResult.ranked`, pandas' sort: an
+independent path)."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -21,6 +23,9 @@ COMMANDS = {
     "ops": ["ops", "bert-tiny", "--seq", "16"],
     "trace": ["trace", TRACE, "--no-store"],
     "sweep": ["sweep", "bert-tiny", "--seq", "16", "--batch", "1,2", "--no-store"],
+    "predict": ["predict", "bert-tiny", "--seq", "16", "--device", "a100", "--no-store"],
+    "distributed": ["distributed", "bert-tiny", "--seq", "16", "--device", "a100", "--devices",
+                    "4", "--global-batch", "8", "--search"],
 }
 SWEEP = ["sweep", "bert-tiny,bert-mini", "--device", "a100,h100", "--batch", "1,2", "--seq",
          "32", "--top", "3", "--no-store"]
@@ -89,7 +94,7 @@ def test_json_is_meta_and_rows_and_jsonl_a_row_a_line(name: str, tmp_path: Path,
     assert [list(r) for r in rows] == [list(doc["rows"][0])] * len(rows)  # same columns
 
 
-@pytest.mark.parametrize("name", ["ops", "trace"])
+@pytest.mark.parametrize("name", ["ops", "trace", "predict", "distributed"])
 def test_jsonl_reads_back_as_the_csv_export(name: str, tmp_path: Path, capsys) -> None:
     run(capsys, *COMMANDS[name], "--output", str(tmp_path / "t.jsonl"))
     run(capsys, *COMMANDS[name], "--output", str(tmp_path / "t.csv"))
@@ -122,9 +127,23 @@ def test_format_named_wins_over_an_unknown_suffix(name: str, tmp_path: Path, cap
     assert rc == 2 and "unknown format 'xlsx'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", ["ops", "predict", "distributed"])
 def test_the_table_saved_as_text_is_what_a_redirect_would_hold(
-        tmp_path: Path, capsys, monkeypatch) -> None:
+        name: str, tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
-    shown = run(capsys, *COMMANDS["ops"], "--top", "3")
-    assert run(capsys, *COMMANDS["ops"], "--top", "3", "--output", str(tmp_path / "o.txt")) == ""
+    shown = run(capsys, *COMMANDS[name], "--top", "3")
+    assert run(capsys, *COMMANDS[name], "--top", "3", "--output", str(tmp_path / "o.txt")) == ""
     assert (tmp_path / "o.txt").read_text() == shown
+
+
+def test_rows_on_stdout_are_the_rows_alone(capsys) -> None:
+    """--format csv without --output: stdout holds the rows and nothing else (the report,
+    the store's line), as a pipe wants them; predict's rows are its op table's."""
+    from bertscope import ops
+
+    got = pd.read_csv(io.StringIO(run(capsys, *COMMANDS["predict"], "--format", "csv")))
+    assert len(got) == len(ops("bert-tiny", seq=16)) and "time_s" in got
+    rc = main(["distributed", "bert-tiny", "--seq", "16", "--device", "a100", "--devices", "4",
+               "--global-batch", "8", "--format", "csv"])  # one layout: a report, no rows
+    err = capsys.readouterr().err
+    assert rc == 2 and "--format csv writes the costed layouts of --search" in err

@@ -160,7 +160,8 @@ def test_cli_search(capsys, tmp_path) -> None:
     (("--zero", "7"), "ZeRO stage must be 0, 1, 2 or 3, got 7"),
     (("--pp", "2", "--zero", "3"), "ZeRO-2/3"),
     (("--device", "a10"), "did you mean"),
-    (("--output", "x.csv"), "--output needs --search"),
+    (("--output", "x.csv"), "--output x.csv writes the costed layouts of --search"),
+    (("--format", "jsonl"), "--format jsonl writes the costed layouts of --search"),
     (("--search", "--top", "0"), "--top must be >= 1"),
     (("--inter", "ib-xdr"), "unknown link"),
 ])

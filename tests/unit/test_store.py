@@ -65,6 +65,13 @@ def test_cli_records_and_compares(tmp_path, capsys, monkeypatch) -> None:
     assert "By category" in out and "By sublayer group" in out and "B vs A" in out
     assert main(["runs", "export", a100, str(tmp_path / "a.csv")]) == 0
     assert (tmp_path / "a.csv").read_text().startswith("name,")
+    assert main(["runs", "export", a100, str(tmp_path / "a.jsonl")]) == 0  # the suffixes
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()  # every command reads
+    assert len(lines) == len((tmp_path / "a.csv").read_text().splitlines()) - 1  # less header
+    capsys.readouterr()
+    for bad in ("a.txt", "a.xlsx"):  # a table, or no format: refused, nothing written
+        assert main(["runs", "export", a100, str(tmp_path / bad)]) == 2
+        assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / bad).exists()
     assert main(["runs", "rm", a100]) == 0
     assert main(["runs", "show", a100]) == 2  # gone: one-line error
 

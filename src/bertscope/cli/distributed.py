@@ -7,27 +7,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from bertscope.cli.options import (
     DeviceOpt,
     DevicesOpt,
+    FormatOpt,
+    OutputOpt,
     VerboseOpt,
     add_job_command,
-    check_export,
     check_suffix,
     check_top,
     job_command,
+    output_format_of,
+    table_output,
 )
 from bertscope.config import Checkpoint, ModelConfig, RunConfig
 from bertscope.errors import BertscopeError
 from bertscope.io import check_output
 from bertscope.job import Job, Layout, with_recipe_layout
-from bertscope.report.tables import make_console
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from bertscope.parallel import Cluster
 
 _SEARCHED = ("batch", "micro_batches", "checkpoint")
@@ -53,8 +54,8 @@ def distributed_cmd(
         help="Intra-node link, e.g. nvlink3, pcie4 (default: the device's system).")] = None,
     inter: Annotated[str | None, typer.Option(
         help="Inter-node link, e.g. ib-hdr, roce-400g (default: the device's system).")] = None,
-    output: Annotated[Path | None, typer.Option(
-        help="With --search: write every costed layout here (.csv, .json or .parquet).")] = None,
+    fmt: FormatOpt = None,
+    output: OutputOpt = None,
     timeline: Annotated[Path | None, typer.Option(
         help="Write the per-device schedule (pipeline stages, forward/backward micro-batches, "
              "bubbles, exposed communication) as a Chrome/Perfetto trace (.json); with "
@@ -62,16 +63,20 @@ def distributed_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """Time and memory per device of a DP/TP/PP/ZeRO layout (does it fit?), or the best
-    layouts (--search)."""
+    layouts (--search). With --search, --output FILE.csv (json, jsonl, parquet) also writes
+    every costed layout; --format csv, json or jsonl without --output sends them to stdout
+    alone."""
     from bertscope.parallel import Cluster, SearchSpace, Workload, evaluate
     from bertscope.parallel import search as run_search
     from bertscope.report.parallel import print_layout, print_search
 
     check_top(top, least=1)
-    if output is not None and not search:
-        raise BertscopeError("--output needs --search")
-    check_suffix(output, (".csv", ".json", ".parquet"), "the output")
-    check_export(output)
+    form = output_format_of(fmt, output)
+    if form.file is not None and not search:
+        what = f"--output {output}" if output is not None else f"--format {form}"
+        raise BertscopeError(f"{what} writes the costed layouts of --search: add --search "
+                             f"(one layout's report goes to --output FILE.txt)")
+    check_output(output)
     check_suffix(timeline, (".json",), "the timeline")
     check_output(timeline)
     if global_batch is not None and run["batch"] is not None:
@@ -84,7 +89,6 @@ def distributed_cmd(
                             if v is not None and k not in _SEARCHED})
     cluster = Cluster.build(device, devices, devices_per_node=per_node, intra=intra,
                             inter=inter)
-    out = make_console()
     if not search:
         lay = Layout.fill(devices, **layout)
         mb = 1 if run["micro_batches"] is None else run["micro_batches"]
@@ -96,27 +100,33 @@ def distributed_cmd(
                 **{**{k: v for k, v in run.items() if v is not None},
                    "micro_batches": mb, "checkpoint": ck}))
         job = with_recipe_layout(job, layout)  # the recipe's layout where it applies
-        print_layout(evaluate(job, cluster), cluster, out, verbose=verbose)
-        _write_timeline(timeline, job, cluster, out)
+        with table_output(output) as out:
+            print_layout(evaluate(job, cluster), cluster, out, verbose=verbose)
+            _write_timeline(timeline, job, cluster, out)
         return
     space = SearchSpace(micro_batches=run["micro_batches"], checkpoint=run["checkpoint"],
                         **layout)
     result = run_search(Workload(model=model, run=template, global_batch=global_batch),
                         cluster, space)
-    print_search(result, cluster, out, top=top, verbose=verbose)
     best = result.best()
-    if best is not None:
-        out.print()
-        print_layout(evaluate(best, cluster), cluster, out, title="Best layout")
     if timeline is not None and best is None:
         raise BertscopeError("no layout fits, so there is no timeline to write (nothing "
                              "written)")
-    if output is not None:
-        path = result.export(output)
-        out.print(f"wrote {result.evaluated} layouts to {escape(str(path))}")
-    if best is not None:
-        _write_timeline(timeline, best, cluster, out)
-
+    if form.file is not None and output is None:  # the rows alone, for a pipe
+        typer.echo(result.to_bytes(form.file).decode(), nl=False)
+        if best is not None:
+            _write_timeline(timeline, best, cluster, Console(quiet=True))
+        return
+    with table_output(output if form.file is None else None) as out:
+        print_search(result, cluster, out, top=top, verbose=verbose)
+        if best is not None:
+            out.print()
+            print_layout(evaluate(best, cluster), cluster, out, title="Best layout")
+        if form.file is not None:
+            path = result.export(output, form.file)  # type: ignore[arg-type]
+            out.print(f"wrote {result.evaluated} layouts to {escape(str(path))}")
+        if best is not None:
+            _write_timeline(timeline, best, cluster, out)
 
 def _write_timeline(path: Path | None, job: Job, cluster: Cluster, out: Console) -> None:
     if path is None:

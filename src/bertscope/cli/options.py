@@ -38,7 +38,7 @@ from typer.core import TyperCommand
 import bertscope.config as config
 from bertscope.cluster import ENV
 from bertscope.errors import BertscopeError
-from bertscope.io import Format, check_output, output_format
+from bertscope.io import Format
 from bertscope.job import Job, Layout
 from bertscope.paths import check_paths
 from bertscope.presets import PRESETS, get_model
@@ -332,16 +332,6 @@ def model_file(model: str) -> Path | None:
         return None
 
 
-def check_export(output: Path | None, fmt: Format | str | None = None) -> None:
-    """Refuse an export path before work starts: its format (from `fmt` or the suffix) must
-    be csv, json, jsonl or parquet, its library installed (`requirements.require_format`: Parquet
-    needs pyarrow), and the place writable (`io.check_output`)."""
-    if output is None:
-        return
-    require_format(output_format(output, fmt), f"{output}: parquet output")
-    check_output(output)
-
-
 def check_top(top: int, least: int = 0) -> None:
     """Refuse a `--top` below `least` in one line."""
     if top < least:
@@ -372,7 +362,6 @@ __all__ = [
     "add_job_command",
     "app_command",
     "check_command_paths",
-    "check_export",
     "check_suffix",
     "check_top",
     "field_parameters",

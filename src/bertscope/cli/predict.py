@@ -4,20 +4,25 @@ the hardware catalog."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from bertscope.cli.options import (
     DeviceOpt,
+    FormatOpt,
+    OutputFormat,
+    OutputOpt,
     TopOpt,
     VerboseOpt,
     add_job_command,
-    check_export,
     check_suffix,
     check_top,
     job_command,
+    output_format_of,
+    table_output,
 )
 from bertscope.cli.runs import NoStoreOpt, StoreOpt, open_store, record
 from bertscope.io import check_output
@@ -33,8 +38,8 @@ def predict_cmd(
     top: TopOpt = 10,
     plot: Annotated[Path | None, typer.Option(
         help="Write a roofline plot of every op (.png or .svg).")] = None,
-    output: Annotated[Path | None, typer.Option(
-        help="Write the op table with predicted times (.csv, .json or .parquet).")] = None,
+    fmt: FormatOpt = None,
+    output: OutputOpt = None,
     timeline: Annotated[Path | None, typer.Option(
         help="Write the predicted iteration as a Chrome/Perfetto trace (.json): open it in "
              "ui.perfetto.dev or read it with `bertscope trace`.")] = None,
@@ -43,7 +48,9 @@ def predict_cmd(
     no_store: NoStoreOpt = False,
 ) -> None:
     """Predicted iteration time on a device, whether the job fits its memory, tokens/s,
-    breakdowns, each op's bound."""
+    breakdowns, each op's bound. With --output FILE.csv (json, jsonl, parquet) the op table
+    with its predicted times is written too; with --format csv, json or jsonl and no
+    --output, those rows go to stdout alone."""
     from bertscope.analytic import build
     from bertscope.perf import Prediction, fuse, load_profile, predict
     from bertscope.report.predict import print_prediction
@@ -53,7 +60,8 @@ def predict_cmd(
     if plot is not None:
         require("predict --plot", "matplotlib")
     check_output(plot)
-    check_export(output)
+    form = output_format_of(fmt, output)
+    check_output(output)
     check_suffix(timeline, (".json",), "the timeline")
     check_output(timeline)
     st = open_store(store, no_store)
@@ -62,27 +70,40 @@ def predict_cmd(
     fusion = job.run.fusion
     unfused = predict(table, profile)
     result = predict(fuse(table), profile) if fusion else unfused
-    out = make_console()
-    print_prediction(result, out, top=top, unfused=unfused if fusion else None,
-                     capacity=profile.device.memory_bytes, verbose=verbose)
+    pred = Prediction.of(result)
+    summary = {"time_s": pred.time_s, "tokens_per_s": pred.tokens_per_s,
+               "achieved_flops": pred.achieved_flops, "peak_fraction": pred.peak_fraction,
+               "precision": pred.precision.value, "gemm_format": pred.gemm_format.value}
+    if form.file is not None and output is None:  # the rows alone, for a pipe
+        typer.echo(result.to_bytes(form.file).decode(), nl=False)
+        _side_files(result, plot, timeline, Console(quiet=True))
+        record(st, Console(quiet=True), "predict", result, device=pred.device,
+               inputs={**job.as_dict(), "device": device}, summary=summary)
+        return
+    with table_output(output if form.file is None else None) as out:
+        print_prediction(result, out, top=top, unfused=unfused if fusion else None,
+                         capacity=profile.device.memory_bytes, verbose=verbose)
+        _side_files(result, plot, timeline, out)
+        if form.file is not None:
+            path = result.export(output, form.file)  # type: ignore[arg-type]
+            out.print(f"wrote {len(result)} rows with predictions to {escape(str(path))}")
+    # the report in a file (--output FILE.txt): the record's line on the terminal
+    record(st, make_console() if form is OutputFormat.TABLE and output is not None else out,
+           "predict", result, device=pred.device, inputs={**job.as_dict(), "device": device},
+           summary=summary)
+
+
+def _side_files(result: Any, plot: Path | None, timeline: Path | None, out: Console) -> None:
+    """Write the roofline plot and the predicted timeline where asked, saying so on `out`."""
     if plot is not None:
         from bertscope.report.roofline import plot_roofline
 
         out.print(f"wrote roofline plot to {escape(str(plot_roofline(result, plot)))}")
-    if output is not None:
-        path = result.export(output)
-        out.print(f"wrote {len(result)} rows with predictions to {escape(str(path))}")
     if timeline is not None:
         from bertscope.perf.iteration_trace import write_timeline
 
         written = write_timeline(result, timeline)
         out.print(f"wrote the predicted timeline to {escape(str(written))}")
-    pred = Prediction.of(result)
-    record(st, out, "predict", result, device=pred.device,
-           inputs={**job.as_dict(), "device": device},
-           summary={"time_s": pred.time_s, "tokens_per_s": pred.tokens_per_s,
-                    "achieved_flops": pred.achieved_flops, "peak_fraction": pred.peak_fraction,
-                    "precision": pred.precision.value, "gemm_format": pred.gemm_format.value})
 
 
 def devices_cmd() -> None:

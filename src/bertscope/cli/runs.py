@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bertscope.cli.options import check_export
+from bertscope.cli.options import SUFFIXES, output_format_of
 from bertscope.errors import BertscopeError
 
 if TYPE_CHECKING:
@@ -149,21 +149,27 @@ def compare_cmd(a: Annotated[str, typer.Argument(metavar="A")],
 @app.command("export")
 def export_cmd(run_id: Annotated[str, typer.Argument(metavar="ID")],
                output: Annotated[Path, typer.Argument(metavar="FILE",
-                                                      help=".csv, .json or .parquet")],
+                                                      help=".csv, .json, .jsonl or "
+                                                           ".parquet")],
                store: StoreOpt = None) -> None:
     """Write a run's op rows to a file."""
-    from bertscope.io import atomic_write, frame_bytes, output_format
+    from bertscope.io import atomic_write, check_output, frame_bytes
     from bertscope.paths import check_paths
     from bertscope.store.access import check_run_id
 
     check_run_id(run_id)
-    check_export(output)
+    named = SUFFIXES.get(output.suffix.lower())  # the suffixes every command reads
+    if named is None or named.file is None:
+        raise BertscopeError(f"{output}: a run's rows go to a .csv, .json, .jsonl or .parquet "
+                             f"file")
+    fmt = output_format_of(named, output).file  # its library checked as everywhere
+    check_output(output)
     with _read(store) as s:
         # the store (or a hard link to it, or a folder holding it) is never the export
         check_paths({"the runs store": s.path}, {"FILE": output})
         df = s.ops(run_id)
         meta = s.get(run_id)
-    atomic_write(output, frame_bytes(df, output_format(output), meta=meta))
+    atomic_write(output, frame_bytes(df, fmt, meta=meta))
     typer.echo(f"wrote {len(df)} rows of run {run_id} to {output}")
 
 

@@ -129,8 +129,12 @@ class SearchResult:
         """Write every costed layout to `path` atomically (csv, json or parquet; from the
         suffix when `fmt` is None)."""
         p = Path(path)
-        atomic_write(p, frame_bytes(self.frame, output_format(p, fmt)))
+        atomic_write(p, self.to_bytes(output_format(p, fmt)))
         return p
+
+    def to_bytes(self, fmt: Format) -> bytes:
+        """Every costed layout as `export` writes it in `fmt`."""
+        return frame_bytes(self.frame, fmt)
 
 
 def row_job(workload: Workload, row: dict[str, Any]) -> Job:
