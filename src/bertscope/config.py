@@ -392,15 +392,11 @@ class RunConfig:
     optimizer's per-tensor ops each run as one kernel, as fused training stacks do: the op
     table keeps its rows, the prediction fuses them (`perf.kernel_fusion.fuse`)."""
     chain_fusion: bool | None = setting(
-        None, "With --fusion, also fuse each chain of memory-bound activation ops into one "
-              "kernel (a fusing compiler: TorchScript/nvFuser, torch.compile; Megatron's "
-              "fused kernels); --no-chain-fusion fuses only the optimizer step, as an eager "
-              "model with a multi-tensor optimizer runs (default: the recipe's).",
+        None, "With --fusion, fuse each chain of memory-bound ops too, as a fusing compiler "
+              "does; --no-chain-fusion: the optimizer step only (default: the recipe's).",
         recipe=True)
-    """Under `fusion`, whether the activation chains (scale + mask + softmax + dropout of the
-    attention scores, dropout + residual + layernorm, ...) run as one kernel each; False: the
-    eager model's kernels stay one per op and only the optimizer step is fused (a
-    multi-tensor optimizer: apex FusedLAMB/FusedAdam). No effect without `fusion`."""
+    """Under `fusion`, whether each activation chain (scale-mask-softmax-dropout, dropout-add-
+    layernorm, ...) is one kernel; False: only the optimizer step is (`perf.kernel_fusion`)."""
     recipe: Recipe = setting(Recipe.EAGER, "Training recipe whose defaults the job takes "
                                            "(data/recipes/NAME.toml); an option given "
                                            "explicitly overrides it.")
@@ -465,13 +461,9 @@ class RunConfig:
         for name, value in recipe_run(self.recipe).items():  # unset fields: the recipe's
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        object.__setattr__(self, "weight_cast", parse_enum(WeightCast, self.weight_cast,
-                                                           "weight_cast"))
-        object.__setattr__(self, "optimizer", parse_enum(Optimizer, self.optimizer, "optimizer"))
-        object.__setattr__(self, "attention", parse_enum(Attention, self.attention,
-                                                         "attention"))
-        object.__setattr__(self, "checkpoint", parse_enum(Checkpoint, self.checkpoint,
-                                                          "checkpoint"))
+        for name, enum in (("weight_cast", WeightCast), ("optimizer", Optimizer),
+                           ("attention", Attention), ("checkpoint", Checkpoint)):
+            object.__setattr__(self, name, parse_enum(enum, getattr(self, name), name))
         for name in ("dropout", "masked_lm_only", "fusion", "chain_fusion",
                      "fused_accumulation", "vocab_multiple_times_tp"):
             if not isinstance(getattr(self, name), bool):  # never a truthy string
@@ -486,10 +478,9 @@ class RunConfig:
 
     @property
     def tokens(self) -> int:
-        """Real tokens per optimizer step: batch * seq * micro_batches, or with
-        `seq_lengths` the sequences' real lengths (`packing.real_tokens`: a micro-batch that
-        draws from the lengths unevenly counts their expectation, rounded), padding never
-        counted."""
+        """Real tokens per optimizer step: batch * seq * micro_batches, or with `seq_lengths`
+        the sequences' real lengths (`packing.real_tokens`: a micro-batch drawing from them
+        unevenly counts their expectation, rounded), padding never counted."""
         return real_tokens(self) * self.micro_batches
 
     @property
@@ -500,8 +491,7 @@ class RunConfig:
 
     @property
     def target_seq(self) -> int:
-        """The decoder's tokens per sequence of an encoder-decoder run (`decoder_seq`, or
-        `seq`)."""
+        """The decoder's tokens per sequence of an encoder-decoder run (decoder_seq, or seq)."""
         return self.decoder_seq if self.decoder_seq is not None else self.seq
 
     def check(self, model: ModelConfig) -> None:
@@ -534,8 +524,7 @@ def recipe_fields() -> tuple[str, ...]:
 
 
 def recipe_run(recipe: Recipe) -> dict[str, Any]:
-    """The [run] defaults of `recipe`'s file, each checked as `RunConfig` checks the field
-    (`recipes.defaults`)."""
+    """The [run] defaults of `recipe`'s file, checked as `RunConfig` checks each field."""
     return defaults(recipe, RunConfig, "run")
 
 
@@ -563,9 +552,10 @@ def from_dict(kind: type[T], doc: Any, origin: str) -> T:
     unknown = [k for k in doc if k not in known]
     if unknown:
         close = difflib.get_close_matches(str(unknown[0]), known, n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise BertscopeError(f"{origin}: no field {', '.join(map(shown, unknown[:3]))}{hint}; "
-                             f"fields: {', '.join(sorted(known))}")
+        # the closest field when there is one; the whole list (long) only when there is not
+        hint = (f"; did you mean {close[0]!r}?" if close
+                else f"; fields: {', '.join(sorted(known))}")
+        raise BertscopeError(f"{origin}: no field {', '.join(map(shown, unknown[:3]))}{hint}")
     try:
         return kind(**doc)
     except (TypeError, BertscopeError) as e:  # a required field missing, or a bad value
