@@ -123,6 +123,21 @@ def output_format_of(fmt: OutputFormat | None, output: Path | None, *,
     return got
 
 
+def notice_console(form: OutputFormat, output: Path | None, report: Any) -> Any:
+    """Where a command's closing lines (the runs store's) go: nowhere when stdout carries the
+    data alone (a file format without --output), the terminal when the report went to
+    --output FILE.txt, else `report`, the console the report was printed on."""
+    if output is None and form.file is not None:
+        from rich.console import Console
+
+        return Console(quiet=True)
+    if output is not None and form is OutputFormat.TABLE:
+        from bertscope.report.tables import make_console
+
+        return make_console()
+    return report
+
+
 @contextlib.contextmanager
 def table_output(output: Path | None) -> Iterator[Any]:
     """A console for a command's terminal report; with `output` (`--format table --output
@@ -368,6 +383,7 @@ __all__ = [
     "flag_of",
     "job_command",
     "model_file",
+    "notice_console",
     "output_format_of",
     "renamed",
     "store_file",

@@ -13,7 +13,6 @@ from rich.markup import escape
 from bertscope.cli.options import (
     DeviceOpt,
     FormatOpt,
-    OutputFormat,
     OutputOpt,
     TopOpt,
     VerboseOpt,
@@ -21,6 +20,7 @@ from bertscope.cli.options import (
     check_suffix,
     check_top,
     job_command,
+    notice_console,
     output_format_of,
     table_output,
 )
@@ -77,8 +77,9 @@ def predict_cmd(
     if form.file is not None and output is None:  # the rows alone, for a pipe
         typer.echo(result.to_bytes(form.file).decode(), nl=False)
         _side_files(result, plot, timeline, Console(quiet=True))
-        record(st, Console(quiet=True), "predict", result, device=pred.device,
-               inputs={**job.as_dict(), "device": device}, summary=summary)
+        record(st, notice_console(form, output, None), "predict", result,
+               device=pred.device, inputs={**job.as_dict(), "device": device},
+               summary=summary)
         return
     with table_output(output if form.file is None else None) as out:
         print_prediction(result, out, top=top, unfused=unfused if fusion else None,
@@ -87,10 +88,8 @@ def predict_cmd(
         if form.file is not None:
             path = result.export(output, form.file)  # type: ignore[arg-type]
             out.print(f"wrote {len(result)} rows with predictions to {escape(str(path))}")
-    # the report in a file (--output FILE.txt): the record's line on the terminal
-    record(st, make_console() if form is OutputFormat.TABLE and output is not None else out,
-           "predict", result, device=pred.device, inputs={**job.as_dict(), "device": device},
-           summary=summary)
+    record(st, notice_console(form, output, out), "predict", result, device=pred.device,
+           inputs={**job.as_dict(), "device": device}, summary=summary)
 
 
 def _side_files(result: Any, plot: Path | None, timeline: Path | None, out: Console) -> None:

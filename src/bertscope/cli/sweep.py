@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from bertscope.cli.options import (
@@ -36,6 +35,7 @@ from bertscope.cli.options import (
     check_command_paths,
     check_top,
     model_file,
+    notice_console,
     output_format_of,
     table_output,
 )
@@ -206,7 +206,6 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
     from bertscope.cluster import check_scheduler
     from bertscope.report.progress import progress_bar
     from bertscope.report.sweep import print_sweep, sweep_json
-    from bertscope.report.tables import make_console
     from bertscope.sweep import MAX_CONFIGS, check_sort, sweep_to
 
     check_top(top, 0)
@@ -224,11 +223,11 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
                           parse_words(device, "device"), fmt=form.file, sort=sort, top=top,
                           max_configs=None if yes else MAX_CONFIGS, progress=tell,
                           scheduler=scheduler, **axes)
-    to_file = output if form is OutputFormat.TABLE else None
+    console = None
     if form is OutputFormat.JSON and output is None:  # the document alone, for a pipe
         typer.echo(sweep_json(result, sort=sort).decode(), nl=False)
     else:
-        with table_output(to_file) as console:
+        with table_output(output if form is OutputFormat.TABLE else None) as console:
             print_sweep(result, result.top, console, sort=sort)
             if form is OutputFormat.JSON:
                 atomic_write(output, sweep_json(result, sort=sort))  # type: ignore[arg-type]
@@ -236,10 +235,8 @@ def _run_sweep(models: str, device: str, axes: dict[str, Any], sort: str, top: i
                               f"{escape(str(output))}")
             elif every_row:
                 console.print(f"wrote {result.evaluated:,} rows to {escape(str(output))}")
-    say = (Console(quiet=True) if form is OutputFormat.JSON and output is None
-           else console if to_file is None else make_console())
     # the grid's axes and its best rows (the full frame stays in --output)
-    record(st, say, "sweep", model=models, device=device,
+    record(st, notice_console(form, output, console), "sweep", model=models, device=device,
            inputs={"models": models, "devices": device, **axes},
            summary={"evaluated": result.evaluated, "skipped": result.skipped,
                     "seconds": result.seconds, "sort": sort,
