@@ -135,7 +135,9 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
     parameter bytes count the vocabulary rows a recipe pads (`families.padded_vocabulary`:
     allocated, updated and stored like the others, as the distributed model counts them);
     "params" stays the model's own count."""
-    n = parameter_count(padded_vocabulary(m, run))
+    own = parameter_count(m)
+    padded = padded_vocabulary(m, run)
+    n = own if padded is m else parameter_count(padded)
     ab = run.precision.act_bytes
     per_layer: Any = 0  # the largest layer's saved activations (of any stack)
     stacked: Any = 0  # every layer's, summed over the stacks
@@ -163,7 +165,7 @@ def memory_parts(m: ModelConfig, run: RunConfig, blocks: list[Block]) -> dict[st
     full = run.checkpoint is Checkpoint.FULL
     acts = outside + (inputs + per_layer if full else stacked)
     return {
-        "params": parameter_count(m),
+        "params": own,
         "weights": ab * n,
         "master_weights": MASTER_BYTES * n if run.precision.mixed else 0 * n,
         "gradients": gradient_bytes(run) * n,

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from bertscope.cli.options import (
@@ -20,6 +19,7 @@ from bertscope.cli.options import (
     check_suffix,
     check_top,
     job_command,
+    notice_console,
     output_format_of,
     table_output,
 )
@@ -29,6 +29,8 @@ from bertscope.io import check_output
 from bertscope.job import Job, Layout, with_recipe_layout
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from bertscope.parallel import Cluster
 
 _SEARCHED = ("batch", "micro_batches", "checkpoint")
@@ -114,8 +116,8 @@ def distributed_cmd(
                              "written)")
     if form.file is not None and output is None:  # the rows alone, for a pipe
         typer.echo(result.to_bytes(form.file).decode(), nl=False)
-        if best is not None:
-            _write_timeline(timeline, best, cluster, Console(quiet=True))
+        if best is not None:  # stdout holds the rows alone
+            _write_timeline(timeline, best, cluster, notice_console(form, output, None))
         return
     with table_output(output if form.file is None else None) as out:
         print_search(result, cluster, out, top=top, verbose=verbose)
@@ -127,6 +129,7 @@ def distributed_cmd(
             out.print(f"wrote {result.evaluated} layouts to {escape(str(path))}")
         if best is not None:
             _write_timeline(timeline, best, cluster, out)
+
 
 def _write_timeline(path: Path | None, job: Job, cluster: Cluster, out: Console) -> None:
     if path is None:

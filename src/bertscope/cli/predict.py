@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from bertscope.cli.options import (
@@ -76,10 +75,10 @@ def predict_cmd(
                "precision": pred.precision.value, "gemm_format": pred.gemm_format.value}
     if form.file is not None and output is None:  # the rows alone, for a pipe
         typer.echo(result.to_bytes(form.file).decode(), nl=False)
-        _side_files(result, plot, timeline, Console(quiet=True))
-        record(st, notice_console(form, output, None), "predict", result,
-               device=pred.device, inputs={**job.as_dict(), "device": device},
-               summary=summary)
+        quiet = notice_console(form, output, None)  # stdout holds the rows alone
+        _side_files(result, plot, timeline, quiet)
+        record(st, quiet, "predict", result, device=pred.device,
+               inputs={**job.as_dict(), "device": device}, summary=summary)
         return
     with table_output(output if form.file is None else None) as out:
         print_prediction(result, out, top=top, unfused=unfused if fusion else None,
@@ -92,7 +91,7 @@ def predict_cmd(
            inputs={**job.as_dict(), "device": device}, summary=summary)
 
 
-def _side_files(result: Any, plot: Path | None, timeline: Path | None, out: Console) -> None:
+def _side_files(result: Any, plot: Path | None, timeline: Path | None, out: Any) -> None:
     """Write the roofline plot and the predicted timeline where asked, saying so on `out`."""
     if plot is not None:
         from bertscope.report.roofline import plot_roofline
