@@ -47,6 +47,15 @@ def aligned_share(model: TileWaveGemmEfficiency, m: float, n: float, k: float) -
     return min(16, model.element_bytes * (g & -g)) / 16
 
 
+def with_epilogue(model: TileWaveGemmEfficiency, f: float, flops: float, written: float) -> float:
+    """The docstring's epilogue as times, one shape: the main loop takes flops / (peak f), the
+    output write written / (bandwidth x stream fraction) after it; the fraction is flops /
+    peak over their sum (peak / bandwidth = the format's ridge)."""
+    main = flops / f  # in units of 1 / peak
+    write = written * model.split_k_flop_per_byte / model.stream_fraction
+    return flops / (main + write)
+
+
 MODELS = {name: for_device(load_device(name)).for_format(fmt)
           for name, fmt in (("a100", "bf16"), ("h100", "fp8"), ("mi300x", "bf16"),
                             ("v100", "fp16"))}
@@ -86,6 +95,14 @@ def test_stacked_fractions_equal_the_scalar_reference(name: str, seed: int) -> N
                         * aligned_share(model, *x[:3]))(
         cols["m"], cols["n"], cols["k"], cols["batch"])
     np.testing.assert_allclose(got, want, rtol=1e-12)
+    # with the output bytes known (2-byte outputs, B M N of them), the epilogue is charged
+    cols["bytes_written"] = 2 * cols["m"] * cols["n"] * np.maximum(cols["batch"], 1)
+    got = model.fraction(cols)
+    want = np.vectorize(lambda f, fl, w: with_epilogue(model, f, fl, w))(
+        want, cols["flops"], cols["bytes_written"])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert np.all(got < model.fraction({k: v for k, v in cols.items() if k != "bytes_written"}))
+    del cols["bytes_written"]
     # one M for every row (broadcast over the rows), varying with the configurations
     shared = {**cols, "m": tokens}
     got = model.fraction(shared)

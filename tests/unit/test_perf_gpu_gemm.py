@@ -110,7 +110,9 @@ def test_catalog_gpus_default_to_the_model_and_tpus_do_not() -> None:
 
 def test_prediction_uses_the_cap_of_the_runs_gemm_format() -> None:
     # one large GEMM row on the V100 in fp16 and in fp32: same shape, so the same tile/wave
-    # utilization; the time ratio is the peak ratio x the inverse cap ratio
+    # utilization; the time ratio is the peak ratio x the inverse cap ratio, plus the same
+    # epilogue in both: 2 n^2 bytes written at 900 GB/s x 0.877 (the V100's cited stream
+    # fraction) after the main loop
     from bertscope.optable import Op, OpTable
     from bertscope.perf import predict
     from bertscope.taxonomy import Category, Phase, Sublayer
@@ -122,8 +124,9 @@ def test_prediction_uses_the_cap_of_the_runs_gemm_format() -> None:
     t = {p: float(predict(OpTable.from_ops([row]), profile, p).columns["compute_s"][0])
          for p in ("fp16", "fp32")}
     util = for_device(load_device("v100")).utilization(n, n, n)
-    assert t["fp16"] == pytest.approx(2 * n**3 / (125e12 * 0.736 * util))
-    assert t["fp32"] == pytest.approx(2 * n**3 / (15.7e12 * 0.839 * util))
+    epilogue = 2 * n * n / (900e9 * 0.877)
+    assert t["fp16"] == pytest.approx(2 * n**3 / (125e12 * 0.736 * util) + epilogue)
+    assert t["fp32"] == pytest.approx(2 * n**3 / (15.7e12 * 0.839 * util) + epilogue)
 
 
 def test_model_and_profile_round_trip(tmp_path) -> None:
@@ -187,3 +190,27 @@ def test_alike_stacked_rows_are_timed_once_with_the_same_answer() -> None:
     for i in range(4):
         want = model.max_fraction * model.utilization(m[i], n[i], k[i])
         np.testing.assert_allclose(got[i], want, rtol=1e-12)  # dense or sparse split path
+
+
+def test_the_epilogue_makes_short_k_gemms_slower_as_measured_on_the_h200() -> None:
+    """Same FLOPs, K = 1024 vs 4096: measured on one H200 (bench/results/gpu_gemm_caps.txt,
+    bf16: 4096 x 4096 x 1024 at 0.674 of peak, 4096 x 1024 x 4096 at 0.753; fp16 0.661 and
+    0.728). Without the epilogue the tile model rates both alike (both fill whole waves of
+    256 x 128 tiles); with it the short-K one loses the time of its 4x larger output. By hand:
+    f / (1 + f x 2 bytes x R / (2 K)), R = 989.5e12 / 4.8e12 = 206.1 FLOP/byte (the H200 has
+    no cited stream fraction: 1), f = 0.779 (bench/results/gemm_caps_vs_model.txt "no epi"):
+    K = 1024: 0.779 / (1 + 0.779 x 206.1 / 1024) = 0.673; K = 4096: 0.779 / 1.0392 = 0.750;
+    ratio 0.898 vs the measured 0.674 / 0.753 = 0.895 (bf16), 0.661 / 0.728 = 0.908 (fp16)."""
+    model = for_device(load_device("h200")).for_format("bf16")
+
+    def frac(m: int, n: int, k: int) -> float:
+        rows = {"m": [m], "n": [n], "k": [k], "batch": [0], "count": [1],
+                "flops": [2.0 * m * n * k], "bytes_written": [2.0 * m * n]}
+        return float(model.fraction(rows)[0])
+    short, long = frac(4096, 4096, 1024), frac(4096, 1024, 4096)
+    plain = model.utilization(4096, 4096, 1024) * model.max_fraction
+    assert plain == pytest.approx(model.utilization(4096, 1024, 4096) * model.max_fraction)
+    assert short == pytest.approx(plain / (1 + plain * 989.5e12 / 4.8e12 / 1024), rel=1e-9)
+    assert long == pytest.approx(plain / (1 + plain * 989.5e12 / 4.8e12 / 4096), rel=1e-9)
+    for measured in (0.674 / 0.753, 0.661 / 0.728):
+        assert short / long == pytest.approx(measured, abs=0.015)

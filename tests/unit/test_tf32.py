@@ -35,7 +35,12 @@ def test_tf32_gemms_run_at_the_tf32_peak() -> None:
     fp32 = predict(t, dev, "fp32").df
     tf32 = predict(t, dev, "tf32").df
     gemm = fp32["category"].map(lambda c: Category(c).is_gemm)
-    ratio = (tf32.loc[gemm, "compute_s"] / fp32.loc[gemm, "compute_s"]).to_numpy()
+    # every GEMM also writes its output after the main loop (the epilogue), the same bytes
+    # in both formats at the A100's 2039 GB/s (no cited stream fraction: the whole of it):
+    # that time does not scale with the peak, the main loop's does
+    epilogue = fp32.loc[gemm, "bytes_written"] / 2039e9
+    ratio = ((tf32.loc[gemm, "compute_s"] - epilogue)
+             / (fp32.loc[gemm, "compute_s"] - epilogue)).to_numpy()
     # GEMMs the model runs unsplit scale by the peak ratio exactly. Split-K GEMMs (small
     # M x N, long K: pooler, NSP head, MLM decoder dgrad) pay the partial-sum reduction at
     # the memory bandwidth, which weighs 8x more against the tf32 peak: they gain less.

@@ -56,6 +56,25 @@ On the H200 lent to issue #31 such head GEMMs ran at 0.37 and 0.16 of the aligne
 in the same iterations (bench/results/gpu_recipe_check.txt); NVIDIA's BERT and Megatron pad
 the vocabulary to a multiple of 8 and 128 for this reason (`RunConfig.vocab_multiple`).
 
+**Epilogue.** A tile writes its output only after its main loop over K (the epilogue:
+convert the accumulators, write the C tile); with one tile per SM at a time nothing else runs
+on that SM meanwhile, so the write adds to the main loop instead of hiding under it. Over the
+whole GEMM that is the bytes it writes (the rows' `bytes_written`: B M N x the output element,
+2 for 16-bit, 4 for fp32/tf32, the weight gradient's fp32 main grad where a recipe fuses the
+accumulation) at the streaming bandwidth (`stream_fraction` x the memory bandwidth), so with
+R the format's ridge (`split_k_flop_per_byte`, peak / bandwidth)
+
+    fraction = f / (1 + f x bytes_written x R / (stream_fraction x FLOPs))
+
+which for a plain GEMM is f / (1 + f x out_bytes x R / (stream_fraction x 2 K)): the share
+falls with K. On the H200 lent to issue #31 (bench/results/gpu_gemm_caps.txt) bf16 GEMMs of
+4096 x 4096 x 1024 ran at 0.674 of peak and the same FLOPs as 4096 x 1024 x 4096 at 0.753
+(0.895 of it; the epilogue gives 0.90, the tile model alone 1.0); over the 40 tf32/bf16/fp16
+shapes measured the median measured/model ratio goes from 0.88-0.92 to 0.97-1.01
+(bench/results/gemm_caps_vs_model.txt). Rows without `bytes_written` are not charged.
+A fused attention row (flash attention) writes only its B x S x d output, not the S x S
+scores its M x N names, and is charged for that.
+
 with `max_fraction` the attainable fraction of the dense peak large GEMMs reach: per number
 format where the catalog cites a microbenchmark (`Device.gemm_fractions`, e.g. V100 fp16
 0.736 and fp32 0.839 from Markidis et al. 2018), picked by `for_format` for the run's GEMM
@@ -162,6 +181,12 @@ class TileWaveGemmEfficiency(ModelBase):
     candidate's partial-sum traffic costs in tensor work (0: not charged)."""
     format_ridges: tuple[tuple[str, float], ...] = ()
     """(number format, its `split_k_flop_per_byte`) pairs `for_format` picks from."""
+    epilogue: bool = False
+    """Charge the epilogue: the GEMM's output (the rows' `bytes_written`) written after its
+    main loop at the streaming bandwidth (module docstring, "Epilogue"); False: not charged."""
+    stream_fraction: float = 1.0
+    """Fraction of the memory bandwidth a streaming kernel sustains (the device's cited
+    `stream_bandwidth_fraction`): the rate of the epilogue's writes."""
     element_bytes: int = 0
     """Bytes per operand element of the GEMMs' format (`for_format` sets it): shapes whose
     dimensions are not multiples of 16 bytes run at the alignment share (module docstring);
@@ -171,7 +196,7 @@ class TileWaveGemmEfficiency(ModelBase):
 
     _bounds: ClassVar[dict[str, tuple[float, float]]] = {
         "sm_count": (1, 100_000), "max_fraction": (1e-6, 1.0), "mma_k": (1, 4096),
-        "element_bytes": (0, 16),
+        "element_bytes": (0, 16), "stream_fraction": (1e-3, 1.0),
         "operand_intensity": (0.0, 1e6), "split_k_flop_per_byte": (0.0, 1e9)}
 
     def __post_init__(self) -> None:
@@ -347,7 +372,18 @@ class TileWaveGemmEfficiency(ModelBase):
                                   for x in dims])[inverse]
         f = self.max_fraction * util * alignment(dims[0], dims[1], dims[2],
                                                  self.element_bytes)
+        if self.epilogue and self.split_k_flop_per_byte > 0 and "bytes_written" in rows:
+            f = f / (1.0 + f * self._epilogue_charge(rows, w))
         return np.where(w > 0, np.maximum(f, 1e-12), 1.0)
+
+    def _epilogue_charge(self, rows: Mapping[str, Any] | pd.DataFrame,
+                         flops: np.ndarray) -> np.ndarray:
+        """Epilogue time / main-loop time at the whole peak: bytes written / FLOPs x the
+        format's ridge (peak / bandwidth) / the streaming fraction (module docstring)."""
+        written = per_launch(rows, "bytes_written")
+        ridge = self.split_k_flop_per_byte / self.stream_fraction
+        return np.divide(written * ridge, flops, out=np.zeros(np.broadcast_shapes(
+            written.shape, np.shape(flops))), where=np.asarray(flops) > 0)
 
     def _stacked(self, dims: list[np.ndarray]) -> np.ndarray:
         """`_utilization` of stacked (rows, configurations...) shapes, the rows whose tile
@@ -457,7 +493,8 @@ def for_device(device: Device) -> TileWaveGemmEfficiency | None:
     return TileWaveGemmEfficiency(sm_count=device.sm_count, max_fraction=ASSUMED_FRACTION,
                                   mma_k=mma_k, operand_intensity=intensity,
                                   format_fractions=cited, split_k_flop_per_byte=sixteen,
-                                  format_ridges=ridges,
+                                  format_ridges=ridges, epilogue=True,
+                                  stream_fraction=device.stream_bandwidth_fraction or 1.0,
                                   source="; ".join(parts))
 
 
