@@ -37,8 +37,12 @@ def test_fp8_linear_gemms_keep_the_fp8_cap():
     peaks = select_peaks(profile.device, "fp8")
     assert peaks.gemm_format is NumberFormat.FP8
     assert peaks.batched_gemm_format is NumberFormat.BF16
-    assert gemm_for(profile, peaks).max_fraction == pytest.approx(0.709)
-    assert batched_gemm_for(profile, peaks).max_fraction == pytest.approx(0.803)
+    # (each the main-loop cap behind the figure at its measured shape: measured /
+    # (1 - measured x 2 bytes x ridge / (2 K)); fp8 K = 14336, bf16 K = 13312, 3.35 TB/s)
+    fp8 = 0.709 / (1 - 0.709 * 2 * 1978.9e12 / 3.35e12 / (2 * 14336))
+    bf16 = 0.803 / (1 - 0.803 * 2 * 989.4e12 / 3.35e12 / (2 * 13312))
+    assert gemm_for(profile, peaks).max_fraction == pytest.approx(fp8)
+    assert batched_gemm_for(profile, peaks).max_fraction == pytest.approx(bf16)
     bf16 = select_peaks(profile.device, "bf16")
     assert bf16.batched_gemm_format is None  # one format: one model for every GEMM row
     assert batched_gemm_for(profile, bf16) is gemm_for(profile, bf16)

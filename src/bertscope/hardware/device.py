@@ -15,6 +15,8 @@ device per file) carry the unit in each field name at the edge, as published:
     dram_latency_ns = 316              # optional: measured DRAM load latency (pointer chase)
     [gemm_attainable_fraction]         # optional: measured large-GEMM rate / peak, per format
     fp16 = 0.664
+    [gemm_attainable_shape]            # optional: the [M, N, K] each fraction was measured at
+    fp16 = [8192, 8192, 8192]          # (cited by the fraction's own source)
     [peak_TFLOPS]                      # DENSE peaks (no 2:4 structured sparsity); int8 in TOPS
     bf16 = 312
     [sources]                          # one citation per figure, keyed by the field name
@@ -120,6 +122,11 @@ class Device:
     """Per format: the fraction of that format's dense peak large library GEMMs were
     measured to reach (a microbenchmark figure, cited; file table
     `[gemm_attainable_fraction]`); formats without a cited figure are absent."""
+    gemm_shapes: dict[NumberFormat, tuple[int, int, int]] = field(default_factory=dict)
+    """Per format with a `gemm_fractions` figure: the (M, N, K) GEMM it was measured on,
+    where its citation gives one (file table `[gemm_attainable_shape]`; the fraction's source
+    cites it): the GEMM model reproduces the figure at that shape
+    (`perf.gpu_gemm.for_device`)."""
     notes: str = field(default="", repr=False)
     """Caveats: which figures were omitted and why, how dense figures were derived."""
     origin: str = field(default="", compare=False, repr=False)
@@ -156,6 +163,20 @@ class Device:
             if not (is_positive_number(value) and value <= 1):
                 raise BertscopeError(f"device {self.name!r}: gemm_attainable_fraction.{fmt.value} "
                                      f"must lie in (0, 1], got {value!r}")
+        shapes = {_number_format(f, self.name): v for f, v in dict(self.gemm_shapes).items()}
+        for fmt, shape in shapes.items():
+            shape = tuple(shape) if isinstance(shape, list | tuple) else ()
+            if len(shape) != 3 or not all(isinstance(v, int) and not isinstance(v, bool)
+                                          and 0 < v <= 10**7 for v in shape):
+                raise BertscopeError(f"device {self.name!r}: gemm_attainable_shape.{fmt.value} "
+                                     f"must be three positive integers [M, N, K], got "
+                                     f"{self.gemm_shapes[fmt]!r}")
+            if fmt not in fractions:
+                raise BertscopeError(f"device {self.name!r}: gemm_attainable_shape.{fmt.value} "
+                                     f"has no gemm_attainable_fraction.{fmt.value} to go with "
+                                     f"it; give the fraction measured at that shape")
+            shapes[fmt] = shape
+        object.__setattr__(self, "gemm_shapes", shapes)
         if not isinstance(self.kind, DeviceKind):
             if self.kind not in set(DeviceKind):
                 kinds = ", ".join(k.value for k in DeviceKind)
@@ -244,6 +265,7 @@ _COMPUTE_FILE: dict[str, tuple[str, int | Decimal]] = {
     "stream_bandwidth_fraction": ("stream_bandwidth_fraction", 1),
     "dram_latency": ("dram_latency_ns", Decimal("1e-9"))}
 _FRACTIONS_TABLE = "gemm_attainable_fraction"
+_SHAPES_TABLE = "gemm_attainable_shape"
 _COMPUTE_FIELDS = tuple(_COMPUTE_FILE)
 _PEAKS_TABLE = "peak_TFLOPS"
 _TEXT_FIELDS = ("name", "sku", "vendor", "kind", "memory_kind", "on_chip_note",
@@ -251,7 +273,7 @@ _TEXT_FIELDS = ("name", "sku", "vendor", "kind", "memory_kind", "on_chip_note",
 _REQUIRED_TEXT = ("name", "vendor", "kind")
 _KNOWN_KEYS = frozenset(
     [*_TEXT_FIELDS, "aliases", _PEAKS_TABLE, "sources", "references", "mma_tile",
-     _FRACTIONS_TABLE,
+     _FRACTIONS_TABLE, _SHAPES_TABLE,
      *(key for key, _ in _COMPUTE_FILE.values())]
     + [f"{stem}_{unit}" for stem, units, _ in _QUANTITIES.values() for unit in units]
 )
@@ -422,6 +444,16 @@ def device_from_dict(raw: Mapping[str, Any], *, origin: str = "<dict>") -> Devic
         used.add(file_key)
     if fractions:
         compute["gemm_fractions"] = fractions
+    shapes_raw = raw.get(_SHAPES_TABLE, {})
+    if not isinstance(shapes_raw, dict):
+        raise fail(f"[{_SHAPES_TABLE}] must map number formats to [M, N, K], e.g. "
+                   f"fp16 = [8192, 8192, 8192]")
+    for fmt_name in shapes_raw:
+        if fmt_name not in set(NumberFormat):
+            raise fail(f"unknown number format {fmt_name!r} in [{_SHAPES_TABLE}]; "
+                       f"use one of: {formats}")
+    if shapes_raw:
+        compute["gemm_shapes"] = {NumberFormat(f): v for f, v in shapes_raw.items()}
     stray = sorted(set(sources_raw) - used)
     if stray:
         raise fail(f"[sources] has {stray[0]!r}, which is not a figure in this file; "

@@ -295,6 +295,8 @@ def device_to_dict(d: Device) -> dict[str, Any]:
         out["gemm_attainable_fraction"] = {f.value: v for f, v in d.gemm_fractions.items()}
         for f in d.gemm_fractions:
             sources[f"gemm_attainable_fraction.{f.value}"] = d.sources[f"gemm_fractions.{f.value}"]
+    if d.gemm_shapes:
+        out["gemm_attainable_shape"] = {f.value: list(v) for f, v in d.gemm_shapes.items()}
     out["sources"] = sources
     return out
 

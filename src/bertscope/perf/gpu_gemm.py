@@ -75,6 +75,15 @@ shapes measured the median measured/model ratio goes from 0.88-0.92 to 0.97-1.01
 A fused attention row (flash attention) writes only its B x S x d output, not the S x S
 scores its M x N names, and is charged for that.
 
+**Cited caps.** A cited fraction is one GEMM's measured rate, its epilogue included. Where
+the catalog gives the shape it was measured on (`Device.gemm_shapes`), the cap is the
+main-loop fraction behind it, cap = measured / (1 - measured x e) with e the epilogue charge
+of that shape (out_bytes x R / (stream_fraction x 2 K)), so the epilogue is not counted
+twice (A100 bf16: 0.869 measured at 1024 x 10240 x 5120 gives 0.892). Its tile and wave shares are
+taken as whole: the shape is the best of a search, where the library found a tile that fits
+(the guide's candidates are a subset of cuBLAS's). A fraction without a shape is the cap as
+it stands.
+
 with `max_fraction` the attainable fraction of the dense peak large GEMMs reach: per number
 format where the catalog cites a microbenchmark (`Device.gemm_fractions`, e.g. V100 fp16
 0.736 and fp32 0.839 from Markidis et al. 2018), picked by `for_format` for the run's GEMM
@@ -132,6 +141,10 @@ _ASSUMED_CAP = f"cap {ASSUMED_FRACTION:g} (assumed default, not cited)"
 
 ELEMENT_BYTES: dict[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 """Operand bytes per element of each GEMM format (tf32 GEMMs read fp32 operands)."""
+
+OUTPUT_BYTES: dict[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+"""Bytes per output element of a GEMM measured in each format (a cited cap's shape): fp8
+GEMMs write 16-bit outputs (torch._scaled_mm with a bf16 out_dtype)."""
 
 ALIGNED_BYTES = 16
 """Operand load width of a fully aligned tensor-core kernel (the guide's 16 bytes)."""
@@ -490,12 +503,38 @@ def for_device(device: Device) -> TileWaveGemmEfficiency | None:
     parts.append("split-K reduction charged (parallel split-K: fp32 partials written and "
                  "read at the memory bandwidth)")
     mma_k = device.mma_tile[2] if device.mma_tile is not None else 1
-    return TileWaveGemmEfficiency(sm_count=device.sm_count, max_fraction=ASSUMED_FRACTION,
-                                  mma_k=mma_k, operand_intensity=intensity,
-                                  format_fractions=cited, split_k_flop_per_byte=sixteen,
-                                  format_ridges=ridges, epilogue=True,
-                                  stream_fraction=device.stream_bandwidth_fraction or 1.0,
-                                  source="; ".join(parts))
+    model = TileWaveGemmEfficiency(sm_count=device.sm_count, max_fraction=ASSUMED_FRACTION,
+                                   mma_k=mma_k, operand_intensity=intensity,
+                                   format_fractions=cited, split_k_flop_per_byte=sixteen,
+                                   format_ridges=ridges, epilogue=True,
+                                   stream_fraction=device.stream_bandwidth_fraction or 1.0,
+                                   source="; ".join(parts))
+    if not device.gemm_shapes:
+        return model
+    caps = []
+    for fmt, measured, why in cited:
+        shape = device.gemm_shapes.get(NumberFormat(fmt))
+        if shape is None:
+            caps.append((fmt, measured, why))
+            continue
+        cap = _main_loop_cap(model, fmt, measured, shape)
+        caps.append((fmt, cap, f"{why}; main-loop cap {cap:.3f}: the model gives {measured:g} "
+                               f"at the measured {'x'.join(map(str, shape))}"))
+    return replace(model, format_fractions=tuple(caps))
+
+
+def _main_loop_cap(model: TileWaveGemmEfficiency, fmt: str, measured: float,
+                   shape: tuple[int, int, int]) -> float:
+    """The main-loop cap behind a fraction `measured` on the GEMM `shape` (module docstring,
+    "Cited caps"): measured / (1 - measured x e), e the epilogue charge of that shape, at
+    most 1."""
+    m, n, k = shape
+    at = model.for_format(fmt)
+    ridge = at.split_k_flop_per_byte / at.stream_fraction
+    charge = OUTPUT_BYTES.get(fmt, 2) * float(m) * n * ridge / (2.0 * m * n * k)
+    if measured * charge >= 1.0:
+        return 1.0
+    return min(1.0, measured / (1.0 - measured * charge))
 
 
 __all__ = ["ALIGNED_BYTES", "ASSUMED_FRACTION", "ELEMENT_BYTES", "GUIDE_TILES", "PARTIAL_BYTES",
